@@ -1,0 +1,225 @@
+"""Settings for Jarvis Sessions: one module, every knob read from the environment.
+
+`.env.example` lists every variable. The embedded defaults (SQLite under var/, in-memory
+channel layer, offline model) make `make run` work on a bare machine; production sets
+DATABASE_URL, REDIS_URL, SECRET_KEY, DEBUG and ALLOWED_HOSTS explicitly.
+"""
+
+import secrets
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+VAR_DIR.mkdir(exist_ok=True)
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+
+def _local_secret_key() -> str:
+    """A secret kept under var/ so local sessions and logins survive a restart."""
+    key_file = VAR_DIR / "secret_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(50))
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = env.str("SECRET_KEY", default="") or _local_secret_key()
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env.list(
+    "CSRF_TRUSTED_ORIGINS",
+    default=[f"http://{host}:8000" for host in ALLOWED_HOSTS if host != "*"],
+)
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "django_tasks",
+    "django_tasks_db",
+    "sessions_app",
+    "memory_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "jarvis_site.urls"
+ASGI_APPLICATION = "jarvis_site.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -----------------------------------------------------------------------------
+# POSTGRES_DSN is accepted as an alias of DATABASE_URL (DESIGN §2).
+_database_url = env.str("DATABASE_URL", default="") or env.str("POSTGRES_DSN", default="")
+if not _database_url:
+    _database_url = f"sqlite:///{VAR_DIR / 'jarvis.sqlite3'}"
+DATABASES = {"default": env.db_url_config(_database_url)}
+DATABASE_VENDOR = "postgresql" if "postgresql" in DATABASES["default"]["ENGINE"] else "sqlite"
+if DATABASE_VENDOR == "sqlite":
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            # Writers take the lock when their transaction begins: two appenders then queue
+            # instead of one failing with "database is locked" when it upgrades its lock.
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
+# Tests get their own database; JARVIS_TEST_DB names it so that two suites can run side by
+# side. SQLite's test database is a file (not memory) so child processes can open it too.
+_test_db = env.str("JARVIS_TEST_DB", default="test_jarvis")
+if DATABASE_VENDOR == "sqlite":
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"{_test_db}.sqlite3")}
+else:
+    DATABASES["default"]["TEST"] = {"NAME": _test_db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Session store ------------------------------------------------------------------------
+JARVIS_SESSION__PERSISTENCE_BACKEND = env.str("JARVIS_SESSION__PERSISTENCE_BACKEND", default="db")
+if JARVIS_SESSION__PERSISTENCE_BACKEND not in {"db", "jsonl", "postgres"}:
+    raise ImproperlyConfigured(
+        "JARVIS_SESSION__PERSISTENCE_BACKEND must be 'db', 'jsonl' or 'postgres', "
+        f"not {JARVIS_SESSION__PERSISTENCE_BACKEND!r}"
+    )
+if JARVIS_SESSION__PERSISTENCE_BACKEND == "postgres" and DATABASE_VENDOR != "postgresql":
+    raise ImproperlyConfigured(
+        "JARVIS_SESSION__PERSISTENCE_BACKEND=postgres needs a PostgreSQL DATABASE_URL"
+    )
+SESSIONS_DIR = Path(env.str("SESSIONS_DIR", default="~/.jarvis/sessions")).expanduser()
+EXPORTS_DIR = Path(env.str("EXPORTS_DIR", default="~/.jarvis/exports")).expanduser()
+TEST_SESSION_PREFIXES = ("test-", "live-", "probe-", "exp-")
+
+# --- Channels -----------------------------------------------------------------------------
+REDIS_URL = env.str("REDIS_URL", default="")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- Agent runtime ------------------------------------------------------------------------
+JARVIS_MODEL = env.str("JARVIS_MODEL", default="offline")
+if not (
+    JARVIS_MODEL == "offline"
+    or (JARVIS_MODEL.startswith(("openai:", "anthropic:")) and JARVIS_MODEL.split(":", 1)[1])
+):
+    raise ImproperlyConfigured(
+        f"JARVIS_MODEL must be 'offline', 'openai:<model>' or 'anthropic:<model>', not {JARVIS_MODEL!r}"
+    )
+OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
+OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="")
+ANTHROPIC_API_KEY = env.str("ANTHROPIC_API_KEY", default="")
+ANTHROPIC_BASE_URL = env.str("ANTHROPIC_BASE_URL", default="")
+
+
+def _positive(name: str, default: float, cast=float):
+    value = env(name, cast=cast, default=default)
+    if value <= 0:
+        raise ImproperlyConfigured(f"{name} must be positive, not {value!r}")
+    return value
+
+
+BUSY_GRACE_SEC = _positive("BUSY_GRACE_SEC", 3.0)
+MAX_STEPS = _positive("MAX_STEPS", 8, cast=int)
+CONSOLIDATE_IDLE_SEC = _positive("CONSOLIDATE_IDLE_SEC", 180.0)
+
+# USD per million tokens (input, output). Models missing here show tokens with cost unknown.
+MODEL_PRICES_PER_MTOK = {
+    "offline": (0.0, 0.0),
+    "gpt-4o": (2.5, 10.0),
+    "gpt-4o-mini": (0.15, 0.6),
+    "gpt-4.1": (2.0, 8.0),
+    "gpt-4.1-mini": (0.4, 1.6),
+    "claude-sonnet-4-5": (3.0, 15.0),
+    "claude-opus-4-1": (15.0, 75.0),
+    "claude-haiku-4-5": (1.0, 5.0),
+}
+
+# --- Tasks (consolidation) ----------------------------------------------------------------
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+
+# --- REST framework -----------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_RATES": {"turns": env.str("TURN_THROTTLE_RATE", default="60/min")},
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Jarvis Sessions API",
+    "DESCRIPTION": "Durable conversation sessions for the Jarvis agent.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# --- Auth, i18n, static -------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "sessions_app": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+        "memory_app": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    },
+}

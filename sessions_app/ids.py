@@ -1,0 +1,60 @@
+"""Session ids (DESIGN §6): the one place that says what an id may be.
+
+Every entry point — API, WebSocket, store, management commands — validates through
+`validate_session_id`, so an id that could escape the jsonl directory or confuse a URL
+never reaches storage.
+"""
+
+import itertools
+import re
+import secrets
+import threading
+import time
+
+from django.conf import settings
+
+SESSION_ID_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,200}")
+SAFE_FILENAME_RE = re.compile(r"[^A-Za-z0-9_\-]")
+
+
+class InvalidSessionId(ValueError):
+    """The id breaks DESIGN §6; the API answers 400, the WebSocket closes with 4400."""
+
+
+def validate_session_id(session_id: object) -> str:
+    if not isinstance(session_id, str) or not SESSION_ID_RE.fullmatch(session_id):
+        raise InvalidSessionId(
+            "a session id is 1-200 characters of A-Z a-z 0-9 _ . : - "
+            f"(got {session_id!r:.80})"
+        )
+    if session_id.startswith("."):
+        raise InvalidSessionId(f"a session id may not start with '.' (got {session_id!r:.80})")
+    return session_id
+
+
+_counter_lock = threading.Lock()
+_last_stamp = 0
+_sequence = itertools.count()
+
+
+def new_session_id() -> str:
+    """A unique id whose string order is creation order (millisecond stamp + counter + random)."""
+    global _last_stamp, _sequence
+    with _counter_lock:
+        stamp = time.time_ns() // 1_000_000
+        if stamp <= _last_stamp:
+            stamp = _last_stamp
+        else:
+            _sequence = itertools.count()
+        _last_stamp = stamp
+        serial = next(_sequence)
+    return f"s{stamp:013d}-{serial:04d}-{secrets.token_hex(4)}"
+
+
+def is_test_session(session_id: str) -> bool:
+    return session_id.startswith(tuple(settings.TEST_SESSION_PREFIXES))
+
+
+def safe_filename(session_id: str) -> str:
+    """Export file stem: every character outside A-Z a-z 0-9 _ - becomes '_'."""
+    return SAFE_FILENAME_RE.sub("_", session_id)

@@ -1,0 +1,111 @@
+"""Sessions, their entries and proactive notices (DESIGN §3).
+
+The `db` store backend is the only writer of these tables; entry bodies are read in
+`seq` order and never by timestamp.
+"""
+
+from django.conf import settings
+from django.db import models
+
+
+class Session(models.Model):
+    id = models.CharField(primary_key=True, max_length=200)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="jarvis_sessions",
+    )
+    agent = models.CharField(max_length=100, default="jarvis")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="branches"
+    )
+    branched_at_seq = models.PositiveBigIntegerField(null=True, blank=True)
+    title = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField(help_text="last activity")
+    last_seq = models.PositiveBigIntegerField(default=0, help_text="highest seq handed out")
+    # Turn lease (DESIGN §5.5): one turn per session across processes. A holder renews the
+    # expiry while its turn runs; a crashed holder's lease simply runs out.
+    lease_holder = models.CharField(max_length=64, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["owner", "-updated_at"], name="session_owner_activity"),
+            models.Index(fields=["-updated_at"], name="session_activity"),
+            models.Index(fields=["agent"], name="session_agent"),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class Entry(models.Model):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="entries")
+    seq = models.PositiveBigIntegerField()
+    kind = models.CharField(max_length=32)
+    role = models.CharField(max_length=16, blank=True, default="")
+    content = models.TextField(blank=True, default="")
+    tool_calls = models.JSONField(null=True, blank=True)
+    tool_call_id = models.CharField(max_length=200, blank=True, default="")
+    name = models.CharField(max_length=200, blank=True, default="")
+    is_error = models.BooleanField(default=False)
+    model = models.CharField(max_length=200, blank=True, default="")
+    usage = models.JSONField(null=True, blank=True)
+    turn_id = models.CharField(max_length=64, blank=True, default="")
+    data = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name_plural = "entries"
+        ordering = ["session", "seq"]
+        constraints = [
+            # The guard that makes seq trustworthy even where row locks do not exist (SQLite).
+            models.UniqueConstraint(fields=["session", "seq"], name="entry_unique_session_seq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.seq} {self.kind}"
+
+
+class ProactiveNotice(models.Model):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="notices")
+    message_id = models.CharField(max_length=200)
+    content = models.TextField()
+    created_at = models.DateTimeField()
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["session", "created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "message_id"], name="notice_unique_session_message"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.message_id}"
+
+
+class LiveConnection(models.Model):
+    """One open WebSocket, shared by every worker process through the database.
+
+    A worker renews `heartbeat_at` while the socket is open; rows of a crashed worker stop
+    being renewed and are ignored once older than the heartbeat timeout.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="connections")
+    channel_name = models.CharField(max_length=200, unique=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE
+    )
+    connected_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "heartbeat_at"], name="connection_live")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} via {self.channel_name}"

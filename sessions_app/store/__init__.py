@@ -1,0 +1,49 @@
+"""The session store: `get_store()` returns the configured backend (DESIGN §4)."""
+
+from functools import lru_cache
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from sessions_app.store.base import (
+    AgentMismatch,
+    CorruptSessionFile,
+    EntryRecord,
+    InvalidSessionId,
+    NewEntry,
+    Notice,
+    SessionExists,
+    SessionMeta,
+    SessionNotFound,
+    SessionStore,
+    StoreError,
+)
+
+__all__ = [
+    "AgentMismatch",
+    "CorruptSessionFile",
+    "EntryRecord",
+    "InvalidSessionId",
+    "NewEntry",
+    "Notice",
+    "SessionExists",
+    "SessionMeta",
+    "SessionNotFound",
+    "SessionStore",
+    "StoreError",
+    "get_store",
+]
+
+
+@lru_cache(maxsize=1)
+def get_store() -> SessionStore:
+    backend = settings.JARVIS_SESSION__PERSISTENCE_BACKEND
+    if backend in {"db", "postgres"}:
+        from sessions_app.store.db import DbSessionStore
+
+        return DbSessionStore()
+    if backend == "jsonl":
+        from sessions_app.store.jsonl import JsonlSessionStore
+
+        return JsonlSessionStore(settings.SESSIONS_DIR)
+    raise ImproperlyConfigured(f"unknown session persistence backend {backend!r}")

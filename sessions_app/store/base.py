@@ -1,0 +1,167 @@
+"""The store protocol (DESIGN §4): plain dataclasses in and out, synchronous.
+
+Both backends (`db`, `jsonl`) implement `SessionStore`; services talk to the protocol and
+only `get_store()` knows which backend is in use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from sessions_app.ids import InvalidSessionId  # re-exported: stores raise it for bad ids
+
+__all__ = [
+    "AgentMismatch",
+    "CorruptSessionFile",
+    "EntryRecord",
+    "InvalidSessionId",
+    "NewEntry",
+    "Notice",
+    "SessionMeta",
+    "SessionExists",
+    "SessionNotFound",
+    "SessionStore",
+    "StoreError",
+]
+
+ENTRY_KINDS_SENT_TO_MODELS = {"message", "compaction"}
+
+
+class StoreError(Exception):
+    """Base of every error a store raises on purpose."""
+
+
+class SessionNotFound(StoreError):
+    pass
+
+
+class AgentMismatch(StoreError):
+    """`create` of an existing id with another agent (the API answers 409 agent_mismatch)."""
+
+    def __init__(self, session_id: str, existing: str, requested: str):
+        super().__init__(
+            f"session {session_id!r} belongs to agent {existing!r}, not {requested!r}"
+        )
+        self.session_id = session_id
+        self.existing = existing
+        self.requested = requested
+
+
+class SessionExists(StoreError):
+    """A branch was asked to use an id that is already taken."""
+
+
+class CorruptSessionFile(StoreError):
+    """A jsonl file is damaged somewhere other than a torn last line."""
+
+    def __init__(self, path, line: int, reason: str):
+        super().__init__(f"{path}:{line}: {reason}")
+        self.path = path
+        self.line = line
+
+
+@dataclass(frozen=True)
+class SessionMeta:
+    id: str
+    agent: str
+    owner_id: int | None
+    title: str
+    parent_id: str | None
+    branched_at_seq: int | None
+    created_at: datetime
+    updated_at: datetime
+    last_seq: int
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    """What a caller hands to `append`; the store adds `seq` and `created_at`."""
+
+    kind: str = "message"
+    role: str = ""
+    content: str = ""
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str = ""
+    name: str = ""
+    is_error: bool = False
+    model: str = ""
+    usage: dict[str, Any] | None = None
+    turn_id: str = ""
+    data: dict[str, Any] | None = None
+
+    def __post_init__(self):
+        if not self.kind or not isinstance(self.kind, str):
+            raise ValueError("an entry needs a kind")
+        if self.kind == "message" and self.role not in {"user", "assistant", "tool"}:
+            raise ValueError(f"a message entry's role is user, assistant or tool, not {self.role!r}")
+        for call in self.tool_calls or ():
+            if not isinstance(call.get("arguments"), str) or not call.get("id") or not call.get("name"):
+                raise ValueError("a tool call is {id, name, arguments} with arguments a JSON string")
+
+
+@dataclass(frozen=True)
+class EntryRecord:
+    session_id: str
+    seq: int
+    kind: str
+    role: str
+    content: str
+    tool_calls: list[dict[str, Any]] | None
+    tool_call_id: str
+    name: str
+    is_error: bool
+    model: str
+    usage: dict[str, Any] | None
+    turn_id: str
+    data: dict[str, Any] | None
+    created_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["created_at"] = self.created_at.isoformat()
+        return out
+
+
+@dataclass(frozen=True)
+class Notice:
+    session_id: str
+    message_id: str
+    content: str
+    created_at: datetime
+    delivered_at: datetime | None = None
+
+
+class SessionStore(Protocol):
+    def create(
+        self, session_id: str, agent: str = "jarvis", owner_id: int | None = None, title: str = ""
+    ) -> SessionMeta: ...
+
+    def get_meta(self, session_id: str) -> SessionMeta | None: ...
+
+    def list(
+        self, owner_id: int | None = None, agent: str | None = None, include_tests: bool = True
+    ) -> list[SessionMeta]: ...
+
+    def get_messages(
+        self, session_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[EntryRecord]: ...
+
+    def append(self, session_id: str, entries: list[NewEntry]) -> list[EntryRecord]: ...
+
+    def delete(self, session_id: str) -> bool: ...
+
+    def create_branch(
+        self,
+        source_id: str,
+        new_id: str | None = None,
+        at_seq: int | None = None,
+        owner_id: int | None = None,
+    ) -> SessionMeta: ...
+
+    def append_proactive(
+        self, session_id: str, message_id: str, content: str
+    ) -> tuple[Notice, bool]: ...
+
+    def get_proactive(self, session_id: str) -> list[Notice]: ...

@@ -1,0 +1,25 @@
+"""Fixtures shared by the whole suite."""
+
+import pytest
+from django.conf import settings
+
+from sessions_app.store import get_store
+
+
+def on_postgres() -> bool:
+    return settings.DATABASE_VENDOR == "postgresql"
+
+
+requires_postgres = pytest.mark.skipif(
+    not on_postgres(), reason="needs DATABASE_URL pointing at PostgreSQL"
+)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_files(tmp_path, settings):
+    """Every test gets its own jsonl and export directories, and a fresh store object."""
+    settings.SESSIONS_DIR = tmp_path / "sessions"
+    settings.EXPORTS_DIR = tmp_path / "exports"
+    get_store.cache_clear()
+    yield
+    get_store.cache_clear()

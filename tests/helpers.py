@@ -1,0 +1,70 @@
+"""Helpers for tests that leave the test process: threads and child processes."""
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection, connections
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def database_url_of_test_db() -> str:
+    """A DATABASE_URL naming the database this test run created, for child processes."""
+    current = connection.settings_dict
+    if settings.DATABASE_VENDOR == "postgresql":
+        user = current["USER"] or ""
+        return f"postgres://{user}@{current['HOST']}:{current['PORT']}/{current['NAME']}"
+    return f"sqlite:///{current['NAME']}"
+
+
+def child_env(**extra) -> dict:
+    env = dict(os.environ)
+    env["DATABASE_URL"] = database_url_of_test_db()
+    env["SESSIONS_DIR"] = str(settings.SESSIONS_DIR)
+    env["EXPORTS_DIR"] = str(settings.EXPORTS_DIR)
+    env["DJANGO_SETTINGS_MODULE"] = "jarvis_site.settings"
+    env.update({key: str(value) for key, value in extra.items()})
+    return env
+
+
+def run_python(code: str, timeout: float = 60, **env) -> subprocess.CompletedProcess:
+    """Run Django code in a fresh interpreter against the test database."""
+    prelude = "import django; django.setup()\n"
+    return subprocess.run(
+        [sys.executable, "-c", prelude + code],
+        cwd=REPO,
+        env=child_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def run_in_threads(target, count: int, timeout: float = 60) -> list:
+    """Start `count` threads at once (a barrier), return their results or raise their errors."""
+    barrier = threading.Barrier(count)
+    results: list = [None] * count
+    errors: list = []
+
+    def worker(index):
+        try:
+            barrier.wait()
+            results[index] = target(index)
+        except BaseException as error:  # noqa: BLE001 - re-raised in the test thread
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    if errors:
+        raise errors[0]
+    return results

@@ -5,6 +5,7 @@ Every entry point — API, WebSocket, store, management commands — validates t
 never reaches storage.
 """
 
+import hashlib
 import itertools
 import re
 import secrets
@@ -58,3 +59,17 @@ def is_test_session(session_id: str) -> bool:
 def safe_filename(session_id: str) -> str:
     """Export file stem: every character outside A-Z a-z 0-9 _ - becomes '_'."""
     return SAFE_FILENAME_RE.sub("_", session_id)
+
+
+def group_name(session_id: str) -> str:
+    """The channel-layer group of a session ("session.<id>").
+
+    Channels allows only A-Z a-z 0-9 - _ . in group names and fewer than 100 characters, so
+    ':' is escaped and long ids are shortened with a hash that keeps them distinct.
+    """
+    escaped = session_id.replace("_", "__").replace(":", "_c")
+    name = f"session.{escaped}"
+    if len(name) > 90:
+        digest = hashlib.sha256(session_id.encode()).hexdigest()[:16]
+        name = f"session.{escaped[:60]}.{digest}"
+    return name

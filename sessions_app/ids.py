@@ -25,8 +25,7 @@ class InvalidSessionId(ValueError):
 def validate_session_id(session_id: object) -> str:
     if not isinstance(session_id, str) or not SESSION_ID_RE.fullmatch(session_id):
         raise InvalidSessionId(
-            "a session id is 1-200 characters of A-Z a-z 0-9 _ . : - "
-            f"(got {session_id!r:.80})"
+            f"a session id is 1-200 characters of A-Z a-z 0-9 _ . : - (got {session_id!r:.80})"
         )
     if session_id.startswith("."):
         raise InvalidSessionId(f"a session id may not start with '.' (got {session_id!r:.80})")

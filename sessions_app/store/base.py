@@ -41,9 +41,7 @@ class AgentMismatch(StoreError):
     """`create` of an existing id with another agent (the API answers 409 agent_mismatch)."""
 
     def __init__(self, session_id: str, existing: str, requested: str):
-        super().__init__(
-            f"session {session_id!r} belongs to agent {existing!r}, not {requested!r}"
-        )
+        super().__init__(f"session {session_id!r} belongs to agent {existing!r}, not {requested!r}")
         self.session_id = session_id
         self.existing = existing
         self.requested = requested
@@ -95,10 +93,18 @@ class NewEntry:
         if not self.kind or not isinstance(self.kind, str):
             raise ValueError("an entry needs a kind")
         if self.kind == "message" and self.role not in {"user", "assistant", "tool"}:
-            raise ValueError(f"a message entry's role is user, assistant or tool, not {self.role!r}")
+            raise ValueError(
+                f"a message entry's role is user, assistant or tool, not {self.role!r}"
+            )
         for call in self.tool_calls or ():
-            if not isinstance(call.get("arguments"), str) or not call.get("id") or not call.get("name"):
-                raise ValueError("a tool call is {id, name, arguments} with arguments a JSON string")
+            if (
+                not isinstance(call.get("arguments"), str)
+                or not call.get("id")
+                or not call.get("name")
+            ):
+                raise ValueError(
+                    "a tool call is {id, name, arguments} with arguments a JSON string"
+                )
 
 
 @dataclass(frozen=True)

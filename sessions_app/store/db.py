@@ -87,8 +87,21 @@ class DbSessionStore:
         return datetime.fromisoformat(value).replace(tzinfo=UTC)
 
     def _record(self, session_id: str, row) -> EntryRecord:
-        (seq, kind, role, content, tool_calls, tool_call_id, name, is_error, model, usage,
-         turn_id, data, created_at) = row  # fmt: skip
+        (
+            seq,
+            kind,
+            role,
+            content,
+            tool_calls,
+            tool_call_id,
+            name,
+            is_error,
+            model,
+            usage,
+            turn_id,
+            data,
+            created_at,
+        ) = row
         return EntryRecord(
             session_id=session_id,
             seq=seq,
@@ -189,8 +202,12 @@ class DbSessionStore:
                 first_seq = row[0] - len(entries) + 1
                 self._insert_entries(cursor, session_id, first_seq, entries, now)
         return [
-            EntryRecord(session_id=session_id, seq=first_seq + offset, created_at=now,
-                        **_entry_fields(entry))  # fmt: skip
+            EntryRecord(
+                session_id=session_id,
+                seq=first_seq + offset,
+                created_at=now,
+                **_entry_fields(entry),
+            )
             for offset, entry in enumerate(entries)
         ]
 
@@ -218,7 +235,9 @@ class DbSessionStore:
                     created,
                 )
             )
-        placeholders = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * rows)
+        placeholders = ", ".join(
+            ["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * rows
+        )
         cursor.execute(
             f"INSERT INTO {self._tables['entry']} (session_id, {ENTRY_COLUMNS}) "
             f"VALUES {placeholders}",

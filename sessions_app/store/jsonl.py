@@ -264,8 +264,12 @@ class JsonlSessionStore:
         with open(path, "a+b") as handle:
             first_seq = self._last_seq_on_disk(path, handle) + 1
             records = [
-                EntryRecord(session_id=session_id, seq=first_seq + offset, created_at=now,
-                            **_entry_fields(entry))  # fmt: skip
+                EntryRecord(
+                    session_id=session_id,
+                    seq=first_seq + offset,
+                    created_at=now,
+                    **_entry_fields(entry),
+                )
                 for offset, entry in enumerate(entries)
             ]
             payload = b"".join(_line(record) for record in records)

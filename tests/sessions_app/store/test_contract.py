@@ -119,14 +119,16 @@ def test_every_field_round_trips(store):
     entry = NewEntry(
         kind="message",
         role="assistant",
-        content="ünïcödé ✓ \"quotes\" and\nnewlines",
+        content='ünïcödé ✓ "quotes" and\nnewlines',
         tool_calls=[call("c1", arguments='{"a": [1, 2]}')],
         model="offline",
         usage={"input_tokens": 12, "output_tokens": 3},
         turn_id="t1",
         data={"nested": {"x": 1}},
     )
-    store.append("s1", [entry, NewEntry(kind="turn_end", turn_id="t1", data={"status": "completed"})])
+    store.append(
+        "s1", [entry, NewEntry(kind="turn_end", turn_id="t1", data={"status": "completed"})]
+    )
     loaded = store.get_messages("s1")
     assert loaded[0].content == entry.content
     assert loaded[0].tool_calls == entry.tool_calls
@@ -222,7 +224,9 @@ def test_branch_inside_an_unfinished_turn_closes_it_in_the_copy(store):
         [
             NewEntry(kind="turn_start", turn_id="t1", data={"model": "offline"}),
             NewEntry(role="user", content="wait 5 seconds", turn_id="t1"),
-            NewEntry(role="assistant", tool_calls=[call("c1", "wait", '{"seconds": 5}')], turn_id="t1"),
+            NewEntry(
+                role="assistant", tool_calls=[call("c1", "wait", '{"seconds": 5}')], turn_id="t1"
+            ),
             NewEntry(role="tool", tool_call_id="c1", name="wait", content="waited", turn_id="t1"),
             NewEntry(role="assistant", content="done", turn_id="t1"),
             NewEntry(kind="turn_end", turn_id="t1", data={"status": "completed"}),

@@ -235,7 +235,11 @@ class JsonlSessionStore:
         try:
             return int(json.loads(last_line)["seq"])
         except (ValueError, KeyError, TypeError) as error:
-            raise CorruptSessionFile(path, -1, f"unreadable last entry: {error}") from error
+            # A complete line that does not parse is damage, not a torn write: refuse to add
+            # to it. Counting lines means reading the file, which only this error path does.
+            handle.seek(0)
+            number = handle.read().count(b"\n")
+            raise CorruptSessionFile(path, number, f"unreadable last entry: {error}") from error
 
     def append(self, session_id, entries):
         entries = list(entries)

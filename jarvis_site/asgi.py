@@ -11,6 +11,14 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jarvis_site.settings")
 # Django must be set up before anything imports models (the routes do).
 django_asgi_app = get_asgi_application()
 
+from django.conf import settings  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+
+if settings.SERVE_STATIC:
+    # Local and single-host deployments: Daphne serves the chat's JS/CSS itself, so
+    # `make run` needs no separate web server. Behind a proxy, set SERVE_STATIC=false.
+    django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402

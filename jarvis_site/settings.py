@@ -16,7 +16,8 @@ VAR_DIR = BASE_DIR / "var"
 VAR_DIR.mkdir(exist_ok=True)
 
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+if (BASE_DIR / ".env").exists():
+    environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 
 def _local_secret_key() -> str:
@@ -213,6 +214,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+SERVE_STATIC = env.bool("SERVE_STATIC", default=True)
 
 LOGGING = {
     "version": 1,

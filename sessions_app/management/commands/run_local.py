@@ -1,0 +1,82 @@
+"""Serve the web chat the way `make run` promises: Daphne plus the background workers.
+
+Starts, as child processes of this one:
+- Daphne on 127.0.0.1:8000 (HTTP + WebSockets, `jarvis_site.asgi:application`);
+- the task worker (`db_worker`) that runs memory consolidation;
+- the idle-consolidation loop (`consolidate_memory --idle --loop`).
+Ctrl-C (or SIGTERM) stops all of them; if one dies, the others are stopped too, so a
+half-running install never looks healthy.
+"""
+
+import signal
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.core.management import get_commands
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Run Daphne, the task worker and the consolidation loop for local use."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+
+    def handle(self, *args, host, port, **options):
+        manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
+        programs = {
+            "daphne": [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                host,
+                "-p",
+                str(port),
+                "jarvis_site.asgi:application",
+            ],
+            "task worker": [*manage, "db_worker"],
+        }
+        if "consolidate_memory" in get_commands():
+            idle_check_every = max(5, int(settings.CONSOLIDATE_IDLE_SEC // 3))
+            programs["consolidation loop"] = [
+                *manage,
+                "consolidate_memory",
+                "--idle",
+                "--loop",
+                str(idle_check_every),
+            ]
+        children = {
+            name: subprocess.Popen(command, cwd=settings.BASE_DIR)
+            for name, command in programs.items()
+        }
+        self.stdout.write(f"Jarvis is serving http://{host}:{port}/ (Ctrl-C stops it)")
+
+        stopping = False
+
+        def stop(*_):
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        exit_code = 0
+        while not stopping:
+            for name, child in children.items():
+                if child.poll() is not None:
+                    self.stderr.write(f"{name} exited with code {child.returncode}; stopping")
+                    exit_code = child.returncode or 1
+                    stopping = True
+            time.sleep(0.5)
+        for child in children.values():
+            if child.poll() is None:
+                child.terminate()
+        for child in children.values():
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        sys.exit(exit_code)

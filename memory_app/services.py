@@ -1,0 +1,408 @@
+"""Every write of memory_app (DESIGN §9).
+
+Receivers, tasks, admin actions and management commands call these; nothing else writes
+memory rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Max, Q
+from django.utils import timezone
+
+from memory_app.extraction import FactCandidate, classify_task, extract_facts, procedure_steps
+from memory_app.models import (
+    CompactionSummary,
+    Episode,
+    Procedure,
+    ProfileFact,
+    ThoughtLog,
+    WorkingMemory,
+)
+from sessions_app.store.base import EntryRecord
+
+logger = logging.getLogger(__name__)
+
+KEY_MAX_LENGTH = 200
+TOOL_RESULT_SUMMARY_CHARS = 500
+TOOL_ARGUMENTS_CHARS = 2000
+PROCEDURE_SUCCESSES = 3
+COMPLETED = "completed"
+
+
+# --- episodes ----------------------------------------------------------------------------
+def _final_answer(entries: Sequence[EntryRecord]) -> EntryRecord | None:
+    assistants = [e for e in entries if e.kind == "message" and e.role == "assistant"]
+    for entry in reversed(assistants):
+        if not entry.tool_calls and entry.content.strip():
+            return entry
+    return None
+
+
+def episode_record_for_turn(
+    *,
+    session_id: str,
+    owner_id: int | None,
+    turn_id: str,
+    status: str,
+    entries: Sequence[EntryRecord],
+) -> Episode:
+    """Write the episode of a finished turn and its thought log; idempotent per turn.
+
+    Steps: return the existing episode if this turn was recorded already; else take the
+    user's request (first user message), the final answer (last assistant text without tool
+    calls), the tool names in call order and the task kind; store the episode, then one
+    thought-log row per intermediate step (assistant text before tool calls, each call,
+    each result trimmed to a summary). Runs inside the caller's transaction (the runtime's
+    turn_end append), so a turn and its episode are stored together or not at all.
+    """
+    existing = Episode.objects.filter(session_id=session_id, turn_id=turn_id).first()
+    if existing is not None:
+        return existing
+
+    entries = sorted(entries, key=lambda entry: entry.seq)
+    request = next(
+        (e.content for e in entries if e.kind == "message" and e.role == "user"),
+        "",
+    )
+    answer = _final_answer(entries)
+    tools_used = [
+        call["name"]
+        for e in entries
+        if e.kind == "message" and e.role == "assistant"
+        for call in e.tool_calls or ()
+    ]
+    seqs = [e.seq for e in entries]
+    try:
+        # A savepoint, so a concurrent duplicate (same turn sent twice) leaves the caller's
+        # transaction usable.
+        with transaction.atomic():
+            episode = Episode.objects.create(
+                session_id=session_id,
+                owner_id=owner_id,
+                turn_id=turn_id,
+                first_seq=min(seqs, default=0),
+                last_seq=max(seqs, default=0),
+                request=request,
+                answer=answer.content if answer else "",
+                tools_used=tools_used,
+                outcome=status,
+                task_kind=classify_task(request, tools_used),
+            )
+            ThoughtLog.objects.bulk_create(
+                _thoughts(episode, entries, answer_seq=answer.seq if answer else None)
+            )
+    except IntegrityError:
+        return Episode.objects.get(session_id=session_id, turn_id=turn_id)
+    return episode
+
+
+def _thoughts(episode: Episode, entries: Sequence[EntryRecord], answer_seq: int | None):
+    rows: list[ThoughtLog] = []
+
+    def add(entry: EntryRecord, kind: str, text: str, tool_name: str = "", is_error=False):
+        rows.append(
+            ThoughtLog(
+                episode=episode,
+                session_id=episode.session_id,
+                turn_id=episode.turn_id,
+                position=len(rows),
+                seq=entry.seq,
+                kind=kind,
+                tool_name=tool_name,
+                text=text,
+                is_error=is_error,
+            )
+        )
+
+    for entry in entries:
+        if entry.kind != "message":
+            continue
+        if entry.role == "assistant" and entry.seq != answer_seq:
+            if entry.content.strip():
+                add(entry, ThoughtLog.Kind.THOUGHT, entry.content)
+            for call in entry.tool_calls or ():
+                add(
+                    entry,
+                    ThoughtLog.Kind.TOOL_CALL,
+                    call["arguments"][:TOOL_ARGUMENTS_CHARS],
+                    tool_name=call["name"],
+                )
+        elif entry.role == "tool":
+            summary = entry.content
+            if len(summary) > TOOL_RESULT_SUMMARY_CHARS:
+                summary = summary[: TOOL_RESULT_SUMMARY_CHARS - 1] + "…"
+            add(
+                entry,
+                ThoughtLog.Kind.TOOL_RESULT,
+                summary,
+                tool_name=entry.name,
+                is_error=entry.is_error,
+            )
+    return rows
+
+
+# --- working memory ----------------------------------------------------------------------
+def _working_memory_key(key: str) -> str:
+    if not isinstance(key, str) or not key.strip():
+        raise ValueError("a working-memory key cannot be empty")
+    key = key.strip()
+    if len(key) > KEY_MAX_LENGTH:
+        raise ValueError(f"a working-memory key is at most {KEY_MAX_LENGTH} characters")
+    return key
+
+
+def working_memory_remember(*, session_id: str, key: str, value: str) -> None:
+    """Store `value` under `key` for this session; a key remembered again is overwritten."""
+    key = _working_memory_key(key)
+    now = timezone.now()
+    WorkingMemory.objects.update_or_create(
+        session_id=session_id,
+        key=key,
+        defaults={"value": str(value), "updated_at": now},
+        create_defaults={"value": str(value), "created_at": now, "updated_at": now},
+    )
+
+
+def working_memory_recall(*, session_id: str, key: str | None = None) -> dict[str, str]:
+    """Everything remembered in this session, or only `key` (empty when it was never stored)."""
+    rows = WorkingMemory.objects.filter(session_id=session_id)
+    if key is not None:
+        rows = rows.filter(key=_working_memory_key(key))
+    return dict(rows.order_by("key").values_list("key", "value"))
+
+
+# --- the delete cascade ------------------------------------------------------------------
+def memory_purge_for_session(*, session_id: str) -> dict[str, int]:
+    """Delete the memory bound to one session — and nothing else.
+
+    Episodes, thought logs, working memory and compaction summaries go; profile facts and
+    procedures belong to the user and stay. Runs in the delete service's transaction (the
+    `session_deleted` receiver calls it directly, not on commit), so if this fails the
+    session is not deleted either.
+    """
+    with transaction.atomic():
+        counts = {
+            "thought_logs": ThoughtLog.objects.filter(session_id=session_id).delete()[0],
+            "episodes": Episode.objects.filter(session_id=session_id).delete()[0],
+            "working_memory": WorkingMemory.objects.filter(session_id=session_id).delete()[0],
+            "compaction_summaries": CompactionSummary.objects.filter(
+                session_id=session_id
+            ).delete()[0],
+        }
+    return counts
+
+
+# --- compaction --------------------------------------------------------------------------
+def compaction_summary_record(
+    *,
+    session_id: str,
+    entry_seq: int,
+    summary: str,
+    first_kept_seq: int,
+    tokens_before: int,
+) -> CompactionSummary:
+    """Keep the summary of a compaction entry as the session's long-term memory."""
+    summary_row, _ = CompactionSummary.objects.update_or_create(
+        session_id=session_id,
+        entry_seq=entry_seq,
+        defaults={
+            "summary": summary,
+            "first_kept_seq": first_kept_seq,
+            "tokens_before": tokens_before,
+        },
+    )
+    return summary_row
+
+
+# --- procedures --------------------------------------------------------------------------
+def _procedure_decide(procedure_id: int, status: str) -> Procedure:
+    with transaction.atomic():
+        procedure = Procedure.objects.select_for_update().get(pk=procedure_id)
+        procedure.status = status
+        procedure.decided_at = timezone.now()
+        procedure.save(update_fields=["status", "decided_at"])
+    return procedure
+
+
+def procedure_approve(*, procedure_id: int) -> Procedure:
+    """The user agrees the agent may follow this procedure."""
+    return _procedure_decide(procedure_id, Procedure.Status.APPROVED)
+
+
+def procedure_reject(*, procedure_id: int) -> Procedure:
+    """The user declines it; consolidation will not draft this task kind again."""
+    return _procedure_decide(procedure_id, Procedure.Status.REJECTED)
+
+
+# --- consolidation -----------------------------------------------------------------------
+def _fact_candidates(episodes: Sequence[Episode]) -> dict[int, list[FactCandidate]]:
+    """Facts per episode id, from the user's own words."""
+    return {episode.pk: extract_facts(episode.request) for episode in episodes}
+
+
+def _profile_fact_store(*, owner_id: int, candidate: FactCandidate, session_id: str) -> bool:
+    """Insert or update the fact in its slot; True when something changed."""
+    now = timezone.now()
+    fact = ProfileFact.objects.select_for_update().filter(owner_id=owner_id, key=candidate.key)
+    fact = fact.first()
+    if fact is None:
+        try:
+            with transaction.atomic():
+                ProfileFact.objects.create(
+                    owner_id=owner_id,
+                    key=candidate.key,
+                    text=candidate.text,
+                    source_session_id=session_id,
+                    confidence=candidate.confidence,
+                    created_at=now,
+                    updated_at=now,
+                )
+            return True
+        except IntegrityError:
+            # Another consolidation created this slot a moment ago; update it instead.
+            fact = ProfileFact.objects.select_for_update().get(owner_id=owner_id, key=candidate.key)
+    if fact.text == candidate.text:
+        return False
+    fact.text = candidate.text
+    fact.source_session_id = session_id
+    fact.confidence = candidate.confidence
+    fact.updated_at = now
+    fact.save(update_fields=["text", "source_session_id", "confidence", "updated_at"])
+    return True
+
+
+def _procedure_draft_if_due(*, owner_id: int, task_kind: str) -> bool:
+    """Draft a procedure once a task kind has succeeded three times; True when one was drafted.
+
+    Never a second one: a kind that already has a procedure — draft, approved or rejected —
+    is left alone, so re-running consolidation and a user's "no" are both respected.
+    """
+    if task_kind == "conversation":
+        return False
+    if Procedure.objects.filter(owner_id=owner_id, task_kind=task_kind).exists():
+        return False
+    successes = list(
+        Episode.objects.filter(owner_id=owner_id, task_kind=task_kind, outcome=COMPLETED)
+        .order_by("created_at", "id")
+        .values_list("id", "tools_used")
+    )
+    if len(successes) < PROCEDURE_SUCCESSES:
+        return False
+    steps = procedure_steps([tools for _, tools in successes])
+    if not steps:
+        return False
+    try:
+        with transaction.atomic():
+            Procedure.objects.create(
+                owner_id=owner_id,
+                task_kind=task_kind,
+                title=f"How to handle {task_kind} requests",
+                steps=steps,
+                source_episode_ids=[pk for pk, _ in successes],
+            )
+    except IntegrityError:
+        return False  # a concurrent consolidation drafted it first
+    return True
+
+
+def memory_consolidate(*, session_id: str) -> dict[str, int]:
+    """Turn a session's unconsolidated episodes into profile facts and procedure drafts.
+
+    Steps: read the pending episodes; extract fact candidates from the user's requests
+    (offline extractor, or the configured model — outside any transaction, since a model call
+    may take seconds); then in one short transaction lock the episodes that are still pending
+    (a concurrent run that got there first leaves none), store their facts in the owner's
+    slots (later statements win), mark them consolidated and draft a procedure for each task
+    kind that has now succeeded three times. Running it again finds nothing pending and adds
+    nothing. Sessions without an owner teach no user anything: their episodes are only
+    marked.
+    """
+    pending = list(
+        Episode.objects.filter(session_id=session_id, consolidated_at__isnull=True).order_by(
+            "first_seq", "id"
+        )
+    )
+    result = {"episodes": 0, "facts": 0, "procedures": 0}
+    if not pending:
+        return result
+    candidates = _fact_candidates([episode for episode in pending if episode.owner_id])
+
+    with transaction.atomic():
+        # Lock the pending rows: two runs of one session (idle sweep and session end) must
+        # not both store the same episodes' facts.
+        claimed = list(
+            Episode.objects.select_for_update()
+            .filter(pk__in=[episode.pk for episode in pending], consolidated_at__isnull=True)
+            .order_by("first_seq", "id")
+        )
+        if not claimed:
+            return result
+        for episode in claimed:
+            if episode.owner_id is None:
+                continue
+            for candidate in candidates.get(episode.pk, ()):
+                if _profile_fact_store(
+                    owner_id=episode.owner_id, candidate=candidate, session_id=session_id
+                ):
+                    result["facts"] += 1
+        Episode.objects.filter(pk__in=[episode.pk for episode in claimed]).update(
+            consolidated_at=timezone.now()
+        )
+        result["episodes"] = len(claimed)
+        kinds = {(e.owner_id, e.task_kind) for e in claimed if e.owner_id is not None}
+        for owner_id, task_kind in sorted(kinds):
+            if _procedure_draft_if_due(owner_id=owner_id, task_kind=task_kind):
+                result["procedures"] += 1
+    logger.info("consolidated session %s: %s", session_id, result)
+    return result
+
+
+def _enqueue_consolidation(session_id: str) -> None:
+    # Imported here: tasks.py imports this module for the task body.
+    from memory_app.tasks import consolidate_session
+
+    consolidate_session.enqueue(session_id)
+
+
+def memory_consolidate_enqueue(*, session_id: str) -> None:
+    """Queue consolidation of a session once the caller's transaction commits.
+
+    Nothing is queued for a session without pending episodes (a WebSocket that closes
+    without a turn having run).
+    """
+
+    def enqueue():
+        if Episode.objects.filter(session_id=session_id, consolidated_at__isnull=True).exists():
+            _enqueue_consolidation(session_id)
+
+    transaction.on_commit(enqueue)
+
+
+def memory_consolidate_idle(*, now: datetime | None = None) -> list[str]:
+    """Queue consolidation for every session idle for CONSOLIDATE_IDLE_SEC with pending episodes.
+
+    Idle means its newest episode is older than the threshold. Returns the session ids
+    queued. A session may be queued again by the next sweep before a worker ran it; that
+    costs a run that finds nothing pending, never a duplicate fact.
+    """
+    now = now or timezone.now()
+    threshold = now - timedelta(seconds=settings.CONSOLIDATE_IDLE_SEC)
+    session_ids = list(
+        Episode.objects.values("session_id")
+        .annotate(
+            newest=Max("created_at"),
+            pending=Count("id", filter=Q(consolidated_at__isnull=True)),
+        )
+        .filter(pending__gt=0, newest__lt=threshold)
+        .order_by("newest")
+        .values_list("session_id", flat=True)
+    )
+    for session_id in session_ids:
+        transaction.on_commit(lambda session_id=session_id: _enqueue_consolidation(session_id))
+    return session_ids

@@ -1,4 +1,4 @@
-"""Pure functions over a session's entries: pairing repair (DESIGN §5).
+"""Pure functions over a session's entries: pairing repair, projection, validation (DESIGN §5).
 
 No database, no I/O: the store and the turn loop both call these, and property tests can
 throw any history at them.
@@ -6,7 +6,9 @@ throw any history at them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sessions_app.store.base import EntryRecord, NewEntry
 
@@ -79,3 +81,323 @@ def repair_entries(
             )
         )
     return repairs
+
+
+# --- projection into what a model receives --------------------------------------------------
+
+SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
+MISSING_RESULT_TEXT = "no result was recorded for this tool call"
+EMPTY_RESULT_TEXT = "(no output)"
+CONTINUED_TEXT = "(the conversation continues)"
+
+
+class HistoryInvalid(ValueError):
+    """A projected history breaks a provider's rules; the message names the offending index."""
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """One message of the provider-neutral conversation that both formats are made from."""
+
+    role: str  # user | assistant | tool
+    text: str = ""
+    calls: tuple[dict, ...] = ()
+    call_id: str = ""
+    name: str = ""
+    is_error: bool = False
+
+
+def _context_entries(entries: Sequence[EntryRecord]) -> tuple[str | None, list[EntryRecord]]:
+    """The latest compaction's summary and the message entries a model still sees.
+
+    Kept entries start at the compaction's `first_kept_seq`; if that falls on tool results,
+    the cut moves back to the assistant message that made those calls, so a call is never
+    separated from its result.
+    """
+    summary = None
+    kept_from = 0
+    for entry in reversed(entries):
+        if entry.kind == "compaction" and entry.data:
+            summary = str(entry.data.get("summary") or "") or None
+            kept_from = int(entry.data.get("first_kept_seq") or 0)
+            break
+    messages = [entry for entry in entries if entry.kind == "message"]
+    start = next(
+        (index for index, entry in enumerate(messages) if entry.seq >= kept_from), len(messages)
+    )
+    while 0 < start < len(messages) and messages[start].role == "tool":
+        start -= 1
+    return summary, messages[start:]
+
+
+def _conversation(entries: Sequence[EntryRecord]) -> list[_Turn]:
+    """The history as a sequence every provider accepts.
+
+    Each assistant message with calls is followed by exactly one result per call, in call
+    order; a call without a recorded result (legacy data, a crash not yet repaired) gets a
+    synthesized error result; results that answer no preceding call are dropped; a call id
+    used twice is renamed so ids stay unique; empty messages are left out.
+    """
+    summary, messages = _context_entries(entries)
+    turns: list[_Turn] = []
+    if summary:
+        turns.append(_Turn(role="user", text=SUMMARY_PREFIX + summary))
+    used_ids: set[str] = set()
+    index = 0
+    while index < len(messages):
+        entry = messages[index]
+        index += 1
+        if entry.role == "user":
+            if entry.content.strip():
+                turns.append(_Turn(role="user", text=entry.content))
+            continue
+        if entry.role != "assistant":
+            continue  # a tool result that follows no call: nothing can pair it
+        block = []
+        while index < len(messages) and messages[index].role == "tool":
+            block.append(messages[index])
+            index += 1
+        calls = []
+        results = []
+        for call in entry.tool_calls or ():
+            call_id = str(call["id"])
+            result = next((r for r in block if r.tool_call_id == call_id), None)
+            if result is not None:
+                block.remove(result)
+            unique_id = call_id
+            while unique_id in used_ids:
+                unique_id = f"{unique_id}_{entry.seq}"
+            used_ids.add(unique_id)
+            calls.append({"id": unique_id, "name": call["name"], "arguments": call["arguments"]})
+            if result is None:
+                results.append(
+                    _Turn(
+                        role="tool",
+                        call_id=unique_id,
+                        name=call["name"],
+                        text=MISSING_RESULT_TEXT,
+                        is_error=True,
+                    )
+                )
+            else:
+                results.append(
+                    _Turn(
+                        role="tool",
+                        call_id=unique_id,
+                        name=result.name or call["name"],
+                        text=result.content or EMPTY_RESULT_TEXT,
+                        is_error=result.is_error,
+                    )
+                )
+        if not calls and not entry.content.strip():
+            continue
+        turns.append(_Turn(role="assistant", text=entry.content, calls=tuple(calls)))
+        turns.extend(results)
+    return turns
+
+
+def project_openai(entries: Sequence[EntryRecord], system_prompt: str) -> list[dict]:
+    """Chat Completions messages: the system prompt first, then the conversation."""
+    messages: list[dict] = [{"role": "system", "content": system_prompt}]
+    for turn in _conversation(entries):
+        if turn.role == "user":
+            messages.append({"role": "user", "content": turn.text})
+        elif turn.role == "assistant":
+            message: dict = {"role": "assistant", "content": turn.text or None}
+            if turn.calls:
+                message["tool_calls"] = [
+                    {
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["name"], "arguments": call["arguments"]},
+                    }
+                    for call in turn.calls
+                ]
+            messages.append(message)
+        else:
+            messages.append({"role": "tool", "tool_call_id": turn.call_id, "content": turn.text})
+    return messages
+
+
+def _tool_input(arguments: str) -> dict:
+    """Anthropic wants tool input as an object; arguments that are not one are kept as text."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return {"arguments": arguments}
+    return value if isinstance(value, dict) else {"arguments": value}
+
+
+def project_anthropic(entries: Sequence[EntryRecord], system_prompt: str) -> tuple[str, list]:
+    """Messages API: (system, messages).
+
+    Tool results become `tool_result` blocks at the start of one user message, consecutive
+    same-role messages are merged (the API requires alternation), and a conversation that
+    would open with the assistant gets a short user message first.
+    """
+    messages: list[dict] = []
+
+    def add(role: str, blocks: list[dict]) -> None:
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": blocks})
+
+    previous_role = ""
+    for turn in _conversation(entries):
+        if turn.role == "user":
+            add("user", [{"type": "text", "text": turn.text}])
+        elif turn.role == "assistant":
+            blocks = [{"type": "text", "text": turn.text}] if turn.text.strip() else []
+            blocks += [
+                {
+                    "type": "tool_use",
+                    "id": call["id"],
+                    "name": call["name"],
+                    "input": _tool_input(call["arguments"]),
+                }
+                for call in turn.calls
+            ]
+            add("assistant", blocks)
+        else:
+            block = {"type": "tool_result", "tool_use_id": turn.call_id, "content": turn.text}
+            if turn.is_error:
+                block["is_error"] = True
+            if previous_role == "tool":
+                messages[-1]["content"].append(block)
+            else:
+                messages.append({"role": "user", "content": [block]})
+        previous_role = turn.role
+    # Results were appended right after their calls; a user text that followed them was merged
+    # behind them, so results always come first in their message.
+    if messages and messages[0]["role"] != "user":
+        messages.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUED_TEXT}]})
+    return system_prompt, messages
+
+
+# --- validation: the providers' own rules, checked before anything is sent ------------------
+
+
+def validate_openai(messages: Sequence[dict]) -> None:
+    """Raise HistoryInvalid the way Chat Completions answers 400 for a broken history."""
+    if not messages:
+        raise HistoryInvalid("messages: must contain at least one message")
+    if messages[0].get("role") != "system":
+        raise HistoryInvalid("messages.[0].role: the system prompt must be the first message")
+    seen: set[str] = set()
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        role = message.get("role")
+        if role not in {"system", "user", "assistant", "tool"}:
+            raise HistoryInvalid(f"messages.[{index}].role: unknown role {role!r}")
+        if role == "tool":
+            raise HistoryInvalid(
+                f"messages.[{index}].role: Invalid parameter: messages with role 'tool' must be "
+                "a response to a preceeding message with 'tool_calls'."
+            )
+        calls = message.get("tool_calls") or []
+        if role in {"user", "system"} and not str(message.get("content") or "").strip():
+            raise HistoryInvalid(f"messages.[{index}].content: must not be empty")
+        if role == "assistant" and not calls and not str(message.get("content") or "").strip():
+            raise HistoryInvalid(
+                f"messages.[{index}].content: an assistant message needs content or tool_calls"
+            )
+        index += 1
+        if not calls:
+            continue
+        ids = [call["id"] for call in calls]
+        for call_id in ids:
+            if call_id in seen:
+                raise HistoryInvalid(
+                    f"messages.[{index - 1}].tool_calls: duplicate tool_call id {call_id!r}"
+                )
+            seen.add(call_id)
+        waiting = list(ids)
+        while index < len(messages) and messages[index].get("role") == "tool":
+            answered = messages[index].get("tool_call_id")
+            if answered not in waiting:
+                raise HistoryInvalid(
+                    f"messages.[{index}].tool_call_id: {answered!r} does not answer a call of "
+                    f"messages.[{index - 1}] (each call is answered exactly once)"
+                )
+            waiting.remove(answered)
+            index += 1
+        if waiting:
+            raise HistoryInvalid(
+                f"messages.[{index}].role: An assistant message with 'tool_calls' must be "
+                "followed by tool messages responding to each 'tool_call_id'. The following "
+                f"tool_call_ids did not have response messages: {', '.join(waiting)}"
+            )
+
+
+def validate_anthropic(messages: Sequence[dict]) -> None:
+    """Raise HistoryInvalid the way the Messages API answers 400 for a broken history."""
+    if not messages:
+        raise HistoryInvalid("messages: at least one message is required")
+    seen: set[str] = set()
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role not in {"user", "assistant"}:
+            raise HistoryInvalid(f"messages.{index}.role: must be 'user' or 'assistant'")
+        if index == 0 and role != "user":
+            raise HistoryInvalid('messages.0.role: first message must use the "user" role')
+        if index > 0 and role == messages[index - 1]["role"]:
+            raise HistoryInvalid(
+                f'messages.{index}: roles must alternate between "user" and "assistant", '
+                f'but found multiple "{role}" roles in a row'
+            )
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if not blocks or any(
+            block.get("type") == "text" and not str(block.get("text", "")).strip()
+            for block in blocks
+        ):
+            raise HistoryInvalid(
+                f"messages.{index}: all messages must have non-empty content except for the "
+                "optional final assistant message"
+            )
+        previous = messages[index - 1]["content"] if index > 0 else []
+        previous_uses = [
+            block["id"]
+            for block in (previous if isinstance(previous, list) else [])
+            if block.get("type") == "tool_use"
+        ]
+        results = [block for block in blocks if block.get("type") == "tool_result"]
+        for position, block in enumerate(blocks):
+            if block.get("type") == "tool_result" and position >= len(results):
+                raise HistoryInvalid(
+                    f"messages.{index}.content.{position}: tool_result blocks must come first "
+                    "in their message"
+                )
+        unexpected = [
+            block["tool_use_id"] for block in results if block["tool_use_id"] not in previous_uses
+        ]
+        if unexpected:
+            raise HistoryInvalid(
+                f"messages.{index}.content.0: unexpected `tool_use_id` found in `tool_result` "
+                f"blocks: {', '.join(unexpected)}. Each `tool_result` block must have a "
+                "corresponding `tool_use` block in the previous message."
+            )
+        for position, block in enumerate(blocks):
+            if block.get("type") == "tool_use":
+                if block["id"] in seen:
+                    raise HistoryInvalid(
+                        f"messages.{index}.content.{position}: `tool_use` ids must be unique"
+                    )
+                seen.add(block["id"])
+        uses = [block["id"] for block in blocks if block.get("type") == "tool_use"]
+        if uses:
+            following = messages[index + 1]["content"] if index + 1 < len(messages) else []
+            answered = {
+                block.get("tool_use_id")
+                for block in (following if isinstance(following, list) else [])
+                if block.get("type") == "tool_result"
+            }
+            missing = [use for use in uses if use not in answered]
+            if missing:
+                raise HistoryInvalid(
+                    f"messages.{index}: `tool_use` ids were found without `tool_result` blocks "
+                    f"immediately after: {', '.join(missing)}. Each `tool_use` block must have "
+                    "a corresponding `tool_result` block in the next message."
+                )

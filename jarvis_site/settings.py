@@ -188,6 +188,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_RATES": {"turns": env.str("TURN_THROTTLE_RATE", default="60/min")},
+    # Every error body is {"code", "detail"} (DESIGN §7).
+    "EXCEPTION_HANDLER": "sessions_app.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Jarvis Sessions API",

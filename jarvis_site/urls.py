@@ -1,12 +1,26 @@
-"""URL map: admin, login, the web chat page and the JSON API."""
+"""URL map: admin, login, the web chat page, the JSON API and its OpenAPI description."""
 
 from django.contrib import admin
 from django.contrib.auth.decorators import login_required
 from django.urls import include, path
+from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.generic import TemplateView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from sessions_app.api import SessionViewSet
+
+router = DefaultRouter()
+router.register("sessions", SessionViewSet, basename="session")
+
+# The chat page's script sends the CSRF token from the cookie with every API write.
+chat_page = login_required(ensure_csrf_cookie(TemplateView.as_view(template_name="chat.html")))
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
-    path("", login_required(TemplateView.as_view(template_name="chat.html")), name="chat"),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/", include(router.urls)),
+    path("", chat_page, name="chat"),
 ]

@@ -1,0 +1,340 @@
+"""The HTTP API of DESIGN §7: parse, call one service or selector, shape the answer.
+
+Every error is `{"code": ..., "detail": ...}` (`exception_handler`, installed in settings as
+REST_FRAMEWORK["EXCEPTION_HANDLER"]). Another user's session is a 404, never a 403.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import exceptions, status
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.decorators import action
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.response import Response
+from rest_framework.throttling import UserRateThrottle
+from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.viewsets import ViewSet
+
+from sessions_app import selectors, serializers, services
+from sessions_app.compaction import session_compact
+from sessions_app.runtime.history import HistoryInvalid
+from sessions_app.store import AgentMismatch, InvalidSessionId, SessionNotFound
+
+logger = logging.getLogger(__name__)
+
+# Domain errors -> (HTTP status, code). Codes are what clients branch on; they match the
+# WebSocket's `error` codes.
+DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
+    InvalidSessionId: (status.HTTP_400_BAD_REQUEST, "bad_id"),
+    SessionNotFound: (status.HTTP_404_NOT_FOUND, "not_found"),
+    AgentMismatch: (status.HTTP_409_CONFLICT, "agent_mismatch"),
+    services.SessionIdUnavailable: (status.HTTP_409_CONFLICT, "id_unavailable"),
+    services.SessionConnected: (status.HTTP_409_CONFLICT, "session_connected"),
+    HistoryInvalid: (status.HTTP_409_CONFLICT, "history_invalid"),
+}
+NOT_FOUND_DETAIL = "no such session"
+
+
+def _flatten(detail) -> str:
+    if isinstance(detail, dict):
+        return "; ".join(f"{key}: {_flatten(value)}" for key, value in detail.items())
+    if isinstance(detail, list):
+        return " ".join(_flatten(item) for item in detail)
+    return str(detail)
+
+
+def exception_handler(exc, context):
+    """DRF's handler, reshaped so that every error body is {"code", "detail"}."""
+    for error_type, (http_status, code) in DOMAIN_ERRORS.items():
+        if isinstance(exc, error_type):
+            detail = NOT_FOUND_DETAIL if code == "not_found" else str(exc)
+            return Response({"code": code, "detail": detail}, status=http_status)
+    if getattr(exc, "code", None) == "session_busy":
+        return Response({"code": "session_busy", "detail": str(exc)}, status=409)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        body = {"code": "invalid", "detail": _flatten(exc.detail), "fields": exc.detail}
+    elif isinstance(exc, exceptions.APIException):
+        codes = exc.get_codes()
+        code = codes if isinstance(codes, str) else exc.default_code
+        body = {"code": code, "detail": _flatten(exc.detail)}
+    else:  # Http404 / PermissionDenied from Django, already turned into a response
+        code = "not_found" if response.status_code == 404 else "permission_denied"
+        body = {"code": code, "detail": _flatten(response.data.get("detail", ""))}
+    response.data = body
+    return response
+
+
+class IgnoreFormatQueryNegotiation(DefaultContentNegotiation):
+    """`?format=` names an export or context format on this API, not a DRF renderer."""
+
+    class settings:
+        URL_FORMAT_OVERRIDE = None
+
+
+class TurnRateThrottle(UserRateThrottle):
+    """Turns cost model calls: REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["turns"] per user."""
+
+    scope = "turns"
+
+
+def _parse(serializer_class, data):
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+ERRORS = {
+    400: OpenApiResponse(serializers.ErrorOutput, description="bad id or bad input"),
+    401: OpenApiResponse(serializers.ErrorOutput, description="not authenticated"),
+    404: OpenApiResponse(serializers.ErrorOutput, description="no such session of yours"),
+}
+SESSION_ID = OpenApiParameter(
+    "id", OpenApiTypes.STR, OpenApiParameter.PATH, description="session id (DESIGN §6)"
+)
+
+
+@extend_schema(tags=["sessions"])
+class SessionViewSet(ViewSet):
+    # Token first: a program without credentials gets 401 with `WWW-Authenticate: Token`;
+    # the browser's cookie session still works, with CSRF enforced on writes.
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    content_negotiation_class = IgnoreFormatQueryNegotiation
+    lookup_field = "id"
+    lookup_value_regex = "[^/]+"
+
+    # --- collection -----------------------------------------------------------------
+    @extend_schema(
+        parameters=[serializers.SessionListQuery],
+        responses={200: serializers.SessionOutput(many=True)},
+    )
+    def list(self, request):
+        query = _parse(serializers.SessionListQuery, request.query_params)
+        return Response(
+            selectors.session_list(
+                owner_id=request.user.id,
+                agent=query.get("agent"),
+                include_tests=query["include_tests"],
+            )
+        )
+
+    @extend_schema(
+        request=serializers.SessionCreateInput,
+        responses={
+            201: serializers.SessionOutput,
+            200: serializers.SessionOutput,
+            409: OpenApiResponse(
+                serializers.ErrorOutput, description="agent_mismatch or id_unavailable"
+            ),
+            **ERRORS,
+        },
+    )
+    def create(self, request):
+        data = _parse(serializers.SessionCreateInput, request.data)
+        meta, created = services.session_create(
+            owner_id=request.user.id,
+            session_id=data.get("id"),
+            agent=data["agent"],
+            title=data["title"],
+        )
+        return Response(
+            selectors.session_to_api(meta),
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+    # --- one session ----------------------------------------------------------------
+    @extend_schema(
+        parameters=[SESSION_ID], responses={200: serializers.SessionDetailOutput, **ERRORS}
+    )
+    def retrieve(self, request, id=None):
+        return Response(selectors.session_detail(session_id=id, owner_id=request.user.id))
+
+    @extend_schema(
+        parameters=[SESSION_ID],
+        responses={
+            200: serializers.DeleteOutput,
+            409: OpenApiResponse(serializers.ErrorOutput, description="session_connected"),
+            **ERRORS,
+        },
+    )
+    def destroy(self, request, id=None):
+        deleted = services.session_delete(session_id=id, owner_id=request.user.id)
+        return Response({"deleted": deleted})
+
+    @extend_schema(
+        parameters=[SESSION_ID, serializers.EntriesQuery],
+        responses={200: serializers.EntriesOutput, **ERRORS},
+    )
+    @action(detail=True, methods=["get"])
+    def entries(self, request, id=None):
+        query = _parse(serializers.EntriesQuery, request.query_params)
+        return Response(
+            selectors.session_entries(
+                session_id=id,
+                owner_id=request.user.id,
+                after_seq=query["after_seq"],
+                limit=query.get("limit"),
+            )
+        )
+
+    @extend_schema(
+        parameters=[SESSION_ID, serializers.ContextQuery],
+        responses={200: serializers.ContextOutput, **ERRORS},
+    )
+    @action(detail=True, methods=["get"])
+    def context(self, request, id=None):
+        query = _parse(serializers.ContextQuery, request.query_params)
+        return Response(
+            selectors.session_context(session_id=id, owner_id=request.user.id, fmt=query["format"])
+        )
+
+    @extend_schema(
+        parameters=[SESSION_ID],
+        request=serializers.MessageInput,
+        responses={
+            200: serializers.TurnOutput,
+            409: OpenApiResponse(serializers.ErrorOutput, description="session_busy"),
+            429: OpenApiResponse(serializers.ErrorOutput, description="throttled"),
+            **ERRORS,
+        },
+    )
+    @action(detail=True, methods=["post"], throttle_classes=[TurnRateThrottle])
+    def messages(self, request, id=None):
+        data = _parse(serializers.MessageInput, request.data)
+        from sessions_app.runtime.turns import turn_run
+
+        selectors.session_get(session_id=id, owner_id=request.user.id)
+        result = turn_run(
+            session_id=id,
+            text=data["text"],
+            owner_id=request.user.id,
+            # Tabs open on this session watch the turn happen, as if typed there.
+            on_event=services.turn_event_broadcaster(id),
+        )
+        return Response(
+            {
+                "turn_id": result.turn_id,
+                "status": result.status,
+                "error": result.error,
+                "entries": [selectors.entry_to_api(entry) for entry in result.entries],
+            }
+        )
+
+    @extend_schema(
+        parameters=[SESSION_ID], request=None, responses={200: serializers.AbortOutput, **ERRORS}
+    )
+    @action(detail=True, methods=["post"])
+    def abort(self, request, id=None):
+        from sessions_app.runtime.turns import turn_abort
+
+        selectors.session_get(session_id=id, owner_id=request.user.id)
+        return Response({"aborted": bool(turn_abort(session_id=id))})
+
+    @extend_schema(
+        parameters=[SESSION_ID],
+        request=serializers.BranchInput,
+        responses={
+            201: serializers.SessionOutput,
+            409: OpenApiResponse(serializers.ErrorOutput, description="id_unavailable"),
+            **ERRORS,
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def branch(self, request, id=None):
+        data = _parse(serializers.BranchInput, request.data)
+        try:
+            meta = services.session_branch(
+                session_id=id,
+                owner_id=request.user.id,
+                new_id=data.get("id"),
+                at_seq=data.get("at_seq"),
+            )
+        except ValueError as error:
+            if isinstance(error, InvalidSessionId):
+                raise
+            raise exceptions.ValidationError({"at_seq": [str(error)]}) from error
+        return Response(selectors.session_to_api(meta), status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        parameters=[SESSION_ID],
+        request=None,
+        responses={
+            201: serializers.EntryOutput,
+            409: OpenApiResponse(serializers.ErrorOutput, description="nothing_to_compact"),
+            **ERRORS,
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def compact(self, request, id=None):
+        selectors.session_get(session_id=id, owner_id=request.user.id)
+        try:
+            entry = session_compact(session_id=id)
+        except ValueError as error:
+            return Response(
+                {"code": "nothing_to_compact", "detail": str(error)},
+                status=status.HTTP_409_CONFLICT,
+            )
+        payload = selectors.entry_to_api(entry)
+        services.session_broadcast(session_id=id, event={"type": "entry", "entry": payload})
+        return Response(payload, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        parameters=[SESSION_ID, serializers.ExportQuery],
+        responses={
+            (200, "text/markdown"): OpenApiTypes.STR,
+            (200, "application/json"): OpenApiTypes.OBJECT,
+            **ERRORS,
+        },
+    )
+    @action(detail=True, methods=["get"])
+    def export(self, request, id=None):
+        query = _parse(serializers.ExportQuery, request.query_params)
+        export = services.session_export(
+            session_id=id, owner_id=request.user.id, fmt=query["format"]
+        )
+        response = HttpResponse(export.content, content_type=export.content_type)
+        response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
+        return response
+
+    @extend_schema(parameters=[SESSION_ID], responses={200: serializers.CostOutput, **ERRORS})
+    @action(detail=True, methods=["get"])
+    def cost(self, request, id=None):
+        from sessions_app.runtime.cost import session_cost
+
+        selectors.session_get(session_id=id, owner_id=request.user.id)
+        return Response(session_cost(session_id=id))
+
+    @extend_schema(
+        methods=["GET"],
+        parameters=[SESSION_ID],
+        request=None,
+        responses={200: serializers.NoticeOutput(many=True), **ERRORS},
+    )
+    @extend_schema(
+        methods=["POST"],
+        parameters=[SESSION_ID],
+        request=serializers.ProactiveInput,
+        responses={201: serializers.NoticeOutput, 200: serializers.NoticeOutput, **ERRORS},
+    )
+    @action(detail=True, methods=["get", "post"])
+    def proactive(self, request, id=None):
+        if request.method == "GET":
+            return Response(selectors.session_notices(session_id=id, owner_id=request.user.id))
+        data = _parse(serializers.ProactiveInput, request.data)
+        notice, created = services.proactive_add(
+            session_id=id,
+            owner_id=request.user.id,
+            message_id=data["message_id"],
+            content=data["content"],
+        )
+        return Response(
+            selectors.notice_to_api(notice),
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )

@@ -1,0 +1,216 @@
+"""Reads the API, the WebSocket and the chat page need, shaped as they show them.
+
+Ownership is checked here: a session that is missing and a session of another user look the
+same to the caller (SessionNotFound -> 404 / close 4404), so ids cannot be probed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from sessions_app.ids import validate_session_id
+from sessions_app.store import EntryRecord, Notice, SessionMeta, SessionNotFound, get_store
+
+MAX_ENTRIES_PAGE = 1000
+
+
+def session_get(*, session_id: str, owner_id: int) -> SessionMeta:
+    """The caller's session; SessionNotFound when it is missing or someone else's."""
+    validate_session_id(session_id)
+    meta = get_store().get_meta(session_id)
+    if meta is None or meta.owner_id != owner_id:
+        raise SessionNotFound(session_id)
+    return meta
+
+
+def session_to_api(meta: SessionMeta) -> dict[str, Any]:
+    return {
+        "id": meta.id,
+        "agent": meta.agent,
+        "title": meta.title,
+        "parent_id": meta.parent_id,
+        "branched_at_seq": meta.branched_at_seq,
+        "created_at": meta.created_at.isoformat(),
+        "updated_at": meta.updated_at.isoformat(),
+        "last_seq": meta.last_seq,
+    }
+
+
+def session_list(
+    *, owner_id: int, agent: str | None = None, include_tests: bool = True
+) -> list[dict[str, Any]]:
+    """The caller's sessions, newest activity first; reads only metadata, never entries."""
+    metas = get_store().list(owner_id=owner_id, agent=agent, include_tests=include_tests)
+    return [session_to_api(meta) for meta in metas]
+
+
+def session_detail(*, session_id: str, owner_id: int) -> dict[str, Any]:
+    """Meta plus entry counts (total, and per kind; messages also per role)."""
+    meta = session_get(session_id=session_id, owner_id=owner_id)
+    entries = get_store().get_messages(session_id)
+    counts: Counter[str] = Counter()
+    for entry in entries:
+        counts[entry.kind] += 1
+        if entry.kind == "message":
+            counts[f"message.{entry.role}"] += 1
+    return {**session_to_api(meta), "entry_counts": {"total": len(entries), **counts}}
+
+
+def entry_to_api(entry: EntryRecord) -> dict[str, Any]:
+    """An entry as the API and WebSocket show it: every stored field, times in ISO 8601."""
+    data = entry.to_dict()
+    del data["session_id"]  # the URL or the socket already names the session
+    return data
+
+
+def notice_to_api(notice: Notice) -> dict[str, Any]:
+    return {
+        "message_id": notice.message_id,
+        "content": notice.content,
+        "created_at": notice.created_at.isoformat(),
+        "delivered_at": notice.delivered_at.isoformat() if notice.delivered_at else None,
+    }
+
+
+def session_entries(
+    *, session_id: str, owner_id: int, after_seq: int = 0, limit: int | None = None
+) -> dict[str, Any]:
+    """A page of entries in seq order and the `after_seq` that continues after it."""
+    session_get(session_id=session_id, owner_id=owner_id)
+    limit = MAX_ENTRIES_PAGE if limit is None else min(limit, MAX_ENTRIES_PAGE)
+    entries = get_store().get_messages(session_id, after_seq=after_seq, limit=limit)
+    return {
+        "entries": [entry_to_api(entry) for entry in entries],
+        "next_after_seq": entries[-1].seq if entries else after_seq,
+    }
+
+
+def session_notices(*, session_id: str, owner_id: int) -> list[dict[str, Any]]:
+    session_get(session_id=session_id, owner_id=owner_id)
+    return [notice_to_api(notice) for notice in get_store().get_proactive(session_id)]
+
+
+def session_context(*, session_id: str, owner_id: int, fmt: str) -> dict[str, Any]:
+    """The projection a model would receive next, checked by the provider's validator.
+
+    Raises ValueError for an unknown format and HistoryInvalid when the stored history
+    would be refused by the provider.
+    """
+    from sessions_app.runtime import history
+    from sessions_app.runtime.prompts import default_system_prompt
+
+    meta = session_get(session_id=session_id, owner_id=owner_id)
+    entries = get_store().get_messages(session_id)
+    system_prompt = default_system_prompt(meta.agent)
+    if fmt == "openai":
+        messages = history.project_openai(entries, system_prompt)
+        history.validate_openai(messages)
+        return {"format": "openai", "messages": messages}
+    if fmt == "anthropic":
+        system, messages = history.project_anthropic(entries, system_prompt)
+        history.validate_anthropic(messages)
+        return {"format": "anthropic", "system": system, "messages": messages}
+    raise ValueError(f"format is openai or anthropic, not {fmt!r}")
+
+
+# --- export rendering ---------------------------------------------------------------------
+
+
+def export_json(
+    meta: SessionMeta, entries: Sequence[EntryRecord], notices: Sequence[Notice]
+) -> dict[str, Any]:
+    """Everything: the meta, every entry with every field, every notice."""
+    return {
+        "session": session_to_api(meta),
+        "entries": [entry.to_dict() for entry in entries],
+        "proactive": [notice_to_api(notice) for notice in notices],
+    }
+
+
+def _fence(text: str) -> str:
+    """A fenced block that the text itself cannot close."""
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{fence}\n{text}\n{fence}"
+
+
+def _arguments(raw: str) -> str:
+    try:
+        return json.dumps(json.loads(raw), ensure_ascii=False, indent=2)
+    except (TypeError, ValueError):
+        return raw
+
+
+def export_markdown(
+    meta: SessionMeta, entries: Sequence[EntryRecord], notices: Sequence[Notice]
+) -> str:
+    """A readable transcript: who said what, tool calls and results, compactions, turn ends."""
+    lines = [f"# Session {meta.id}", ""]
+    lines.append(f"- agent: {meta.agent}")
+    if meta.title:
+        lines.append(f"- title: {meta.title}")
+    if meta.parent_id:
+        lines.append(f"- branched from: {meta.parent_id} at seq {meta.branched_at_seq}")
+    lines.append(f"- created: {meta.created_at.isoformat()}")
+    lines.append(f"- last activity: {meta.updated_at.isoformat()}")
+    lines.append(f"- entries: {len(entries)}")
+    lines.append("")
+    for entry in entries:
+        lines.extend(_markdown_entry(entry))
+        lines.append("")
+    if notices:
+        lines.append("## Proactive notices")
+        lines.append("")
+        for notice in notices:
+            lines.append(f"- 🔔 {notice.created_at.isoformat()} — {notice.content}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _markdown_entry(entry: EntryRecord) -> list[str]:
+    stamp = f"#{entry.seq} · {entry.created_at.isoformat()}"
+    if entry.kind == "message" and entry.role == "user":
+        return [f"### 🧑 User ({stamp})", "", entry.content]
+    if entry.kind == "message" and entry.role == "assistant":
+        out = [f"### 🤖 Assistant ({stamp}{' · ' + entry.model if entry.model else ''})", ""]
+        if entry.content:
+            out.append(entry.content)
+        for call in entry.tool_calls or ():
+            out += ["", f"**Tool call** `{call['name']}` (id `{call['id']}`):", ""]
+            out.append(_fence(_arguments(call.get("arguments", ""))))
+        return out
+    if entry.kind == "message" and entry.role == "tool":
+        label = "Tool error" if entry.is_error else "Tool result"
+        return [
+            f"### 🔧 {label}: `{entry.name}` (call `{entry.tool_call_id}`, {stamp})",
+            "",
+            _fence(entry.content),
+        ]
+    if entry.kind == "turn_start":
+        model = (entry.data or {}).get("model", "")
+        return [
+            "---",
+            f"*Turn `{entry.turn_id}` started{' with ' + model if model else ''} ({stamp})*",
+        ]
+    if entry.kind == "turn_end":
+        data = entry.data or {}
+        status = data.get("status", "unknown")
+        text = f"*Turn `{entry.turn_id}` ended: **{status}***"
+        if data.get("error"):
+            text += f" — {data['error']}"
+        return [text]
+    if entry.kind == "compaction":
+        data = entry.data or {}
+        return [
+            f"### 🗜 Compaction ({stamp})",
+            "",
+            f"Earlier entries summarized; kept from seq {data.get('first_kept_seq')} "
+            f"({data.get('tokens_before')} tokens before).",
+            "",
+            f"> {str(data.get('summary', '')).replace(chr(10), chr(10) + '> ')}",
+        ]
+    return [f"### {entry.kind} ({stamp})", "", _fence(json.dumps(entry.to_dict(), indent=2))]

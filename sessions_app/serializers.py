@@ -1,0 +1,148 @@
+"""API input and output shapes (DESIGN §7). Input serializers parse; output ones document.
+
+No domain rules here: ids are validated by sessions_app.ids inside the services, so the API,
+the WebSocket and the commands all refuse the same ids with the same message.
+"""
+
+from rest_framework import serializers
+
+from sessions_app.services import EXPORT_FORMATS
+
+# --- input --------------------------------------------------------------------------------
+
+
+class SessionCreateInput(serializers.Serializer):
+    id = serializers.CharField(required=False, allow_blank=False, trim_whitespace=False)
+    agent = serializers.CharField(required=False, default="jarvis", max_length=100)
+    title = serializers.CharField(required=False, default="", allow_blank=True, max_length=200)
+
+
+class SessionListQuery(serializers.Serializer):
+    agent = serializers.CharField(required=False)
+    include_tests = serializers.BooleanField(required=False, default=True)
+
+
+class EntriesQuery(serializers.Serializer):
+    after_seq = serializers.IntegerField(required=False, default=0, min_value=0)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=1000)
+
+
+class ContextQuery(serializers.Serializer):
+    format = serializers.ChoiceField(choices=["openai", "anthropic"], default="openai")
+
+
+class ExportQuery(serializers.Serializer):
+    format = serializers.ChoiceField(choices=list(EXPORT_FORMATS), default="md")
+
+
+class MessageInput(serializers.Serializer):
+    text = serializers.CharField(allow_blank=False, trim_whitespace=True)
+
+
+class BranchInput(serializers.Serializer):
+    id = serializers.CharField(required=False, allow_blank=False, trim_whitespace=False)
+    at_seq = serializers.IntegerField(required=False, min_value=0)
+
+
+class ProactiveInput(serializers.Serializer):
+    message_id = serializers.CharField(max_length=200)
+    content = serializers.CharField()
+
+
+# --- output -------------------------------------------------------------------------------
+
+
+class SessionOutput(serializers.Serializer):
+    id = serializers.CharField()
+    agent = serializers.CharField()
+    title = serializers.CharField()
+    parent_id = serializers.CharField(allow_null=True)
+    branched_at_seq = serializers.IntegerField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    last_seq = serializers.IntegerField()
+
+
+class SessionDetailOutput(SessionOutput):
+    entry_counts = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="total, per kind, and messages per role (message.user, ...)",
+    )
+
+
+class ToolCallOutput(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+    arguments = serializers.CharField(help_text="a JSON string")
+
+
+class EntryOutput(serializers.Serializer):
+    seq = serializers.IntegerField()
+    kind = serializers.CharField()
+    role = serializers.CharField()
+    content = serializers.CharField()
+    tool_calls = ToolCallOutput(many=True, allow_null=True)
+    tool_call_id = serializers.CharField()
+    name = serializers.CharField()
+    is_error = serializers.BooleanField()
+    model = serializers.CharField()
+    usage = serializers.DictField(allow_null=True)
+    turn_id = serializers.CharField()
+    data = serializers.DictField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class EntriesOutput(serializers.Serializer):
+    entries = EntryOutput(many=True)
+    next_after_seq = serializers.IntegerField()
+
+
+class ContextOutput(serializers.Serializer):
+    format = serializers.ChoiceField(choices=["openai", "anthropic"])
+    system = serializers.CharField(required=False, help_text="anthropic only")
+    messages = serializers.ListField(child=serializers.DictField())
+
+
+class TurnOutput(serializers.Serializer):
+    turn_id = serializers.CharField()
+    status = serializers.CharField()
+    error = serializers.CharField()
+    entries = EntryOutput(many=True)
+
+
+class AbortOutput(serializers.Serializer):
+    aborted = serializers.BooleanField()
+
+
+class DeleteOutput(serializers.Serializer):
+    deleted = serializers.BooleanField()
+
+
+class ModelCostOutput(serializers.Serializer):
+    model = serializers.CharField()
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    usd = serializers.FloatField(allow_null=True)
+
+
+class CostTotalOutput(serializers.Serializer):
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    usd = serializers.FloatField(allow_null=True)
+
+
+class CostOutput(serializers.Serializer):
+    models = ModelCostOutput(many=True)
+    total = CostTotalOutput()
+
+
+class NoticeOutput(serializers.Serializer):
+    message_id = serializers.CharField()
+    content = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    delivered_at = serializers.DateTimeField(allow_null=True)
+
+
+class ErrorOutput(serializers.Serializer):
+    code = serializers.CharField()
+    detail = serializers.CharField()

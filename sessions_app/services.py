@@ -1,0 +1,351 @@
+"""Every write to sessions that the web, the API and the WebSocket make (DESIGN §6–§8).
+
+The store (sessions_app.store) holds conversations; this module adds ownership, the live
+connection registry that makes delete safe, exports, proactive notices and the channel-layer
+broadcasts that keep every open tab of a session in step.
+
+Locking rule shared by `session_delete` and `connection_open`: both lock the session's row in
+the `Session` table (select_for_update inside transaction.atomic) before they look at live
+connections or at the conversation. On the `db` backend that row is the session itself; on the
+`jsonl` backend the conversation lives in files, so a bare `Session` row is kept as the
+registry's anchor (the foreign key of `LiveConnection` needs it anyway) and is locked the same
+way. On SQLite, `select_for_update` is a no-op but every transaction is IMMEDIATE (settings),
+so the two paths serialize on the database write lock instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from sessions_app import selectors
+from sessions_app.ids import group_name, new_session_id, safe_filename, validate_session_id
+from sessions_app.models import LiveConnection, Session
+from sessions_app.signals import session_deleted, session_ended
+from sessions_app.store import (
+    EntryRecord,
+    Notice,
+    SessionExists,
+    SessionMeta,
+    SessionNotFound,
+    get_store,
+)
+
+logger = logging.getLogger(__name__)
+
+# A consumer renews its row every HEARTBEAT_SEC; rows not renewed for LIVE_TIMEOUT_SEC belong
+# to a worker that died without closing its sockets and no longer count as attached.
+HEARTBEAT_SEC = 10
+LIVE_TIMEOUT_SEC = 30
+EXPORT_FORMATS = ("md", "json")
+
+
+class SessionConnected(Exception):
+    """Delete refused: a WebSocket is attached to the session (409 session_connected)."""
+
+    code = "session_connected"
+
+
+class SessionIdUnavailable(Exception):
+    """The id belongs to another user, or a branch asked for an id already taken (409)."""
+
+    code = "id_unavailable"
+
+
+@dataclass(frozen=True)
+class ExportFile:
+    filename: str
+    content_type: str
+    content: bytes
+    path: Path
+
+
+# --- channel-layer broadcasts -------------------------------------------------------------
+
+
+def session_broadcast(*, session_id: str, event: dict[str, Any]) -> None:
+    """Send one WebSocket event (DESIGN §8) to every connection of a session, in any process.
+
+    Callable from synchronous code only (services, the turn thread); async callers await
+    the channel layer themselves.
+    """
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    async_to_sync(layer.group_send)(
+        group_name(session_id), {"type": "session.event", "event": event}
+    )
+
+
+def session_broadcast_on_commit(*, session_id: str, event: dict[str, Any]) -> None:
+    # Clients must never hear about a change that was rolled back.
+    transaction.on_commit(lambda: session_broadcast(session_id=session_id, event=event))
+
+
+def turn_event_broadcaster(session_id: str):
+    """An `on_event` callback for turn_run that forwards the turn's events to the group.
+
+    Entries arrive as EntryRecord objects and leave as the API shows them.
+    """
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event.get("type") == "entry" and isinstance(event.get("entry"), EntryRecord):
+            event = {**event, "entry": selectors.entry_to_api(event["entry"])}
+        session_broadcast(session_id=session_id, event=event)
+
+    return on_event
+
+
+# --- sessions -----------------------------------------------------------------------------
+
+
+def session_create(
+    *, owner_id: int, session_id: str | None = None, agent: str = "jarvis", title: str = ""
+) -> tuple[SessionMeta, bool]:
+    """Create a session for `owner_id`, or return theirs if it exists with the same agent.
+
+    Returns (meta, created). Raises InvalidSessionId, AgentMismatch, or SessionIdUnavailable
+    when the id is another user's.
+    """
+    store = get_store()
+    session_id = validate_session_id(session_id) if session_id else new_session_id()
+    existing = store.get_meta(session_id)
+    if existing is not None and existing.owner_id != owner_id:
+        raise SessionIdUnavailable(f"session id {session_id!r} is not available")
+    meta = store.create(session_id, agent=agent, owner_id=owner_id, title=title)
+    if meta.owner_id != owner_id:  # another user created it in between
+        raise SessionIdUnavailable(f"session id {session_id!r} is not available")
+    return meta, existing is None
+
+
+def session_branch(
+    *,
+    session_id: str,
+    owner_id: int,
+    new_id: str | None = None,
+    at_seq: int | None = None,
+) -> SessionMeta:
+    """Copy the caller's session (up to `at_seq`) into a new session they own.
+
+    Raises SessionNotFound (missing or not theirs), SessionIdUnavailable (id taken),
+    ValueError (at_seq outside the history).
+    """
+    selectors.session_get(session_id=session_id, owner_id=owner_id)
+    if new_id is not None:
+        validate_session_id(new_id)
+    try:
+        return get_store().create_branch(
+            session_id, new_id=new_id, at_seq=at_seq, owner_id=owner_id
+        )
+    except SessionExists as error:
+        raise SessionIdUnavailable(f"session id {new_id!r} is already taken") from error
+
+
+def _uses_anchor_rows() -> bool:
+    return settings.JARVIS_SESSION__PERSISTENCE_BACKEND == "jsonl"
+
+
+def _lock_session_row(session_id: str, *, agent: str, owner_id: int | None) -> bool:
+    """Lock the session's row for this transaction; on jsonl, create the anchor row first.
+
+    Returns whether a row is locked. On the db backend a missing session has no row and
+    nothing to lock: whoever creates it first owns it (store.create ignores conflicts).
+    """
+    if _uses_anchor_rows():
+        now = timezone.now()
+        # ON CONFLICT DO NOTHING: an uncommitted anchor of a concurrent delete makes this wait
+        # for that delete, which is the point.
+        Session.objects.bulk_create(
+            [
+                Session(
+                    id=session_id, agent=agent, owner_id=owner_id, created_at=now, updated_at=now
+                )
+            ],
+            ignore_conflicts=True,
+        )
+    return bool(list(Session.objects.select_for_update().filter(id=session_id).values_list("id")))
+
+
+def _live_connections(session_id: str):
+    cutoff = timezone.now() - timedelta(seconds=LIVE_TIMEOUT_SEC)
+    return LiveConnection.objects.filter(session_id=session_id, heartbeat_at__gte=cutoff)
+
+
+def session_delete(*, session_id: str, owner_id: int) -> bool:
+    """Delete the caller's session with its entries, notices and memory; False if missing.
+
+    Steps, in one transaction holding the session row lock (see the module docstring):
+    1. lock the row (a concurrent `connection_open` waits here, then opens a new session);
+    2. refuse with SessionConnected while a live connection is registered;
+    3. send `session_deleted` (memory_app purges) — before anything goes, so a failing
+       receiver rolls everything back;
+    4. remove connections, then the conversation through the store (rows or files).
+    The jsonl files are removed inside the transaction, while the lock is held: removing them
+    after commit would let a reconnect recreate the session first and then lose its files.
+    """
+    validate_session_id(session_id)
+    store = get_store()
+    with transaction.atomic():
+        meta = store.get_meta(session_id)
+        locked = _lock_session_row(
+            session_id, agent=meta.agent if meta else "jarvis", owner_id=owner_id
+        )
+        if locked:
+            meta = store.get_meta(session_id)  # re-read under the lock
+        if meta is None:
+            if _uses_anchor_rows():
+                Session.objects.filter(id=session_id).delete()
+            return False
+        if meta.owner_id != owner_id:
+            raise SessionNotFound(session_id)
+        if _live_connections(session_id).exists():
+            raise SessionConnected("the session is open in a browser tab or another client")
+        session_deleted.send(sender=Session, session_id=session_id, owner_id=owner_id)
+        LiveConnection.objects.filter(session_id=session_id).delete()
+        store.delete(session_id)
+        if _uses_anchor_rows():
+            Session.objects.filter(id=session_id).delete()
+    logger.info("session %s deleted by user %s", session_id, owner_id)
+    return True
+
+
+# --- live connections ---------------------------------------------------------------------
+
+
+def connection_open(
+    *, session_id: str, channel_name: str, user_id: int, agent: str = "jarvis"
+) -> tuple[SessionMeta, bool]:
+    """Register a WebSocket on a session, creating the session if it does not exist.
+
+    Steps, in one transaction: lock (or create and lock) the session row, read or create the
+    session, check the owner, insert the LiveConnection. A delete running at the same time
+    either sees this connection (409) or finishes first, and then this opens a new, empty
+    session. Returns (meta, created). Raises SessionNotFound for another user's session.
+    """
+    validate_session_id(session_id)
+    store = get_store()
+    with transaction.atomic():
+        _lock_session_row(session_id, agent=agent, owner_id=user_id)
+        meta = store.get_meta(session_id)
+        created = meta is None
+        if created:
+            meta = store.create(session_id, agent=agent, owner_id=user_id)
+        if meta.owner_id != user_id:
+            raise SessionNotFound(session_id)
+        now = timezone.now()
+        cutoff = now - timedelta(seconds=LIVE_TIMEOUT_SEC)
+        LiveConnection.objects.filter(session_id=session_id, heartbeat_at__lt=cutoff).delete()
+        LiveConnection.objects.update_or_create(
+            channel_name=channel_name,
+            defaults={
+                "session_id": session_id,
+                "user_id": user_id,
+                "connected_at": now,
+                "heartbeat_at": now,
+            },
+        )
+    return meta, created
+
+
+def connection_heartbeat(*, channel_name: str) -> bool:
+    """Renew a connection's row; False when it is gone (swept, or its session was deleted)."""
+    return bool(
+        LiveConnection.objects.filter(channel_name=channel_name).update(heartbeat_at=timezone.now())
+    )
+
+
+def connection_close(*, channel_name: str) -> bool:
+    """Unregister a connection; when it was the session's last live one, send `session_ended`.
+
+    Returns whether the session ended. The session row is locked so that two tabs closing at
+    once cannot both see the other still open (and neither announce the end).
+    """
+    with transaction.atomic():
+        row = (
+            LiveConnection.objects.filter(channel_name=channel_name)
+            .values("session_id", "user_id")
+            .first()
+        )
+        if row is None:
+            return False
+        session_id = row["session_id"]
+        list(Session.objects.select_for_update().filter(id=session_id).values_list("id"))
+        LiveConnection.objects.filter(channel_name=channel_name).delete()
+        ended = not _live_connections(session_id).exists()
+        if ended:
+            owner_id = row["user_id"]
+            transaction.on_commit(
+                lambda: session_ended.send(sender=Session, session_id=session_id, owner_id=owner_id)
+            )
+    return ended
+
+
+def connection_sweep() -> int:
+    """Remove connection rows of workers that died (not renewed within LIVE_TIMEOUT_SEC)."""
+    cutoff = timezone.now() - timedelta(seconds=LIVE_TIMEOUT_SEC)
+    deleted, _ = LiveConnection.objects.filter(heartbeat_at__lt=cutoff).delete()
+    return deleted
+
+
+# --- proactive notices --------------------------------------------------------------------
+
+
+def proactive_add(
+    *, session_id: str, message_id: str, content: str, owner_id: int | None = None
+) -> tuple[Notice, bool]:
+    """Add a 🔔 notice once per message_id; open tabs get a `proactive` event after commit.
+
+    `owner_id` given (API calls) restricts the session to that owner; the agent's own
+    callers (schedules, goals) pass None.
+    """
+    if owner_id is not None:
+        selectors.session_get(session_id=session_id, owner_id=owner_id)
+    with transaction.atomic():
+        notice, created = get_store().append_proactive(session_id, message_id, content)
+        if created:
+            session_broadcast_on_commit(
+                session_id=session_id,
+                event={"type": "proactive", "notice": selectors.notice_to_api(notice)},
+            )
+    return notice, created
+
+
+# --- export -------------------------------------------------------------------------------
+
+
+def session_export(*, session_id: str, owner_id: int, fmt: str) -> ExportFile:
+    """Render the session as md or json and also write it to EXPORTS_DIR/<safe id>.<fmt>."""
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"export format is md or json, not {fmt!r}")
+    meta = selectors.session_get(session_id=session_id, owner_id=owner_id)
+    store = get_store()
+    entries = store.get_messages(session_id)
+    notices = store.get_proactive(session_id)
+    if fmt == "md":
+        text = selectors.export_markdown(meta, entries, notices)
+        content_type = "text/markdown; charset=utf-8"
+    else:
+        text = json.dumps(
+            selectors.export_json(meta, entries, notices), ensure_ascii=False, indent=2
+        )
+        content_type = "application/json"
+    filename = f"{safe_filename(session_id)}.{fmt}"
+    exports_dir = Path(settings.EXPORTS_DIR)
+    exports_dir.mkdir(parents=True, exist_ok=True)
+    path = exports_dir / filename
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return ExportFile(
+        filename=filename, content_type=content_type, content=text.encode(), path=path
+    )

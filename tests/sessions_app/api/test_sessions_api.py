@@ -1,0 +1,335 @@
+"""DESIGN §7, row by row: what a client of the HTTP API sees (both store backends)."""
+
+import json
+
+import pytest
+from django.conf import settings
+from rest_framework.test import APIClient
+
+from sessions_app import services
+from sessions_app.store import NewEntry, get_store
+
+pytestmark = pytest.mark.django_db
+
+
+def a_turn(session_id, question="What is 6*7?", answer="42"):
+    """One finished turn with a tool call, stored the way the runtime stores it."""
+    call = {"id": "call_1", "name": "calculator", "arguments": json.dumps({"expr": "6*7"})}
+    return get_store().append(
+        session_id,
+        [
+            NewEntry(kind="turn_start", turn_id="t1", data={"model": "offline"}),
+            NewEntry(role="user", content=question, turn_id="t1"),
+            NewEntry(role="assistant", tool_calls=[call], turn_id="t1", model="offline"),
+            NewEntry(
+                role="tool", tool_call_id="call_1", name="calculator", content="42", turn_id="t1"
+            ),
+            NewEntry(
+                role="assistant",
+                content=answer,
+                turn_id="t1",
+                model="offline",
+                usage={"input_tokens": 10, "output_tokens": 2},
+            ),
+            NewEntry(kind="turn_end", turn_id="t1", data={"status": "completed"}),
+        ],
+    )
+
+
+def assert_error(response, status, code):
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert body["code"] == code, body
+    assert isinstance(body["detail"], str) and body["detail"]
+
+
+# --- POST /api/sessions/ --------------------------------------------------------------------
+
+
+def test_create_returns_201_then_200_for_the_same_id(api):
+    first = api.post("/api/sessions/", {"id": "work:1", "title": "Taxes"}, format="json")
+    assert first.status_code == 201
+    assert first.json()["id"] == "work:1"
+    assert first.json()["agent"] == "jarvis"
+    assert first.json()["title"] == "Taxes"
+    assert first.json()["parent_id"] is None
+    again = api.post("/api/sessions/", {"id": "work:1"}, format="json")
+    assert again.status_code == 200
+    assert again.json()["title"] == "Taxes"
+
+
+def test_create_without_id_makes_a_time_ordered_one(api):
+    first = api.post("/api/sessions/", {}, format="json").json()["id"]
+    second = api.post("/api/sessions/", {}, format="json").json()["id"]
+    assert first < second
+
+
+def test_create_with_another_agent_is_409_agent_mismatch(api):
+    api.post("/api/sessions/", {"id": "s1", "agent": "jarvis"}, format="json")
+    response = api.post("/api/sessions/", {"id": "s1", "agent": "coder"}, format="json")
+    assert_error(response, 409, "agent_mismatch")
+
+
+def test_create_of_another_users_id_is_409_id_unavailable(api, bob_api, bob):
+    bob_api.post("/api/sessions/", {"id": "bobs"}, format="json")
+    response = api.post("/api/sessions/", {"id": "bobs"}, format="json")
+    assert_error(response, 409, "id_unavailable")
+    assert get_store().get_meta("bobs").owner_id == bob.id
+
+
+@pytest.mark.parametrize("bad_id", ["", ".hidden", "a/b", "sp ace", "x" * 201, "ü"])
+def test_create_with_a_bad_id_is_400(api, bad_id):
+    response = api.post("/api/sessions/", {"id": bad_id}, format="json")
+    assert response.status_code == 400
+    assert response.json()["code"] in {"bad_id", "invalid"}
+
+
+# --- GET /api/sessions/ ---------------------------------------------------------------------
+
+
+def test_list_shows_only_my_sessions_newest_activity_first(api, bob_api):
+    api.post("/api/sessions/", {"id": "older"}, format="json")
+    api.post("/api/sessions/", {"id": "newer"}, format="json")
+    bob_api.post("/api/sessions/", {"id": "bobs"}, format="json")
+    a_turn("older")  # activity moves it to the top
+    ids = [row["id"] for row in api.get("/api/sessions/").json()]
+    assert ids == ["older", "newer"]
+    assert [row["id"] for row in bob_api.get("/api/sessions/").json()] == ["bobs"]
+
+
+def test_list_filters_by_agent_and_test_sessions_and_shows_parents(api):
+    api.post("/api/sessions/", {"id": "main"}, format="json")
+    api.post("/api/sessions/", {"id": "test-probe"}, format="json")
+    api.post("/api/sessions/", {"id": "code", "agent": "coder"}, format="json")
+    api.post("/api/sessions/main/branch/", {"id": "main-b"}, format="json")
+    rows = {row["id"]: row for row in api.get("/api/sessions/").json()}
+    assert rows["main-b"]["parent_id"] == "main"
+    assert set(rows) == {"main", "test-probe", "code", "main-b"}
+    no_tests = api.get("/api/sessions/?include_tests=false").json()
+    assert "test-probe" not in {row["id"] for row in no_tests}
+    assert [row["id"] for row in api.get("/api/sessions/?agent=coder").json()] == ["code"]
+
+
+# --- GET /api/sessions/{id}/ ----------------------------------------------------------------
+
+
+def test_detail_has_meta_and_entry_counts(api):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    a_turn("s1")
+    body = api.get("/api/sessions/s1/").json()
+    assert body["id"] == "s1"
+    assert body["last_seq"] == 6
+    assert body["entry_counts"]["total"] == 6
+    assert body["entry_counts"]["message"] == 4
+    assert body["entry_counts"]["message.user"] == 1
+    assert body["entry_counts"]["turn_end"] == 1
+    for field in ("agent", "title", "parent_id", "branched_at_seq", "created_at", "updated_at"):
+        assert field in body
+
+
+def test_another_users_session_is_404_everywhere(api, bob_api):
+    bob_api.post("/api/sessions/", {"id": "bobs"}, format="json")
+    a_turn("bobs")
+    for path in ("", "entries/", "export/?format=md", "cost/", "proactive/"):
+        assert_error(api.get(f"/api/sessions/bobs/{path}"), 404, "not_found")
+    assert_error(api.post("/api/sessions/bobs/branch/", {}, format="json"), 404, "not_found")
+    assert_error(api.delete("/api/sessions/bobs/"), 404, "not_found")
+    assert get_store().get_meta("bobs") is not None
+    assert_error(api.get("/api/sessions/nobody-has-this/"), 404, "not_found")
+
+
+def test_a_bad_id_in_the_url_is_400(api):
+    assert_error(api.get("/api/sessions/.dot/"), 400, "bad_id")
+    assert_error(api.get("/api/sessions/.dot/entries/"), 400, "bad_id")
+    assert_error(api.delete("/api/sessions/.dot/"), 400, "bad_id")
+
+
+# --- GET /api/sessions/{id}/entries/ --------------------------------------------------------
+
+
+def test_entries_come_in_seq_order_and_page_with_next_after_seq(api):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    a_turn("s1")
+    body = api.get("/api/sessions/s1/entries/").json()
+    assert [entry["seq"] for entry in body["entries"]] == [1, 2, 3, 4, 5, 6]
+    assert body["next_after_seq"] == 6
+    call = body["entries"][2]["tool_calls"][0]
+    assert call["name"] == "calculator" and json.loads(call["arguments"]) == {"expr": "6*7"}
+    page = api.get("/api/sessions/s1/entries/?after_seq=2&limit=2").json()
+    assert [entry["seq"] for entry in page["entries"]] == [3, 4]
+    assert page["next_after_seq"] == 4
+    rest = api.get(f"/api/sessions/s1/entries/?after_seq={page['next_after_seq']}").json()
+    assert [entry["seq"] for entry in rest["entries"]] == [5, 6]
+    empty = api.get("/api/sessions/s1/entries/?after_seq=6").json()
+    assert empty == {"entries": [], "next_after_seq": 6}
+    assert_error(api.get("/api/sessions/s1/entries/?after_seq=-1"), 400, "invalid")
+
+
+# --- POST /api/sessions/{id}/branch/ --------------------------------------------------------
+
+
+def test_branch_copies_and_is_independent(api):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    a_turn("s1")
+    response = api.post("/api/sessions/s1/branch/", {}, format="json")
+    assert response.status_code == 201
+    branch = response.json()
+    assert branch["parent_id"] == "s1" and branch["branched_at_seq"] == 6
+    copied = api.get(f"/api/sessions/{branch['id']}/entries/").json()["entries"]
+    assert [entry["content"] for entry in copied][4] == "42"
+    a_turn("s1", question="again?", answer="still 42")
+    assert len(api.get(f"/api/sessions/{branch['id']}/entries/").json()["entries"]) == 6
+
+
+def test_branch_at_seq_with_a_chosen_id(api):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    a_turn("s1")
+    response = api.post("/api/sessions/s1/branch/", {"id": "s1:alt", "at_seq": 2}, format="json")
+    assert response.status_code == 201
+    entries = api.get("/api/sessions/s1:alt/entries/").json()["entries"]
+    # The cut fell inside the turn: the copy closes it so it stays a valid history.
+    assert [entry["seq"] for entry in entries][:2] == [1, 2]
+    assert entries[-1]["kind"] == "turn_end"
+    assert entries[-1]["data"]["status"] == "interrupted"
+
+
+def test_branch_errors(api, bob_api):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    bob_api.post("/api/sessions/", {"id": "bobs"}, format="json")
+    a_turn("s1")
+    assert_error(
+        api.post("/api/sessions/s1/branch/", {"id": "bobs"}, format="json"), 409, "id_unavailable"
+    )
+    assert_error(
+        api.post("/api/sessions/s1/branch/", {"at_seq": 99}, format="json"), 400, "invalid"
+    )
+    assert_error(api.post("/api/sessions/s1/branch/", {"id": ".x"}, format="json"), 400, "bad_id")
+    assert_error(api.post("/api/sessions/missing/branch/", {}, format="json"), 404, "not_found")
+
+
+# --- DELETE /api/sessions/{id}/ -------------------------------------------------------------
+
+
+def test_delete_removes_history_and_missing_is_200_false(api):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    a_turn("s1")
+    api.post("/api/sessions/s1/proactive/", {"message_id": "m1", "content": "hi"}, format="json")
+    response = api.delete("/api/sessions/s1/")
+    assert response.status_code == 200 and response.json() == {"deleted": True}
+    assert get_store().get_meta("s1") is None
+    assert get_store().get_messages("s1") == []
+    assert get_store().get_proactive("s1") == []
+    assert api.get("/api/sessions/s1/").status_code == 404
+    again = api.delete("/api/sessions/s1/")
+    assert again.status_code == 200 and again.json() == {"deleted": False}
+
+
+def test_delete_while_a_websocket_is_attached_is_409(api, alice):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    a_turn("s1")
+    services.connection_open(session_id="s1", channel_name="chan-1", user_id=alice.id)
+    assert_error(api.delete("/api/sessions/s1/"), 409, "session_connected")
+    assert len(get_store().get_messages("s1")) == 6
+    services.connection_close(channel_name="chan-1")
+    assert api.delete("/api/sessions/s1/").json() == {"deleted": True}
+
+
+def test_a_connection_whose_heartbeat_stopped_does_not_block_delete(api, alice, monkeypatch):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    services.connection_open(session_id="s1", channel_name="chan-dead", user_id=alice.id)
+    monkeypatch.setattr(services, "LIVE_TIMEOUT_SEC", -1)  # every heartbeat is now too old
+    assert api.delete("/api/sessions/s1/").json() == {"deleted": True}
+
+
+def test_delete_leaves_branches_standing(api):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    a_turn("s1")
+    api.post("/api/sessions/s1/branch/", {"id": "s1-b"}, format="json")
+    api.delete("/api/sessions/s1/")
+    assert len(api.get("/api/sessions/s1-b/entries/").json()["entries"]) == 6
+
+
+# --- GET /api/sessions/{id}/export/ ---------------------------------------------------------
+
+
+def test_export_markdown_is_a_readable_download_also_written_to_exports_dir(api):
+    api.post("/api/sessions/", {"id": "work:1"}, format="json")
+    a_turn("work:1")
+    response = api.get("/api/sessions/work:1/export/?format=md")
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'attachment; filename="work_1.md"'
+    text = response.content.decode()
+    assert "User" in text and "What is 6*7?" in text
+    assert "Tool call" in text and "calculator" in text
+    assert "Tool result" in text and "42" in text
+    assert "completed" in text
+    assert (settings.EXPORTS_DIR / "work_1.md").read_text() == text
+
+
+def test_export_json_has_every_entry_with_every_field(api):
+    api.post("/api/sessions/", {"id": "work:1"}, format="json")
+    stored = a_turn("work:1")
+    response = api.get("/api/sessions/work:1/export/?format=json")
+    assert response["Content-Disposition"] == 'attachment; filename="work_1.json"'
+    body = json.loads(response.content)
+    assert body["session"]["id"] == "work:1"
+    assert body["entries"] == [record.to_dict() for record in stored]
+    assert json.loads((settings.EXPORTS_DIR / "work_1.json").read_text()) == body
+    assert_error(api.get("/api/sessions/work:1/export/?format=pdf"), 400, "invalid")
+
+
+# --- /api/sessions/{id}/proactive/ ----------------------------------------------------------
+
+
+def test_proactive_add_once_per_message_id(api):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    first = api.post(
+        "/api/sessions/s1/proactive/", {"message_id": "m1", "content": "Stand up!"}, format="json"
+    )
+    assert first.status_code == 201 and first.json()["content"] == "Stand up!"
+    again = api.post(
+        "/api/sessions/s1/proactive/", {"message_id": "m1", "content": "other"}, format="json"
+    )
+    assert again.status_code == 200 and again.json()["content"] == "Stand up!"
+    listed = api.get("/api/sessions/s1/proactive/").json()
+    assert [notice["message_id"] for notice in listed] == ["m1"]
+    assert_error(api.post("/api/sessions/s1/proactive/", {}, format="json"), 400, "invalid")
+
+
+# --- authentication -------------------------------------------------------------------------
+
+
+def test_no_credentials_is_401_with_code(backend, db):
+    response = APIClient().get("/api/sessions/")
+    assert_error(response, 401, "not_authenticated")
+    assert response["WWW-Authenticate"] == "Token"
+
+
+def test_a_bad_token_is_401(backend, db):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token nope")
+    assert_error(client.get("/api/sessions/"), 401, "authentication_failed")
+
+
+def test_browser_session_reads_but_writes_need_the_csrf_token(alice, backend):
+    client = APIClient(enforce_csrf_checks=True)
+    client.login(username="alice", password="pw-alice")
+    assert client.get("/api/sessions/").status_code == 200
+    assert_error(
+        client.post("/api/sessions/", {"id": "s1"}, format="json"), 403, "permission_denied"
+    )
+    page = client.get("/")  # the chat page sets the CSRF cookie
+    assert page.status_code == 200
+    token = client.cookies["csrftoken"].value
+    created = client.post("/api/sessions/", {"id": "s1"}, format="json", HTTP_X_CSRFTOKEN=token)
+    assert created.status_code == 201
+
+
+def test_schema_and_docs_are_served_with_local_assets(client, db):
+    schema = client.get("/api/schema/")
+    assert schema.status_code == 200
+    assert b"/api/sessions/{id}/branch/" in schema.content
+    docs = client.get("/api/docs/")
+    assert docs.status_code == 200
+    assert b"/static/drf_spectacular_sidecar/" in docs.content
+    assert b"cdn" not in docs.content.lower()

@@ -1,0 +1,174 @@
+"""The offline model: deterministic, no network, good enough to exercise every path.
+
+It reads the same validated projection a real provider would receive, so a history it
+accepts is one OpenAI accepts too. On a new user message it calls the tools the message asks
+for (several in one step when it asks for several things); once results are in, it answers
+from them. Text streams word by word; usage is estimated at ~4 characters per token.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+
+from sessions_app.runtime.history import (
+    project_anthropic,
+    project_openai,
+    validate_anthropic,
+    validate_openai,
+)
+from sessions_app.runtime.providers.base import ModelReply, ToolSpec
+from sessions_app.store.base import EntryRecord
+
+ARITHMETIC = re.compile(
+    r"[(\s]*-?\d+(?:\.\d+)?[)\s]*(?:(?:\*\*|[-+*/%^×÷])[(\s]*-?\d+(?:\.\d+)?[)\s]*)+"
+)
+REMEMBER = re.compile(r"remember that my ([\w][\w ]*?) is ([^.!?]+?)(?=\s+and\s+|[.!?]|$)")
+RECALL = re.compile(r"what(?:'s| is) my ([\w][\w ]*?)(?=\s+and\s+|[.!?,]|$)")
+CLOCK = re.compile(r"\b(?:what time|the time|time is it|clock|what day|today's date|the date)\b")
+WAIT = re.compile(r"\b(?:wait|sleep)(?:\s+for)?\s+(\d+(?:\.\d+)?)\s*(?:s\b|secs?\b|seconds?\b)?")
+PREVIOUS = re.compile(r"what did i (?:just )?(?:say|ask)")
+
+CAPABILITIES = (
+    'I am the offline model: I can calculate ("what is 2+3"), tell the time, wait '
+    '("wait 2 seconds"), and remember things ("remember that my color is blue").'
+)
+
+
+def estimate_tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / 4))
+
+
+def _intents(text: str, offered: set[str]) -> list[tuple[int, str, dict]]:
+    """(position, tool, arguments) for every request in the text, in reading order."""
+    lowered = text.lower()
+    found: list[tuple[int, str, dict]] = []
+    taken: list[tuple[int, int]] = []
+
+    def add(match, name, arguments):
+        if name in offered and not any(s < match.end() and match.start() < e for s, e in taken):
+            found.append((match.start(), name, arguments))
+            taken.append((match.start(), match.end()))
+
+    for match in REMEMBER.finditer(lowered):
+        key = match.group(1).strip()
+        value = text[match.start(2) : match.end(2)].strip()
+        add(match, "remember", {"key": key, "value": value})
+    for match in RECALL.finditer(lowered):
+        add(match, "recall", {"key": match.group(1).strip()})
+    for match in WAIT.finditer(lowered):
+        add(match, "wait", {"seconds": float(match.group(1))})
+    for match in ARITHMETIC.finditer(text):
+        expression = match.group(0).strip()
+        if re.search(r"\d\s*(?:\*\*|[-+*/%^×÷])", expression):
+            add(match, "calculator", {"expression": expression})
+    for match in CLOCK.finditer(lowered):
+        add(match, "clock", {})
+    return sorted(found, key=lambda item: item[0])
+
+
+def _sentence_for(name: str, arguments: dict, result: str, is_error: bool) -> str:
+    if is_error:
+        return f"The {name} tool failed: {result}"
+    if name == "calculator":
+        return f"{arguments.get('expression', '?')} = {result}."
+    if name == "clock":
+        return f"It is {result}."
+    if name == "wait":
+        return f"I {result}."
+    if name == "remember":
+        return f"Noted: your {arguments.get('key')} is {arguments.get('value')}."
+    if name == "recall":
+        key = arguments.get("key")
+        if result.startswith(f"{key} = "):
+            return f"Your {key} is {result.split(' = ', 1)[1]}."
+        return f"I don't know your {key} yet."
+    return f"{name}: {result}"
+
+
+class OfflineProvider:
+    label = "offline"
+    model = "offline"
+
+    def complete(
+        self,
+        *,
+        entries: Sequence[EntryRecord],
+        system_prompt: str,
+        tools: Sequence[ToolSpec],
+        on_delta: Callable[[str], None],
+        abort: threading.Event,
+    ) -> ModelReply:
+        # Both projections are validated: the offline model refuses exactly what either
+        # real provider would refuse. It reads the Anthropic shape, which keeps is_error.
+        validate_openai(project_openai(entries, system_prompt))
+        _, messages = project_anthropic(entries, system_prompt)
+        validate_anthropic(messages)
+        input_tokens = estimate_tokens(system_prompt + json.dumps(messages, ensure_ascii=False))
+        last = messages[-1]["content"]
+        texts = [block["text"] for block in last if block["type"] == "text"]
+        if not texts:
+            text = self._answer_from_results(messages[-2]["content"], last)
+        else:
+            request = texts[-1]
+            calls = [
+                {"id": f"call_{uuid.uuid4().hex[:24]}", "name": name, "arguments": json.dumps(args)}
+                for _, name, args in _intents(request, {tool.name for tool in tools})
+            ]
+            if calls:
+                output = sum(estimate_tokens(call["arguments"]) for call in calls)
+                return ModelReply(
+                    tool_calls=calls,
+                    usage={"input_tokens": input_tokens, "output_tokens": output},
+                    model=self.model,
+                )
+            text = self._answer_from_conversation(messages, request)
+        streamed = []
+        for index, word in enumerate(text.split(" ")):
+            if abort.is_set():
+                return ModelReply(
+                    text="".join(streamed).rstrip(),
+                    usage={"input_tokens": input_tokens, "output_tokens": 0},
+                    model=self.model,
+                    stopped=True,
+                )
+            piece = word if index == 0 else " " + word
+            streamed.append(piece)
+            on_delta(piece)
+        return ModelReply(
+            text=text,
+            usage={"input_tokens": input_tokens, "output_tokens": estimate_tokens(text)},
+            model=self.model,
+        )
+
+    @staticmethod
+    def _answer_from_results(uses: list[dict], results: list[dict]) -> str:
+        calls = {block["id"]: block for block in uses if block["type"] == "tool_use"}
+        sentences = []
+        for block in results:
+            use = calls.get(block["tool_use_id"], {"name": "tool", "input": {}})
+            sentences.append(
+                _sentence_for(
+                    use["name"], use["input"], str(block["content"]), block.get("is_error", False)
+                )
+            )
+        return " ".join(sentences)
+
+    @staticmethod
+    def _answer_from_conversation(messages: list[dict], request: str) -> str:
+        earlier = [
+            block["text"]
+            for message in messages
+            if message["role"] == "user"
+            for block in message["content"]
+            if block["type"] == "text" and block["text"] != request
+        ]
+        if PREVIOUS.search(request.lower()):
+            if earlier:
+                return f"You said: “{earlier[-1]}”."
+            return "This is the first thing you said in this conversation."
+        return f"You said: “{request.strip()}”. {CAPABILITIES}"

@@ -1,0 +1,204 @@
+"""The tools a model may call, and how one call is run.
+
+A tool's `run(context, arguments)` returns the result text or raises: `ToolAborted` when the
+user stopped the turn, any other exception for a failure. Either way the call gets a result
+entry (DESIGN §5.3); the exception text is what the model reads.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import operator
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sessions_app.runtime.providers.base import ToolSpec
+
+logger = logging.getLogger(__name__)
+
+ABORTED_RESULT_TEXT = "aborted: the user stopped the turn before this tool finished"
+MAX_WAIT_SEC = 300
+
+
+class ToolAborted(Exception):
+    """The turn was aborted while the tool ran."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    session_id: str
+    abort: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict
+    run: Callable[[ToolContext, dict], str]
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+
+
+# --- calculator: arithmetic without eval ----------------------------------------------------
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+
+
+def _evaluate(node: ast.AST) -> float | int:
+    if isinstance(node, ast.Expression):
+        return _evaluate(node.body)
+    if isinstance(node, ast.Constant) and type(node.value) in {int, float}:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return _UNARY[type(node.op)](_evaluate(node.operand))
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left, right = _evaluate(node.left), _evaluate(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > 100:
+            raise ValueError("exponent too large")  # 9**9**9 would hang the worker
+        return _BINARY[type(node.op)](left, right)
+    raise ValueError("only numbers and + - * / // % ** ( ) are allowed")
+
+
+def calculate(expression: str) -> str:
+    text = expression.replace("^", "**").replace("×", "*").replace("÷", "/")
+    try:
+        value = _evaluate(ast.parse(text, mode="eval"))
+    except SyntaxError as error:
+        raise ValueError(f"not an arithmetic expression: {expression!r}") from error
+    except ZeroDivisionError as error:
+        raise ValueError("division by zero") from error
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        value = int(value)
+    elif isinstance(value, float):
+        value = round(value, 10)
+    return str(value)
+
+
+def _calculator(context: ToolContext, arguments: dict) -> str:
+    return calculate(str(arguments.get("expression", "")))
+
+
+def _clock(context: ToolContext, arguments: dict) -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC (%A)")
+
+
+def _wait(context: ToolContext, arguments: dict) -> str:
+    seconds = float(arguments.get("seconds", 1))
+    if not 0 <= seconds <= MAX_WAIT_SEC:
+        raise ValueError(f"seconds must be between 0 and {MAX_WAIT_SEC}")
+    # Event.wait returns as soon as abort is set: the tool stops within milliseconds.
+    if context.abort.wait(seconds):
+        raise ToolAborted(ABORTED_RESULT_TEXT)
+    return f"waited {seconds:g} seconds"
+
+
+def _remember(context: ToolContext, arguments: dict) -> str:
+    from memory_app.services import working_memory_remember
+
+    key = str(arguments.get("key", "")).strip()
+    value = str(arguments.get("value", "")).strip()
+    if not key:
+        raise ValueError("remember needs a key")
+    working_memory_remember(session_id=context.session_id, key=key, value=value)
+    return f"remembered: {key} = {value}"
+
+
+def _recall(context: ToolContext, arguments: dict) -> str:
+    from memory_app.services import working_memory_recall
+
+    key = str(arguments.get("key") or "").strip() or None
+    memory = working_memory_recall(session_id=context.session_id, key=key)
+    if key is not None:
+        if key in memory:
+            return f"{key} = {memory[key]}"
+        return f"nothing is remembered under {key!r}"
+    return json.dumps(memory, ensure_ascii=False) if memory else "working memory is empty"
+
+
+TOOLS: dict[str, Tool] = {
+    tool.name: tool
+    for tool in [
+        Tool(
+            "calculator",
+            "Evaluate an arithmetic expression exactly, e.g. '2+3*4' or '(1.5+2)**2'.",
+            {
+                "type": "object",
+                "properties": {"expression": {"type": "string"}},
+                "required": ["expression"],
+            },
+            _calculator,
+        ),
+        Tool(
+            "clock",
+            "The current date and time (UTC).",
+            {"type": "object", "properties": {}},
+            _clock,
+        ),
+        Tool(
+            "wait",
+            "Wait the given number of seconds, then report it. Stops early if the user aborts.",
+            {
+                "type": "object",
+                "properties": {"seconds": {"type": "number"}},
+                "required": ["seconds"],
+            },
+            _wait,
+        ),
+        Tool(
+            "remember",
+            "Store a fact about the user in this conversation's working memory.",
+            {
+                "type": "object",
+                "properties": {"key": {"type": "string"}, "value": {"type": "string"}},
+                "required": ["key", "value"],
+            },
+            _remember,
+        ),
+        Tool(
+            "recall",
+            "Read a fact (or, without a key, everything) from working memory.",
+            {"type": "object", "properties": {"key": {"type": "string"}}},
+            _recall,
+        ),
+    ]
+}
+
+
+def tool_run(*, call: dict, context: ToolContext, tools: dict[str, Tool]) -> tuple[str, bool]:
+    """Run one call; return (result text, is_error). Never raises for the call's own faults."""
+    tool = tools.get(call["name"])
+    if tool is None:
+        return (
+            f"unknown tool {call['name']!r}: no executor is registered for it "
+            f"(available: {', '.join(sorted(tools)) or 'none'})",
+            True,
+        )
+    try:
+        arguments = json.loads(call["arguments"] or "{}")
+        if not isinstance(arguments, dict):
+            raise ValueError("arguments must be a JSON object")
+    except ValueError as error:
+        return f"invalid arguments for {tool.name}: {error}", True
+    if context.abort.is_set():
+        return ABORTED_RESULT_TEXT, True
+    try:
+        return tool.run(context, arguments), False
+    except ToolAborted as aborted:
+        return str(aborted), True
+    except Exception as error:  # noqa: BLE001 - a tool's failure is a result the model reads
+        logger.info("tool %s failed: %s", tool.name, error)
+        return f"{tool.name} failed: {error}", True

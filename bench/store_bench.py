@@ -1,0 +1,682 @@
+"""Session store benchmark: the project's store against the raw driver, in the same run.
+
+`make bench` runs this script. The parent process starts one child per configuration
+(SQLite, PostgreSQL, jsonl) with its own environment and scratch storage, collects each
+child's measurements (one JSON line on stdout) and prints one table. Inside a child, the
+store and the raw side run interleaved on the same database, so both see the same caches,
+the same disk and the same background noise; every figure is a median.
+
+What the raw side does (docs/performance.md says the same):
+- append: one transaction with `UPDATE … RETURNING last_seq` and one multi-row INSERT
+  (jsonl: open, append the lines, flush, fsync);
+- load: SELECT in seq order, and decode the JSON columns and timestamps into Python values,
+  so it returns what the store returns minus the dataclasses (jsonl: read, split, json.loads);
+- branch: insert the session row + `INSERT … SELECT` (jsonl: copy the bytes, fsync, write meta);
+- delete: the same DELETE statements as the store (jsonl: unlink the files);
+- list: SELECT the meta columns newest first (jsonl: read and decode every meta file).
+
+The script exits 0 even when a target is missed: it reports, it does not gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import gc
+import io
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PG_SERVER_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432")
+PG_BENCH_DB = "jarvis_bench"
+CONFIGS = ("sqlite", "postgres", "jsonl")
+
+TURNS = 500
+LOADS = 20
+COPIES = 10
+LISTED_SESSIONS = 1000
+LISTS = 20
+
+TARGETS = {
+    "append": 1.5,
+    "append flat": 1.25,
+    "load": 1.5,
+    "branch": 1.3,
+    "delete": 1.5,
+}
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- the parent: one child per configuration, one table ---------------------------------
+
+
+def postgres_create() -> str | None:
+    """Create an empty scratch database; None (with the reason printed) if unreachable."""
+    try:
+        import psycopg
+
+        with psycopg.connect(f"{PG_SERVER_URL}/postgres", autocommit=True, connect_timeout=3) as db:
+            db.execute(f"DROP DATABASE IF EXISTS {PG_BENCH_DB} WITH (FORCE)")
+            db.execute(f"CREATE DATABASE {PG_BENCH_DB}")
+    except Exception as error:  # noqa: BLE001 - any failure means "skip PostgreSQL"
+        log(f"PostgreSQL skipped: cannot create {PG_BENCH_DB} on {PG_SERVER_URL} ({error})")
+        return None
+    return f"{PG_SERVER_URL}/{PG_BENCH_DB}"
+
+
+def postgres_drop() -> None:
+    import psycopg
+
+    with psycopg.connect(f"{PG_SERVER_URL}/postgres", autocommit=True, connect_timeout=3) as db:
+        db.execute(f"DROP DATABASE IF EXISTS {PG_BENCH_DB} WITH (FORCE)")
+
+
+def run_config(config: str, scratch: Path) -> dict | None:
+    env = dict(os.environ)
+    env.pop("REDIS_URL", None)
+    env["DJANGO_SETTINGS_MODULE"] = "jarvis_site.settings"
+    env["SESSIONS_DIR"] = str(scratch / "sessions")
+    # Every configuration gets a database of its own; jsonl never touches it.
+    env["DATABASE_URL"] = f"sqlite:///{scratch / 'bench.sqlite3'}"
+    env["JARVIS_SESSION__PERSISTENCE_BACKEND"] = "jsonl" if config == "jsonl" else "db"
+    if config == "postgres":
+        url = postgres_create()
+        if url is None:
+            return None
+        env["DATABASE_URL"] = url
+    try:
+        child = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--child", config],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    finally:
+        if config == "postgres":
+            postgres_drop()
+    if child.returncode != 0:
+        log(f"{config}: the benchmark child failed (exit {child.returncode})")
+        return None
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def print_table(results: list[dict]) -> None:
+    header = ("backend", "operation", "store ms", "raw ms", "ratio", "target", "result")
+    rows = [header]
+    for result in results:
+        for row in result["rows"]:
+            rows.append(
+                (
+                    result["config"],
+                    row["operation"],
+                    _ms(row.get("store")),
+                    _ms(row.get("raw")),
+                    f"{row['ratio']:.2f}x" if row.get("ratio") is not None else "",
+                    row.get("target", ""),
+                    row.get("result", ""),
+                )
+            )
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
+    for index, row in enumerate(rows):
+        print(" | ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)))
+        if index == 0:
+            print("-|-".join("-" * width for width in widths))
+
+
+def _ms(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return f"{value:.3f}"
+
+
+def parent() -> int:
+    started = time.monotonic()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="jarvis-bench-") as scratch_root:
+        for config in CONFIGS:
+            scratch = Path(scratch_root) / config
+            scratch.mkdir()
+            log(f"== {config}")
+            result = run_config(config, scratch)
+            if result is not None:
+                results.append(result)
+    print()
+    print_table(results)
+    missed = [
+        f"{result['config']} {row['operation']}"
+        for result in results
+        for row in result["rows"]
+        if row.get("result") == "MISSED"
+    ]
+    print()
+    print(f"missed targets: {', '.join(missed) if missed else 'none'}")
+    print(f"total time: {time.monotonic() - started:.0f} s")
+    return 0
+
+
+# --- the child: one configuration, store and raw side by side ---------------------------
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) / 1e6
+
+
+def interleaved(count: int, store_step, raw_step) -> tuple[list[int], list[int]]:
+    """Run both sides `count` times, alternating which goes first; nanoseconds per call."""
+    store_times: list[int] = []
+    raw_times: list[int] = []
+    clock = time.perf_counter_ns
+    for index in range(count):
+        steps = ((store_step, store_times), (raw_step, raw_times))
+        if index % 2:
+            steps = steps[::-1]
+        for step, times in steps:
+            started = clock()
+            step(index)
+            times.append(clock() - started)
+    return store_times, raw_times
+
+
+def compare(operation: str, store_times, raw_times, target_key: str | None) -> dict:
+    store_ms, raw_ms = median_ms(store_times), median_ms(raw_times)
+    row = {"operation": operation, "store": store_ms, "raw": raw_ms, "ratio": store_ms / raw_ms}
+    if target_key is not None:
+        limit = TARGETS[target_key]
+        row["target"] = f"<= {limit}x"
+        row["result"] = "ok" if row["ratio"] <= limit else "MISSED"
+    return row
+
+
+def flatness(operation: str, times: list[int]) -> dict:
+    first, last = median_ms(times[:50]), median_ms(times[-50:])
+    limit = TARGETS["append flat"]
+    return {
+        "operation": operation,
+        "store": f"{first:.3f} -> {last:.3f}",
+        "raw": "",
+        "ratio": last / first,
+        "target": f"last 50 <= {limit}x first 50",
+        "result": "ok" if last / first <= limit else "MISSED",
+    }
+
+
+def text(seed: int, length: int) -> str:
+    words = ("session", "entry", "seq", "durable", "branch", "tool", "result", "answer", "turn")
+    out = []
+    while sum(len(word) + 1 for word in out) < length:
+        out.append(words[(seed + len(out) * 7) % len(words)])
+    return " ".join(out)[:length]
+
+
+def turn_entries(turn: int):
+    """A realistic turn: question, a tool call, its result, the answer (~200-300 chars each)."""
+    from sessions_app.store import NewEntry
+
+    turn_id = f"t{turn:05d}"
+    call_id = f"call_{turn:05d}"
+    usage = {"input_tokens": 900 + turn, "output_tokens": 60}
+    return [
+        NewEntry(role="user", content=text(turn, 240), turn_id=turn_id),
+        NewEntry(
+            role="assistant",
+            content=text(turn + 1, 200),
+            tool_calls=[
+                {
+                    "id": call_id,
+                    "name": "search_notes",
+                    "arguments": json.dumps({"query": text(turn + 2, 60), "limit": 5}),
+                }
+            ],
+            model="offline",
+            usage=usage,
+            turn_id=turn_id,
+        ),
+        NewEntry(
+            role="tool",
+            tool_call_id=call_id,
+            name="search_notes",
+            content=text(turn + 3, 280),
+            turn_id=turn_id,
+        ),
+        NewEntry(
+            role="assistant",
+            content=text(turn + 4, 260),
+            model="offline",
+            usage=usage,
+            turn_id=turn_id,
+        ),
+    ]
+
+
+def entry_columns(entry) -> tuple:
+    return (
+        entry.kind,
+        entry.role,
+        entry.content,
+        None if entry.tool_calls is None else json.dumps(entry.tool_calls, ensure_ascii=False),
+        entry.tool_call_id,
+        entry.name,
+        entry.is_error,
+        entry.model,
+        None if entry.usage is None else json.dumps(entry.usage, ensure_ascii=False),
+        entry.turn_id,
+        None if entry.data is None else json.dumps(entry.data, ensure_ascii=False),
+    )
+
+
+class RawDb:
+    """The same SQL effect as DbSessionStore, straight through sqlite3 or psycopg."""
+
+    COLUMNS = (
+        "seq, kind, role, content, tool_calls, tool_call_id, name, is_error, model, usage, "
+        "turn_id, data, created_at"
+    )
+    META = (
+        "id, agent, owner_id, title, parent_id, branched_at_seq, created_at, updated_at, last_seq"
+    )
+
+    def __init__(self, vendor: str, settings_dict: dict):
+        self.vendor = vendor
+        if vendor == "postgresql":
+            import psycopg
+
+            self.db = psycopg.connect(
+                host=settings_dict["HOST"],
+                port=settings_dict["PORT"] or 5432,
+                user=settings_dict["USER"],
+                dbname=settings_dict["NAME"],
+                autocommit=True,
+            )
+            self.mark = "%s"
+        else:
+            import sqlite3
+
+            self.db = sqlite3.connect(settings_dict["NAME"], isolation_level=None)
+            # The same pragmas Django's connection gets from settings.
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.mark = "?"
+
+    def sql(self, statement: str) -> str:
+        return statement.replace("%s", self.mark)
+
+    def timestamp(self, value: datetime):
+        # Django stores naive UTC text on SQLite and timestamptz on PostgreSQL.
+        return value if self.vendor == "postgresql" else str(value.replace(tzinfo=None))
+
+    def decode_timestamp(self, value) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+    def transaction(self):
+        if self.vendor == "postgresql":
+            return self.db.transaction()
+        return _SqliteImmediate(self.db)
+
+    def append(self, session_id: str, entries) -> None:
+        now = datetime.now(UTC)
+        stamp = self.timestamp(now)
+        row_marks = "(" + ", ".join([self.mark] * 14) + ")"
+        with self.transaction():
+            last_seq = self.db.execute(
+                self.sql(
+                    "UPDATE sessions_app_session SET last_seq = last_seq + %s, updated_at = %s "
+                    "WHERE id = %s RETURNING last_seq"
+                ),
+                (len(entries), stamp, session_id),
+            ).fetchone()[0]
+            first = last_seq - len(entries) + 1
+            params: list = []
+            for offset, entry in enumerate(entries):
+                params.append(session_id)
+                params.append(first + offset)
+                params.extend(entry_columns(entry))
+                params.append(stamp)
+            self.db.execute(
+                f"INSERT INTO sessions_app_entry (session_id, {self.COLUMNS}) VALUES "
+                + ", ".join([row_marks] * len(entries)),
+                params,
+            )
+
+    def load(self, session_id: str) -> list:
+        rows = self.db.execute(
+            self.sql(
+                f"SELECT {self.COLUMNS} FROM sessions_app_entry WHERE session_id = %s ORDER BY seq"
+            ),
+            (session_id,),
+        ).fetchall()
+        loads, decode_timestamp = json.loads, self.decode_timestamp
+
+        def value(column):
+            return loads(column) if isinstance(column, str) else column
+
+        return [
+            (
+                seq,
+                kind,
+                role,
+                content,
+                value(tool_calls),
+                tool_call_id,
+                name,
+                bool(is_error),
+                model,
+                value(usage),
+                turn_id,
+                value(data),
+                decode_timestamp(created_at),
+            )
+            for (
+                seq,
+                kind,
+                role,
+                content,
+                tool_calls,
+                tool_call_id,
+                name,
+                is_error,
+                model,
+                usage,
+                turn_id,
+                data,
+                created_at,
+            ) in rows
+        ]
+
+    def branch(self, source_id: str, new_id: str) -> None:
+        now = self.timestamp(datetime.now(UTC))
+        with self.transaction():
+            agent, owner_id, title, last_seq = self.db.execute(
+                self.sql(
+                    "SELECT agent, owner_id, title, last_seq FROM sessions_app_session WHERE id = %s"
+                ),
+                (source_id,),
+            ).fetchone()
+            self.db.execute(
+                self.sql(
+                    "INSERT INTO sessions_app_session (id, agent, owner_id, title, parent_id, "
+                    "branched_at_seq, created_at, updated_at, last_seq, lease_holder) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, '')"
+                ),
+                (new_id, agent, owner_id, title, source_id, last_seq, now, now, last_seq),
+            )
+            self.db.execute(
+                self.sql(
+                    f"INSERT INTO sessions_app_entry (session_id, {self.COLUMNS}) "
+                    f"SELECT %s, {self.COLUMNS} FROM sessions_app_entry "
+                    "WHERE session_id = %s AND seq <= %s"
+                ),
+                (new_id, source_id, last_seq),
+            )
+
+    def delete(self, session_id: str) -> None:
+        with self.transaction():
+            for table in (
+                "sessions_app_entry",
+                "sessions_app_proactivenotice",
+                "sessions_app_liveconnection",
+            ):
+                self.db.execute(
+                    self.sql(f"DELETE FROM {table} WHERE session_id = %s"), (session_id,)
+                )
+            self.db.execute(
+                self.sql("UPDATE sessions_app_session SET parent_id = NULL WHERE parent_id = %s"),
+                (session_id,),
+            )
+            self.db.execute(
+                self.sql("DELETE FROM sessions_app_session WHERE id = %s"), (session_id,)
+            )
+
+    def list(self) -> list:
+        rows = self.db.execute(
+            f"SELECT {self.META} FROM sessions_app_session ORDER BY updated_at DESC, id DESC"
+        ).fetchall()
+        decode = self.decode_timestamp
+        return [(*row[:6], decode(row[6]), decode(row[7]), row[8]) for row in rows]
+
+    def add_sessions(self, count: int) -> None:
+        now = self.timestamp(datetime.now(UTC))
+        rows = [
+            (f"listed-{number:05d}", "jarvis", f"session {number}", now, now)
+            for number in range(count)
+        ]
+        with self.transaction():
+            for start in range(0, count, 200):
+                chunk = rows[start : start + 200]
+                marks = ", ".join(["(" + ", ".join([self.mark] * 5) + ", 0, '')"] * len(chunk))
+                self.db.execute(
+                    "INSERT INTO sessions_app_session (id, agent, title, created_at, updated_at, "
+                    f"last_seq, lease_holder) VALUES {marks}",
+                    [value for row in chunk for value in row],
+                )
+
+
+class _SqliteImmediate:
+    """BEGIN IMMEDIATE … COMMIT, as Django's connection does with transaction_mode IMMEDIATE."""
+
+    def __init__(self, db):
+        self.db = db
+
+    def __enter__(self):
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind, value, traceback):
+        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+class RawJsonl:
+    """Plain files, the minimum the jsonl store's job needs."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def append(self, session_id: str, entries, first_seq: int) -> None:
+        stamp = datetime.now(UTC).isoformat()
+        payload = b"".join(
+            json.dumps(
+                {"seq": first_seq + offset, **_entry_dict(entry), "created_at": stamp},
+                ensure_ascii=False,
+            ).encode()
+            + b"\n"
+            for offset, entry in enumerate(entries)
+        )
+        with open(self.root / f"{session_id}.jsonl", "ab") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def load(self, session_id: str) -> list:
+        records = []
+        with open(self.root / f"{session_id}.jsonl", "rb") as handle:
+            for line in handle.read().splitlines():
+                record = json.loads(line)
+                record["created_at"] = datetime.fromisoformat(record["created_at"])
+                records.append(record)
+        return records
+
+    def branch(self, source_id: str, new_id: str) -> None:
+        target = self.root / f"{new_id}.jsonl"
+        shutil.copyfile(self.root / f"{source_id}.jsonl", target)
+        with open(target, "rb+") as handle:
+            os.fsync(handle.fileno())
+        meta = json.loads((self.root / f"{source_id}.meta.json").read_bytes())
+        meta.update(id=new_id, parent_id=source_id, branched_at_seq=meta["last_seq"])
+        temporary = self.root / f"{new_id}.meta.json.tmp"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(meta))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.root / f"{new_id}.meta.json")
+
+    def delete(self, session_id: str) -> None:
+        for suffix in (".jsonl", ".meta.json", ".proactive.jsonl"):
+            (self.root / f"{session_id}{suffix}").unlink(missing_ok=True)
+
+    def list(self) -> list:
+        metas = []
+        for path in self.root.glob("*.meta.json"):
+            meta = json.loads(path.read_bytes())
+            meta["created_at"] = datetime.fromisoformat(meta["created_at"])
+            meta["updated_at"] = datetime.fromisoformat(meta["updated_at"])
+            metas.append(meta)
+        metas.sort(key=lambda meta: (meta["updated_at"], meta["id"]), reverse=True)
+        return metas
+
+
+def _entry_dict(entry) -> dict:
+    return {field: getattr(entry, field) for field in entry.__dataclass_fields__}
+
+
+def child(config: str) -> int:
+    sys.path.insert(0, str(REPO))  # run as a script, bench/ is first on the path
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connection
+
+    from sessions_app.store import get_store
+
+    if config != "jsonl":
+        log(f"{config}: migrating the scratch database")
+        call_command("migrate", verbosity=0, interactive=False)
+    store = get_store()
+    if config == "jsonl":
+        raw = RawJsonl(Path(settings.SESSIONS_DIR))
+        raw_append = lambda session_id, entries, turn: raw.append(session_id, entries, turn * 4 + 1)  # noqa: E731
+    else:
+        raw = RawDb(connection.vendor, connection.settings_dict)
+        raw_append = lambda session_id, entries, turn: raw.append(session_id, entries)  # noqa: E731
+
+    rows = []
+    store.create("bench-store", title="appended by the store")
+    store.create("bench-raw", title="appended by the raw driver")
+    turns = [turn_entries(turn) for turn in range(TURNS)]
+
+    log(f"{config}: append, {TURNS} turns of 4 entries into one session, each side")
+    gc.collect()
+    store_times, raw_times = interleaved(
+        TURNS,
+        lambda turn: store.append("bench-store", turns[turn]),
+        lambda turn: raw_append("bench-raw", turns[turn], turn),
+    )
+    rows.append(compare("append, ms per turn (all 500)", store_times, raw_times, "append"))
+    rows.append(compare("append, first 50 turns", store_times[:50], raw_times[:50], None))
+    rows.append(compare("append, last 50 turns", store_times[-50:], raw_times[-50:], None))
+    rows.append(flatness("append flat (store first 50 -> last 50)", store_times))
+    if config == "jsonl":
+        # The raw side wrote its own lines; the store's meta must agree so both are loadable.
+        assert len(store.get_messages("bench-raw")) == TURNS * 4
+    else:
+        assert len(raw.load("bench-raw")) == TURNS * 4
+    assert len(store.get_messages("bench-store")) == TURNS * 4
+
+    log(f"{config}: load the {TURNS * 4}-entry history, {LOADS} times each side")
+    gc.collect()
+    store_times, raw_times = interleaved(
+        LOADS,
+        lambda _: store.get_messages("bench-store"),
+        lambda _: raw.load("bench-store"),
+    )
+    rows.append(compare(f"load {TURNS * 4} entries", store_times, raw_times, "load"))
+
+    log(f"{config}: branch (copy) the {TURNS * 4}-entry session, {COPIES} times each side")
+    gc.collect()
+    store_times, raw_times = interleaved(
+        COPIES,
+        lambda index: store.create_branch("bench-store", new_id=f"copy-store-{index}"),
+        lambda index: raw.branch("bench-store", f"copy-raw-{index}"),
+    )
+    assert (
+        len(store.get_messages("copy-raw-0"))
+        == len(store.get_messages("copy-store-0"))
+        == TURNS * 4
+    )
+    rows.append(compare(f"branch {TURNS * 4} entries", store_times, raw_times, "branch"))
+
+    log(f"{config}: delete a {TURNS * 4}-entry session, {COPIES} times each side")
+    gc.collect()
+    store_times, raw_times = interleaved(
+        COPIES,
+        lambda index: store.delete(f"copy-store-{index}"),
+        lambda index: raw.delete(f"copy-raw-{index}"),
+    )
+    assert store.get_meta("copy-store-0") is None and store.get_meta("copy-raw-0") is None
+    rows.append(compare(f"delete {TURNS * 4} entries", store_times, raw_times, "delete"))
+
+    log(f"{config}: list {LISTED_SESSIONS} sessions")
+    if config == "jsonl":
+        for number in range(LISTED_SESSIONS - 2):
+            session_id = f"listed-{number:05d}"
+            store.create(session_id, title=f"session {number}")
+            store.append(session_id, turns[number % TURNS][:1])
+    else:
+        raw.add_sessions(LISTED_SESSIONS - 2)
+    gc.collect()
+    store_times, raw_times = interleaved(LISTS, lambda _: store.list(), lambda _: raw.list())
+    assert len(store.list()) == len(raw.list()) == LISTED_SESSIONS
+    rows.append(compare(f"list {LISTED_SESSIONS} sessions", store_times, raw_times, None))
+    if config == "jsonl":
+        opened = spy_on_opened_paths(store.list)
+        reads_no_entry_file = not any(path.endswith(".jsonl") for path in opened)
+        rows.append(
+            {
+                "operation": "list reads no entry file",
+                "store": "yes" if reads_no_entry_file else "no",
+                "raw": f"{sum(p.endswith('.meta.json') for p in opened)} meta files read",
+                "target": "yes",
+                "result": "ok" if reads_no_entry_file else "MISSED",
+            }
+        )
+    print(json.dumps({"config": config, "rows": rows}))
+    return 0
+
+
+def spy_on_opened_paths(call) -> list[str]:
+    """Every path opened while `call` runs (builtins.open, io.open as pathlib uses it, os.open)."""
+    opened: list[str] = []
+    originals = (builtins.open, io.open, os.open)
+
+    def spy(real):
+        def wrapper(file, *args, **kwargs):
+            opened.append(str(file))
+            return real(file, *args, **kwargs)
+
+        return wrapper
+
+    builtins.open, io.open, os.open = (spy(original) for original in originals)
+    try:
+        call()
+    finally:
+        builtins.open, io.open, os.open = originals
+    return opened
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", choices=CONFIGS, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    return child(args.child) if args.child else parent()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

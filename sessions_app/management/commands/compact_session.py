@@ -1,0 +1,27 @@
+"""`manage.py compact_session <id>`: what `/compact` does, from the shell."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from sessions_app.compaction import session_compact
+from sessions_app.store import InvalidSessionId, SessionNotFound
+
+
+class Command(BaseCommand):
+    help = "Summarize a session's older turns so the model sees a summary instead of them."
+
+    def add_arguments(self, parser):
+        parser.add_argument("session_id")
+
+    def handle(self, *args, session_id, **options):
+        try:
+            record = session_compact(session_id=session_id)
+        except (InvalidSessionId, SessionNotFound) as error:
+            raise CommandError(f"no session {session_id!r}: {error}") from error
+        except ValueError as error:
+            raise CommandError(str(error)) from error
+        data = record.data
+        self.stdout.write(
+            f"compacted {session_id}: about {data['tokens_before']} tokens of context before; "
+            f"the model now sees the summary, then the history from seq {data['first_kept_seq']}"
+        )
+        self.stdout.write(data["summary"])

@@ -1,0 +1,261 @@
+"""The turn loop on both backends: statuses, pairing on every ending, repair, busy, abort."""
+
+import threading
+import time
+
+import pytest
+from django.db import transaction
+
+from sessions_app.runtime.history import CRASH_RESULT_TEXT
+from sessions_app.runtime.turns import SessionBusy, session_repair, turn_abort, turn_run
+from sessions_app.signals import turn_finished
+from sessions_app.store import NewEntry, SessionNotFound, get_store
+
+from .conftest import assert_history_valid
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def kinds(entries):
+    return [(e.kind, e.role) if e.kind == "message" else (e.kind,) for e in entries]
+
+
+def test_plain_answer_streams_and_stores_the_whole_turn(session):
+    events = []
+    result = turn_run(session_id=session, text="hello there", on_event=events.append)
+    assert result.status == "completed"
+    assert kinds(result.entries) == [
+        ("turn_start",),
+        ("message", "user"),
+        ("message", "assistant"),
+        ("turn_end",),
+    ]
+    start, user, answer, end = result.entries
+    assert start.data["model"] == "offline" and "calculator" in start.data["tools"]
+    assert start.data["system_prompt"]
+    assert user.content == "hello there"
+    assert "hello there" in answer.content
+    assert answer.model == "offline" and answer.usage["output_tokens"] > 0
+    assert end.data == {"status": "completed", "error": ""}
+    deltas = "".join(e["text"] for e in events if e["type"] == "delta")
+    assert deltas == answer.content
+    assert [e["type"] for e in events][0] == "agent_start"
+    assert events[-1] == {"type": "agent_end", "turn_id": result.turn_id, "status": "completed"}
+    stored = [e["entry"] for e in events if e["type"] == "entry"]
+    assert stored == get_store().get_messages(session)
+    assert_history_valid(session)
+
+
+def test_two_requests_in_one_message_run_two_tools_concurrently(session):
+    started = time.monotonic()
+    result = turn_run(session_id=session, text="wait 0.6 seconds and what is 2+3 and wait 0.6 s")
+    elapsed = time.monotonic() - started
+    assert result.status == "completed"
+    assistant = result.entries[2]
+    assert [c["name"] for c in assistant.tool_calls] == ["wait", "calculator", "wait"]
+    results = result.entries[3:6]
+    # One result per call, contiguous, in call order.
+    assert [r.tool_call_id for r in results] == [c["id"] for c in assistant.tool_calls]
+    assert [r.content for r in results] == ["waited 0.6 seconds", "5", "waited 0.6 seconds"]
+    assert elapsed < 1.1, "the two waits ran side by side"
+    assert "2+3 = 5." in result.entries[6].content
+    assert_history_valid(session)
+
+
+def test_step_limit_ends_with_max_turns_and_no_unanswered_call(session, settings):
+    settings.MAX_STEPS = 1
+    result = turn_run(session_id=session, text="what is 6*7")
+    assert result.status == "max_turns"
+    assert "limit of 1" in result.error
+    assert [r.content for r in result.entries if r.role == "tool"] == ["42"]
+    assert_history_valid(session)
+
+
+def test_tool_failure_is_a_result_the_model_reads(session):
+    result = turn_run(session_id=session, text="what is 1/0")
+    assert result.status == "completed"
+    tool = next(e for e in result.entries if e.role == "tool")
+    assert tool.is_error and "division by zero" in tool.content
+    assert "failed" in result.entries[-2].content
+    assert_history_valid(session)
+
+
+def test_abort_stops_a_running_wait_within_a_fraction_of_a_second(session):
+    running = threading.Event()
+    outcome = {}
+
+    def on_event(event):
+        if event["type"] == "entry" and event["entry"].tool_calls:
+            running.set()
+
+    def run():
+        outcome["result"] = turn_run(session_id=session, text="wait 20 seconds", on_event=on_event)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert running.wait(5)
+    time.sleep(0.1)  # the tool is now sleeping
+    asked = time.monotonic()
+    assert turn_abort(session_id=session) is True
+    thread.join(5)
+    assert time.monotonic() - asked < 1.0
+    result = outcome["result"]
+    assert result.status == "aborted"
+    tool = next(e for e in result.entries if e.role == "tool")
+    assert tool.is_error and tool.content.startswith("aborted")
+    assert_history_valid(session)
+    assert turn_abort(session_id=session) is False  # nothing runs any more
+
+
+def test_second_request_waits_for_the_grace_period_then_is_refused(session, settings):
+    settings.BUSY_GRACE_SEC = 0.3
+    running = threading.Event()
+    outcome = {}
+
+    def run():
+        outcome["result"] = turn_run(
+            session_id=session,
+            text="wait 1.5 seconds",
+            on_event=lambda e: e["type"] == "entry" and e["entry"].tool_calls and running.set(),
+        )
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert running.wait(5)
+    started = time.monotonic()
+    with pytest.raises(SessionBusy, match="the previous request is still being processed"):
+        turn_run(session_id=session, text="hello")
+    assert 0.25 < time.monotonic() - started < 1.0
+    thread.join(5)
+    assert outcome["result"].status == "completed"
+    settings.BUSY_GRACE_SEC = 3
+    assert turn_run(session_id=session, text="hello").status == "completed"
+    assert_history_valid(session)
+
+
+def test_a_request_that_arrives_during_wrap_up_waits_and_runs(session, settings):
+    settings.BUSY_GRACE_SEC = 3
+    running = threading.Event()
+    thread = threading.Thread(
+        target=turn_run,
+        kwargs={
+            "session_id": session,
+            "text": "wait 0.5 seconds",
+            "on_event": lambda e: e["type"] == "entry" and e["entry"].tool_calls and running.set(),
+        },
+    )
+    thread.start()
+    assert running.wait(5)
+    assert turn_run(session_id=session, text="what did I say").status == "completed"
+    thread.join(5)
+    ends = [e for e in get_store().get_messages(session) if e.kind == "turn_end"]
+    assert len(ends) == 2
+    assert_history_valid(session)
+
+
+def crash_mid_step(session_id):
+    """What a process killed between storing a step's calls and their results leaves."""
+    get_store().append(
+        session_id,
+        [
+            NewEntry(kind="turn_start", turn_id="t-dead", data={"model": "offline"}),
+            NewEntry(role="user", content="wait 5 s and what is 2+2", turn_id="t-dead"),
+            NewEntry(
+                role="assistant",
+                turn_id="t-dead",
+                tool_calls=[
+                    {"id": "c1", "name": "wait", "arguments": '{"seconds": 5}'},
+                    {"id": "c2", "name": "calculator", "arguments": '{"expression": "2+2"}'},
+                ],
+            ),
+        ],
+    )
+
+
+def test_repair_closes_a_dead_turn_once(session):
+    crash_mid_step(session)
+    received = []
+    turn_finished.connect(lambda **kw: received.append(kw), weak=False, dispatch_uid="t-repair")
+    try:
+        repaired = session_repair(session_id=session)
+    finally:
+        turn_finished.disconnect(dispatch_uid="t-repair")
+    assert [(e.tool_call_id, e.content, e.is_error) for e in repaired[:2]] == [
+        ("c1", CRASH_RESULT_TEXT, True),
+        ("c2", CRASH_RESULT_TEXT, True),
+    ]
+    assert repaired[2].kind == "turn_end" and repaired[2].data["status"] == "interrupted"
+    assert session_repair(session_id=session) == []
+    assert received[0]["status"] == "interrupted" and received[0]["turn_id"] == "t-dead"
+    assert received[0]["entries"][0].kind == "turn_start"
+    assert_history_valid(session)
+
+
+def test_concurrent_repairers_repair_once(session, settings):
+    crash_mid_step(session)
+    barrier = threading.Barrier(2)
+    results = []
+
+    def repair():
+        barrier.wait()
+        results.append(len(session_repair(session_id=session)))
+
+    threads = [threading.Thread(target=repair) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert sorted(results) == [0, 3]
+    assert_history_valid(session)
+
+
+def test_next_turn_repairs_first_and_keeps_the_users_message(session):
+    crash_mid_step(session)
+    result = turn_run(session_id=session, text="what did I say")
+    assert result.status == "completed"
+    history = get_store().get_messages(session)
+    statuses = [e.data["status"] for e in history if e.kind == "turn_end"]
+    assert statuses == ["interrupted", "completed"]
+    assert "wait 5 s and what is 2+2" in result.entries[2].content
+    assert_history_valid(session)
+
+
+def test_turn_finished_is_sent_inside_the_transaction_of_the_turn_end(session):
+    seen = []
+
+    def receiver(**kwargs):
+        seen.append((kwargs, transaction.get_connection().in_atomic_block))
+
+    turn_finished.connect(receiver, weak=False, dispatch_uid="t-signal")
+    try:
+        result = turn_run(session_id=session, text="what is 2+2", owner_id=None)
+    finally:
+        turn_finished.disconnect(dispatch_uid="t-signal")
+    ((kwargs, in_atomic),) = seen
+    assert in_atomic
+    assert kwargs["turn_id"] == result.turn_id and kwargs["status"] == "completed"
+    assert [e.seq for e in kwargs["entries"]] == [e.seq for e in result.entries]
+
+
+def test_failing_receiver_leaves_the_turn_open_for_repair(session):
+    def receiver(**kwargs):
+        raise RuntimeError("memory is down")
+
+    turn_finished.connect(receiver, weak=False, dispatch_uid="t-fail")
+    try:
+        with pytest.raises(RuntimeError):
+            turn_run(session_id=session, text="hi")
+    finally:
+        turn_finished.disconnect(dispatch_uid="t-fail")
+    history = get_store().get_messages(session)
+    if get_store().__class__.__name__.startswith("Db"):
+        assert history[-1].kind != "turn_end"  # rolled back with the receiver
+    assert turn_run(session_id=session, text="again").status == "completed"
+    assert_history_valid(session)
+
+
+def test_missing_session_and_empty_text_are_refused(session):
+    with pytest.raises(SessionNotFound):
+        turn_run(session_id="test-nope", text="hi")
+    with pytest.raises(ValueError):
+        turn_run(session_id=session, text="   ")

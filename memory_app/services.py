@@ -16,6 +16,7 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from memory_app.extraction import FactCandidate, classify_task, extract_facts, procedure_steps
+from memory_app.llm import model_extract_facts
 from memory_app.models import (
     CompactionSummary,
     Episode,
@@ -242,8 +243,12 @@ def procedure_reject(*, procedure_id: int) -> Procedure:
 
 # --- consolidation -----------------------------------------------------------------------
 def _fact_candidates(episodes: Sequence[Episode]) -> dict[int, list[FactCandidate]]:
-    """Facts per episode id, from the user's own words."""
-    return {episode.pk: extract_facts(episode.request) for episode in episodes}
+    """Facts per episode id: the configured model reads the requests, else the offline rules."""
+    requests = {episode.pk: episode.request for episode in episodes}
+    found = model_extract_facts(requests)
+    if found is not None:
+        return found
+    return {pk: extract_facts(text) for pk, text in requests.items()}
 
 
 def _profile_fact_store(*, owner_id: int, candidate: FactCandidate, session_id: str) -> bool:

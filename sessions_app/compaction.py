@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
+from memory_app.llm import model_summarize
 from memory_app.services import compaction_summary_record
 from sessions_app.store import EntryRecord, NewEntry, SessionNotFound, get_store
 
@@ -101,12 +102,31 @@ def extractive_summary(entries: Sequence[EntryRecord], previous: str | None) -> 
     return "\n".join(lines)
 
 
+def transcript(entries: Sequence[EntryRecord]) -> str:
+    """The messages as a model reads a conversation: who said what, tools and their results."""
+    lines = []
+    for entry in entries:
+        if entry.kind != "message":
+            continue
+        if entry.role == "user":
+            lines.append(f"User: {entry.content}")
+        elif entry.role == "assistant":
+            if entry.content.strip():
+                lines.append(f"Jarvis: {entry.content}")
+            for call in entry.tool_calls or ():
+                lines.append(f"Jarvis calls {call['name']}({call['arguments']})")
+        elif entry.role == "tool":
+            lines.append(f"{entry.name} returned: {_trim(entry.content, ANSWER_CHARS)}")
+    return "\n".join(lines)
+
+
 def session_compact(*, session_id: str) -> EntryRecord:
     """Summarize everything before the last turn and append a `compaction` entry.
 
     Steps: read the history; take the context the model sees now (after the latest
     compaction); keep its last turn (from that turn's start, so no tool call is cut from its
-    result) and summarize the turns before it, carrying the previous summary forward; append
+    result) and summarize the turns before it, carrying the previous summary forward (by the
+    configured model, or extractively when offline or the model fails); append
     `NewEntry(kind="compaction", data={summary, first_kept_seq, tokens_before})` and keep the
     summary as the session's long-term memory (memory_app), in one transaction on the db
     backend. Raises ValueError("nothing to compact") when fewer than two turns are in the
@@ -126,7 +146,10 @@ def session_compact(*, session_id: str) -> EntryRecord:
     in_context = [entry for entry in entries if entry.seq >= context_from]
     summarized = [entry for entry in in_context if entry.seq < first_kept_seq]
     tokens_before = estimate_tokens(in_context, previous_summary)
-    summary = extractive_summary(summarized, previous_summary)
+    # Asked before anything is written: a model call may take seconds and holds no lock.
+    summary = model_summarize(
+        transcript=transcript(summarized), previous=previous_summary
+    ) or extractive_summary(summarized, previous_summary)
 
     with transaction.atomic():
         # On the db backend the entry and the memory row commit together; the jsonl backend

@@ -341,7 +341,7 @@ def validate_anthropic(messages: Sequence[dict]) -> None:
         if role not in {"user", "assistant"}:
             raise HistoryInvalid(f"messages.{index}.role: must be 'user' or 'assistant'")
         if index == 0 and role != "user":
-            raise HistoryInvalid('messages.0.role: first message must use the "user" role')
+            raise HistoryInvalid('messages: first message must use the "user" role (messages.0)')
         if index > 0 and role == messages[index - 1]["role"]:
             raise HistoryInvalid(
                 f'messages.{index}: roles must alternate between "user" and "assistant", '

@@ -51,3 +51,24 @@ def turn_start(turn="t1"):
 
 def turn_end(turn="t1", status="completed"):
     return NewEntry(kind="turn_end", turn_id=turn, data={"status": status, "error": ""})
+
+
+def crash_mid_step(session_id):
+    """What a process killed between storing a step's calls and their results leaves."""
+    from sessions_app.store import get_store
+
+    get_store().append(
+        session_id,
+        [
+            NewEntry(kind="turn_start", turn_id="t-dead", data={"model": "offline"}),
+            NewEntry(role="user", content="wait 5 s and what is 2+2", turn_id="t-dead"),
+            NewEntry(
+                role="assistant",
+                turn_id="t-dead",
+                tool_calls=[
+                    {"id": "c1", "name": "wait", "arguments": '{"seconds": 5}'},
+                    {"id": "c2", "name": "calculator", "arguments": '{"expression": "2+2"}'},
+                ],
+            ),
+        ],
+    )

@@ -190,7 +190,7 @@ def test_openai_validator_names_the_offending_index(messages, fragment):
     [
         (
             [{"role": "assistant", "content": "hi"}],
-            'messages.0.role: first message must use the "user"',
+            'messages: first message must use the "user" role (messages.0)',
         ),
         (
             [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}],

@@ -9,9 +9,10 @@ from django.db import transaction
 from sessions_app.runtime.history import CRASH_RESULT_TEXT
 from sessions_app.runtime.turns import SessionBusy, session_repair, turn_abort, turn_run
 from sessions_app.signals import turn_finished
-from sessions_app.store import NewEntry, SessionNotFound, get_store
+from sessions_app.store import SessionNotFound, get_store
 
 from .conftest import assert_history_valid
+from .factories import crash_mid_step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -151,25 +152,6 @@ def test_a_request_that_arrives_during_wrap_up_waits_and_runs(session, settings)
     ends = [e for e in get_store().get_messages(session) if e.kind == "turn_end"]
     assert len(ends) == 2
     assert_history_valid(session)
-
-
-def crash_mid_step(session_id):
-    """What a process killed between storing a step's calls and their results leaves."""
-    get_store().append(
-        session_id,
-        [
-            NewEntry(kind="turn_start", turn_id="t-dead", data={"model": "offline"}),
-            NewEntry(role="user", content="wait 5 s and what is 2+2", turn_id="t-dead"),
-            NewEntry(
-                role="assistant",
-                turn_id="t-dead",
-                tool_calls=[
-                    {"id": "c1", "name": "wait", "arguments": '{"seconds": 5}'},
-                    {"id": "c2", "name": "calculator", "arguments": '{"expression": "2+2"}'},
-                ],
-            ),
-        ],
-    )
 
 
 def test_repair_closes_a_dead_turn_once(session):

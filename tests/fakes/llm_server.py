@@ -1,0 +1,423 @@
+"""A strict local stand-in for the OpenAI and Anthropic HTTP APIs, for the official SDKs.
+
+Serves POST /v1/chat/completions and POST /v1/messages on 127.0.0.1 (streaming SSE and
+plain JSON). It answers from a script of replies and refuses, with the providers' real 400
+bodies, any history that breaks their rules — checked here independently of the product's
+own validators, so a projection bug cannot hide behind itself.
+
+    with FakeLLMServer() as server:
+        server.script(Reply(calls=[("calculator", {"expression": "2+3"})]), Reply(text="5"))
+        ... OpenAI(base_url=server.openai_url, api_key="test") ...
+        server.requests  # every request body received, in order
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Reply:
+    text: str = ""
+    calls: list[tuple[str, dict]] = field(default_factory=list)
+    input_tokens: int = 11
+    output_tokens: int = 7
+    status: int = 200  # anything else: an error response with `error` as its message
+    error: str = ""
+    delay_per_chunk: float = 0.0
+
+
+class HistoryRefused(Exception):
+    def __init__(self, body: dict):
+        super().__init__(json.dumps(body))
+        self.body = body
+
+
+def openai_check(messages: list[dict]) -> None:
+    """The Chat Completions rules on tool calls, with its real error body."""
+
+    def refuse(message: str, index: int):
+        raise HistoryRefused(
+            {
+                "error": {
+                    "message": message,
+                    "type": "invalid_request_error",
+                    "param": f"messages.[{index}].role",
+                    "code": None,
+                }
+            }
+        )
+
+    waiting: list[str] = []
+    for index, message in enumerate(messages):
+        role = message["role"]
+        if role == "tool":
+            if message.get("tool_call_id") not in waiting:
+                refuse(
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    "preceeding message with 'tool_calls'.",
+                    index,
+                )
+            waiting.remove(message["tool_call_id"])
+            continue
+        if waiting:
+            refuse(
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(waiting)}",
+                index,
+            )
+        if role == "assistant" and message.get("tool_calls"):
+            waiting = [call["id"] for call in message["tool_calls"]]
+        else:
+            waiting = []
+    if waiting:
+        refuse(
+            "An assistant message with 'tool_calls' must be followed by tool messages "
+            "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+            f"response messages: {', '.join(waiting)}",
+            len(messages),
+        )
+
+
+def anthropic_check(messages: list[dict]) -> None:
+    """The Messages API rules on roles and tool use, with its real error body."""
+
+    def refuse(message: str):
+        raise HistoryRefused(
+            {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        )
+
+    def blocks(message):
+        content = message["content"]
+        return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+    if not messages or messages[0]["role"] != "user":
+        refuse('messages: first message must use the "user" role')
+    for index, message in enumerate(messages):
+        if index and message["role"] == messages[index - 1]["role"]:
+            refuse(
+                'messages: roles must alternate between "user" and "assistant", but found '
+                f'multiple "{message["role"]}" roles in a row'
+            )
+        if not blocks(message):
+            refuse(
+                f"messages.{index}: all messages must have non-empty content except for the "
+                "optional final assistant message"
+            )
+        results = [b["tool_use_id"] for b in blocks(message) if b["type"] == "tool_result"]
+        previous_uses = (
+            [b["id"] for b in blocks(messages[index - 1]) if b["type"] == "tool_use"]
+            if index
+            else []
+        )
+        stray = [r for r in results if r not in previous_uses]
+        if stray:
+            refuse(
+                f"messages.{index}.content.0: unexpected `tool_use_id` found in `tool_result` "
+                f"blocks: {', '.join(stray)}. Each `tool_result` block must have a "
+                "corresponding `tool_use` block in the previous message."
+            )
+        uses = [b["id"] for b in blocks(message) if b["type"] == "tool_use"]
+        if uses:
+            following = blocks(messages[index + 1]) if index + 1 < len(messages) else []
+            answered = {b.get("tool_use_id") for b in following if b["type"] == "tool_result"}
+            missing = [use for use in uses if use not in answered]
+            if missing:
+                refuse(
+                    f"messages.{index}: `tool_use` ids were found without `tool_result` blocks "
+                    f"immediately after: {', '.join(missing)}. Each `tool_use` block must have "
+                    "a corresponding `tool_result` block in the next message."
+                )
+
+
+class FakeLLMServer:
+    def __init__(self):
+        self._replies: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self.requests: list[dict] = []
+        self.refusals: list[dict] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):  # noqa: N802 - http.server's naming
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                path = self.path.split("?")[0]
+                if path.endswith("/chat/completions"):
+                    server._openai(self, body)
+                elif path.endswith("/v1/messages"):
+                    server._anthropic(self, body)
+                else:
+                    self._json(404, {"error": {"message": f"no route {path}"}})
+
+            def _json(self, status: int, payload: dict):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _sse(self, events, delay: float):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                try:
+                    for event in events:
+                        self.wfile.write(event.encode())
+                        self.wfile.flush()
+                        if delay:
+                            time.sleep(delay)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client stopped reading (an abort)
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._http.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._http.shutdown()
+        self._http.server_close()
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._http.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def openai_url(self) -> str:
+        return self.base_url + "/v1"
+
+    def script(self, *replies: Reply) -> None:
+        with self._lock:
+            self._replies.extend(replies)
+
+    def _next(self, body: dict) -> Reply:
+        with self._lock:
+            self.requests.append(body)
+            return self._replies.popleft() if self._replies else Reply(text="ok")
+
+    # --- OpenAI Chat Completions ----------------------------------------------------------
+    def _openai(self, handler, body):
+        try:
+            openai_check(body["messages"])
+        except HistoryRefused as refused:
+            self.refusals.append(refused.body)
+            return handler._json(400, refused.body)
+        reply = self._next(body)
+        if reply.status != 200:
+            return handler._json(
+                reply.status,
+                {
+                    "error": {
+                        "message": reply.error,
+                        "type": "server_error",
+                        "param": None,
+                        "code": None,
+                    }
+                },
+            )
+        completion_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+        calls = [
+            {
+                "id": f"call_{uuid.uuid4().hex[:20]}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+            for name, args in reply.calls
+        ]
+        usage = {
+            "prompt_tokens": reply.input_tokens,
+            "completion_tokens": reply.output_tokens,
+            "total_tokens": reply.input_tokens + reply.output_tokens,
+        }
+        finish = "tool_calls" if calls else "stop"
+        if not body.get("stream"):
+            return handler._json(
+                200,
+                {
+                    "id": completion_id,
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {
+                                "role": "assistant",
+                                "content": reply.text or None,
+                                **({"tool_calls": calls} if calls else {}),
+                            },
+                            "finish_reason": finish,
+                        }
+                    ],
+                    "usage": usage,
+                },
+            )
+
+        def chunk(delta=None, finish_reason=None, usage_value=None, choices=True):
+            payload = {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": body["model"],
+                "choices": (
+                    [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason}]
+                    if choices
+                    else []
+                ),
+            }
+            if usage_value is not None:
+                payload["usage"] = usage_value
+            return f"data: {json.dumps(payload)}\n\n"
+
+        def events():
+            yield chunk({"role": "assistant", "content": ""})
+            for index, word in enumerate(reply.text.split(" ") if reply.text else []):
+                yield chunk({"content": word if index == 0 else " " + word})
+            for index, call in enumerate(calls):
+                arguments = call["function"]["arguments"]
+                yield chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": index,
+                                "id": call["id"],
+                                "type": "function",
+                                "function": {"name": call["function"]["name"], "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+                half = len(arguments) // 2
+                for part in (arguments[:half], arguments[half:]):
+                    yield chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
+            yield chunk({}, finish_reason=finish)
+            if (body.get("stream_options") or {}).get("include_usage"):
+                yield chunk(usage_value=usage, choices=False)
+            yield "data: [DONE]\n\n"
+
+        handler._sse(events(), reply.delay_per_chunk)
+
+    # --- Anthropic Messages ---------------------------------------------------------------
+    def _anthropic(self, handler, body):
+        try:
+            anthropic_check(body["messages"])
+        except HistoryRefused as refused:
+            self.refusals.append(refused.body)
+            return handler._json(400, refused.body)
+        reply = self._next(body)
+        if reply.status != 200:
+            return handler._json(
+                reply.status,
+                {"type": "error", "error": {"type": "api_error", "message": reply.error}},
+            )
+        message_id = f"msg_{uuid.uuid4().hex[:20]}"
+        content = []
+        if reply.text:
+            content.append({"type": "text", "text": reply.text})
+        for name, args in reply.calls:
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_{uuid.uuid4().hex[:20]}",
+                    "name": name,
+                    "input": args,
+                }
+            )
+        stop = "tool_use" if reply.calls else "end_turn"
+        usage = {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens}
+        if not body.get("stream"):
+            return handler._json(
+                200,
+                {
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body["model"],
+                    "content": content,
+                    "stop_reason": stop,
+                    "stop_sequence": None,
+                    "usage": usage,
+                },
+            )
+
+        def event(kind, payload):
+            return f"event: {kind}\ndata: {json.dumps({'type': kind, **payload})}\n\n"
+
+        def events():
+            yield event(
+                "message_start",
+                {
+                    "message": {
+                        "id": message_id,
+                        "type": "message",
+                        "role": "assistant",
+                        "model": body["model"],
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": {"input_tokens": reply.input_tokens, "output_tokens": 1},
+                    }
+                },
+            )
+            yield event("ping", {})
+            for index, block in enumerate(content):
+                if block["type"] == "text":
+                    yield event(
+                        "content_block_start",
+                        {"index": index, "content_block": {"type": "text", "text": ""}},
+                    )
+                    for position, word in enumerate(block["text"].split(" ")):
+                        piece = word if position == 0 else " " + word
+                        yield event(
+                            "content_block_delta",
+                            {"index": index, "delta": {"type": "text_delta", "text": piece}},
+                        )
+                else:
+                    yield event(
+                        "content_block_start",
+                        {"index": index, "content_block": {**block, "input": {}}},
+                    )
+                    arguments = json.dumps(block["input"])
+                    half = len(arguments) // 2
+                    for part in (arguments[:half], arguments[half:]):
+                        yield event(
+                            "content_block_delta",
+                            {
+                                "index": index,
+                                "delta": {"type": "input_json_delta", "partial_json": part},
+                            },
+                        )
+                yield event("content_block_stop", {"index": index})
+            yield event(
+                "message_delta",
+                {
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": reply.output_tokens},
+                },
+            )
+            yield event("message_stop", {})
+
+        handler._sse(events(), reply.delay_per_chunk)

@@ -1,0 +1,270 @@
+"""The OpenAI and Anthropic providers through their official SDKs, against a strict local
+server that answers like the real APIs — including their 400s for broken histories."""
+
+import threading
+import time
+
+import anthropic
+import openai
+import pytest
+
+from sessions_app.runtime.history import CRASH_RESULT_TEXT
+from sessions_app.runtime.providers.anthropic import AnthropicProvider
+from sessions_app.runtime.providers.openai import OpenAIProvider
+from sessions_app.runtime.turns import turn_abort, turn_run
+from sessions_app.store import NewEntry, get_store
+from tests.fakes.llm_server import FakeLLMServer, Reply
+
+from .conftest import assert_history_valid
+from .factories import crash_mid_step
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def server():
+    with FakeLLMServer() as running:
+        yield running
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def api(request):
+    return request.param
+
+
+@pytest.fixture
+def provider(api, server):
+    if api == "openai":
+        return OpenAIProvider("gpt-4o", api_key="test", base_url=server.openai_url, max_retries=0)
+    return AnthropicProvider(
+        "claude-haiku-4-5", api_key="test", base_url=server.base_url, max_retries=0
+    )
+
+
+@pytest.fixture
+def session():
+    return get_store().create("test-sdk").id
+
+
+def tool_results_sent(api, request_body):
+    """The tool results a request carried, as (text, is_error) — read the provider's way."""
+    if api == "openai":
+        return [(m["content"], None) for m in request_body["messages"] if m["role"] == "tool"]
+    return [
+        (block["content"], block.get("is_error", False))
+        for message in request_body["messages"]
+        if message["role"] == "user"
+        for block in message["content"]
+        if block["type"] == "tool_result"
+    ]
+
+
+def test_plain_answer_streams(server, provider, session):
+    server.script(Reply(text="Hello Ada, nice to meet you", input_tokens=21, output_tokens=6))
+    deltas = []
+    result = turn_run(
+        session_id=session,
+        text="hi, I am Ada",
+        provider=provider,
+        on_event=lambda e: e["type"] == "delta" and deltas.append(e["text"]),
+    )
+    assert result.status == "completed"
+    answer = result.entries[2]
+    assert answer.content == "Hello Ada, nice to meet you" == "".join(deltas)
+    assert len(deltas) > 1, "streamed in pieces"
+    assert answer.usage == {"input_tokens": 21, "output_tokens": 6}
+    assert answer.model == provider.model
+    assert result.entries[0].data["model"] == provider.label
+    assert server.refusals == []
+
+
+def test_one_tool_call_and_its_result_reach_the_model(api, server, provider, session):
+    server.script(Reply(calls=[("calculator", {"expression": "2+3"})]), Reply(text="It is 5."))
+    result = turn_run(session_id=session, text="what is 2+3?", provider=provider)
+    assert result.status == "completed"
+    assert [e.role for e in result.entries if e.kind == "message"] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert result.entries[3].content == "5"
+    assert tool_results_sent(api, server.requests[1])[0][0] == "5"
+    assert server.refusals == []
+    assert_history_valid(session)
+
+
+def test_two_parallel_calls_are_answered_contiguously(api, server, provider, session):
+    server.script(
+        Reply(calls=[("calculator", {"expression": "6*7"}), ("clock", {})]),
+        Reply(text="42, and the time."),
+    )
+    result = turn_run(session_id=session, text="6*7 and the time?", provider=provider)
+    assert result.status == "completed"
+    call_ids = [c["id"] for c in result.entries[2].tool_calls]
+    assert [e.tool_call_id for e in result.entries[3:5]] == call_ids
+    sent = tool_results_sent(api, server.requests[1])
+    assert sent[0][0] == "42" and "UTC" in sent[1][0]
+    if api == "anthropic":
+        results_message = server.requests[1]["messages"][-1]
+        assert [b["type"] for b in results_message["content"]] == ["tool_result", "tool_result"]
+    assert server.refusals == []
+
+
+def test_abort_mid_tool_leaves_a_history_the_api_accepts(api, server, provider, session):
+    server.script(Reply(calls=[("wait", {"seconds": 20})]), Reply(text="Back again."))
+    running = threading.Event()
+    outcome = {}
+
+    def run():
+        outcome["result"] = turn_run(
+            session_id=session,
+            text="wait 20 seconds",
+            provider=provider,
+            on_event=lambda e: e["type"] == "entry" and e["entry"].tool_calls and running.set(),
+        )
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert running.wait(5)
+    time.sleep(0.1)
+    turn_abort(session_id=session)
+    thread.join(5)
+    assert outcome["result"].status == "aborted"
+    assert len(server.requests) == 1, "the model is not called again after an abort"
+    follow_up = turn_run(session_id=session, text="are you there?", provider=provider)
+    assert follow_up.status == "completed"
+    text, is_error = tool_results_sent(api, server.requests[1])[0]
+    assert text.startswith("aborted")
+    assert is_error in (None, True)
+    assert server.refusals == []
+
+
+def test_resume_after_a_crash(api, server, provider, session):
+    crash_mid_step(session)
+    server.script(Reply(text="Sorry, I was interrupted. What next?"))
+    result = turn_run(session_id=session, text="hello again", provider=provider)
+    assert result.status == "completed"
+    assert [text for text, _ in tool_results_sent(api, server.requests[0])] == [
+        CRASH_RESULT_TEXT,
+        CRASH_RESULT_TEXT,
+    ]
+    assert server.refusals == []
+
+
+def test_history_with_a_compaction_entry(api, server, provider, session):
+    server.script(
+        Reply(text="Hi"),
+        Reply(calls=[("calculator", {"expression": "1+1"})]),
+        Reply(text="2"),
+        Reply(text="You are Ada."),
+    )
+    turn_run(session_id=session, text="I am Ada", provider=provider)
+    turn_run(session_id=session, text="1+1?", provider=provider)
+    history = get_store().get_messages(session)
+    tool_seq = next(e.seq for e in history if e.role == "tool")
+    get_store().append(
+        session,
+        [
+            NewEntry(
+                kind="compaction",
+                data={
+                    "summary": "The user is Ada.",
+                    "first_kept_seq": tool_seq,
+                    "tokens_before": 99,
+                },
+            )
+        ],
+    )
+    result = turn_run(session_id=session, text="who am I?", provider=provider)
+    assert result.status == "completed"
+    sent = str(server.requests[-1]["messages"])
+    assert "The user is Ada." in sent and "I am Ada" not in sent
+    assert tool_results_sent(api, server.requests[-1])[0][0] == "2"  # call kept with result
+    assert server.refusals == []
+
+
+def test_a_tool_without_executor_gets_an_error_result_the_model_sees(
+    api, server, provider, session
+):
+    server.script(Reply(calls=[("teleport", {"to": "Mars"})]), Reply(text="I cannot teleport."))
+    result = turn_run(session_id=session, text="beam me up", provider=provider)
+    assert result.status == "completed"
+    tool = result.entries[3]
+    assert tool.is_error and "teleport" in tool.content
+    assert "teleport" in tool_results_sent(api, server.requests[1])[0][0]
+
+
+def test_provider_error_after_a_tool_ends_the_turn_with_error(server, provider, session):
+    server.script(
+        Reply(calls=[("calculator", {"expression": "2+2"})]),
+        Reply(status=500, error="the model is overloaded"),
+        Reply(text="fine now"),
+    )
+    result = turn_run(session_id=session, text="2+2?", provider=provider)
+    assert result.status == "error"
+    assert "overloaded" in result.error
+    assert result.entries[-1].data == {"status": "error", "error": result.error}
+    assert_history_valid(session)
+    assert turn_run(session_id=session, text="retry", provider=provider).status == "completed"
+    assert server.refusals == []
+
+
+def test_step_limit_with_a_model_that_keeps_calling_tools(server, provider, session, settings):
+    settings.MAX_STEPS = 2
+    server.script(*[Reply(calls=[("calculator", {"expression": "1+1"})])] * 2, Reply(text="ok"))
+    result = turn_run(session_id=session, text="loop", provider=provider)
+    assert result.status == "max_turns"
+    assert_history_valid(session)
+    assert turn_run(session_id=session, text="and now?", provider=provider).status == "completed"
+    assert server.refusals == []
+
+
+def test_the_fake_server_refuses_broken_histories_like_the_real_apis(server):
+    client = openai.OpenAI(api_key="test", base_url=server.openai_url, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(
+            model="gpt-4o",
+            messages=[
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "x", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "user", "content": "hello?"},
+            ],
+        )
+    assert refused.value.body["message"].startswith(
+        "An assistant message with 'tool_calls' must be followed by tool messages"
+    )
+    assert refused.value.body["param"] == "messages.[2].role"
+    claude = anthropic.Anthropic(api_key="test", base_url=server.base_url, max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        claude.messages.create(
+            model="claude-haiku-4-5",
+            max_tokens=10,
+            messages=[
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "toolu_1", "name": "x", "input": {}}],
+                },
+                {"role": "user", "content": "hello?"},
+            ],
+        )
+    assert "messages.1: `tool_use` ids were found without `tool_result` blocks" in str(
+        refused.value.body
+    )
+    with pytest.raises(anthropic.BadRequestError, match="roles must alternate"):
+        claude.messages.create(
+            model="claude-haiku-4-5",
+            max_tokens=10,
+            messages=[{"role": "user", "content": "a"}, {"role": "user", "content": "b"}],
+        )

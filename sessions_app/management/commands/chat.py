@@ -1,0 +1,108 @@
+"""`manage.py chat <session_id>`: talk to the configured model in a session from a terminal.
+
+One input line is one message; the answer streams as it arrives, tool calls and their
+results are shown as they happen. Ctrl-C during an answer aborts the turn (the session stays
+valid); Ctrl-D or /quit ends the conversation. Piped input works the same.
+"""
+
+import json
+import sys
+import threading
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from sessions_app.runtime.turns import SessionBusy, turn_abort, turn_run
+from sessions_app.services import SessionIdUnavailable, session_create
+from sessions_app.store import AgentMismatch, InvalidSessionId, get_store
+
+
+class Command(BaseCommand):
+    help = "Hold a conversation with the configured model (JARVIS_MODEL) in a session."
+
+    def add_arguments(self, parser):
+        parser.add_argument("session_id")
+        parser.add_argument("--agent", default="jarvis", help="agent of a new session")
+        parser.add_argument(
+            "--model", default=None, help="offline, openai:<model> or anthropic:<model>"
+        )
+        parser.add_argument("--user", default=None, help="owner (username) of a new session")
+
+    def handle(self, *args, session_id, agent, model, user, **options):
+        owner_id = self._owner_id(user)
+        try:
+            if owner_id is None:
+                # A local conversation without an owner, like the system's own sessions.
+                get_store().create(session_id, agent=agent)
+            else:
+                session_create(owner_id=owner_id, session_id=session_id, agent=agent)
+        except (InvalidSessionId, AgentMismatch, SessionIdUnavailable) as error:
+            raise CommandError(str(error)) from error
+        interactive = sys.stdin.isatty()
+        while True:
+            if interactive:
+                self.stdout.write("you> ", ending="")
+                self.stdout.flush()
+            line = sys.stdin.readline()
+            if not line:
+                break
+            text = line.strip()
+            if not text:
+                continue
+            if text in {"/quit", "/exit"}:
+                break
+            outcome: dict = {}
+
+            def run(text=text, outcome=outcome):
+                try:
+                    outcome["result"] = turn_run(
+                        session_id=session_id, text=text, on_event=self._show, provider=model
+                    )
+                except SessionBusy as busy:
+                    outcome["busy"] = busy
+
+            # The turn runs in a thread so that Ctrl-C here can abort it cleanly.
+            worker = threading.Thread(target=run, name="chat-turn")
+            worker.start()
+            try:
+                while worker.is_alive():
+                    worker.join(0.1)
+            except KeyboardInterrupt:
+                turn_abort(session_id=session_id)
+                worker.join()
+            if "busy" in outcome:
+                self.stderr.write(f"[busy] {outcome['busy']}")
+            elif "result" in outcome and outcome["result"].status != "completed":
+                result = outcome["result"]
+                self.stdout.write(f"[{result.status}] {result.error}".rstrip())
+
+    @staticmethod
+    def _owner_id(username):
+        if username is None:
+            return None
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise CommandError(f"no user named {username!r}")
+        return user.pk
+
+    def _show(self, event: dict) -> None:
+        kind = event["type"]
+        if kind == "delta":
+            self.stdout.write(event["text"], ending="")
+            self.stdout.flush()
+        elif kind == "entry":
+            entry = event["entry"]
+            if entry.role == "assistant" and entry.content:
+                self.stdout.write("")  # end the streamed line
+            for call in entry.tool_calls or ():
+                self.stdout.write(f"  → {call['name']}({_compact(call['arguments'])})")
+            if entry.role == "tool":
+                marker = "✗" if entry.is_error else "←"
+                self.stdout.write(f"  {marker} {entry.name}: {entry.content}")
+
+
+def _compact(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), ensure_ascii=False, separators=(",", ":"))
+    except ValueError:
+        return arguments

@@ -1,3 +1,5 @@
 """WebSocket URL routes of the whole site (HTTP routes live in urls.py)."""
 
-websocket_urlpatterns: list = []
+from sessions_app.routing import websocket_urlpatterns as session_routes
+
+websocket_urlpatterns: list = [*session_routes]

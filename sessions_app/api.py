@@ -22,7 +22,9 @@ from rest_framework.viewsets import ViewSet
 
 from sessions_app import selectors, serializers, services
 from sessions_app.compaction import session_compact
+from sessions_app.runtime.cost import session_cost
 from sessions_app.runtime.history import HistoryInvalid
+from sessions_app.runtime.turns import SessionBusy, turn_abort, turn_run
 from sessions_app.store import AgentMismatch, InvalidSessionId, SessionNotFound
 
 logger = logging.getLogger(__name__)
@@ -35,6 +37,7 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
     AgentMismatch: (status.HTTP_409_CONFLICT, "agent_mismatch"),
     services.SessionIdUnavailable: (status.HTTP_409_CONFLICT, "id_unavailable"),
     services.SessionConnected: (status.HTTP_409_CONFLICT, "session_connected"),
+    SessionBusy: (status.HTTP_409_CONFLICT, "session_busy"),
     HistoryInvalid: (status.HTTP_409_CONFLICT, "history_invalid"),
 }
 NOT_FOUND_DETAIL = "no such session"
@@ -54,8 +57,6 @@ def exception_handler(exc, context):
         if isinstance(exc, error_type):
             detail = NOT_FOUND_DETAIL if code == "not_found" else str(exc)
             return Response({"code": code, "detail": detail}, status=http_status)
-    if getattr(exc, "code", None) == "session_busy":
-        return Response({"code": "session_busy", "detail": str(exc)}, status=409)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
@@ -208,8 +209,6 @@ class SessionViewSet(ViewSet):
     @action(detail=True, methods=["post"], throttle_classes=[TurnRateThrottle])
     def messages(self, request, id=None):
         data = _parse(serializers.MessageInput, request.data)
-        from sessions_app.runtime.turns import turn_run
-
         selectors.session_get(session_id=id, owner_id=request.user.id)
         result = turn_run(
             session_id=id,
@@ -232,8 +231,6 @@ class SessionViewSet(ViewSet):
     )
     @action(detail=True, methods=["post"])
     def abort(self, request, id=None):
-        from sessions_app.runtime.turns import turn_abort
-
         selectors.session_get(session_id=id, owner_id=request.user.id)
         return Response({"aborted": bool(turn_abort(session_id=id))})
 
@@ -306,8 +303,6 @@ class SessionViewSet(ViewSet):
     @extend_schema(parameters=[SESSION_ID], responses={200: serializers.CostOutput, **ERRORS})
     @action(detail=True, methods=["get"])
     def cost(self, request, id=None):
-        from sessions_app.runtime.cost import session_cost
-
         selectors.session_get(session_id=id, owner_id=request.user.id)
         return Response(session_cost(session_id=id))
 

@@ -333,3 +333,114 @@ def test_schema_and_docs_are_served_with_local_assets(client, db):
     assert docs.status_code == 200
     assert b"/static/drf_spectacular_sidecar/" in docs.content
     assert b"cdn" not in docs.content.lower()
+
+
+# --- turns: messages, abort, context, cost, compact ------------------------------------------
+
+
+def test_a_message_runs_a_turn_and_returns_its_entries(api):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    response = api.post("/api/sessions/s1/messages/", {"text": "what is 6*7?"}, format="json")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["status"] == "completed"
+    kinds = [(entry["kind"], entry["role"]) for entry in body["entries"]]
+    assert kinds[0] == ("turn_start", "") and kinds[-1] == ("turn_end", "")
+    assert ("message", "tool") in kinds
+    answer = [e for e in body["entries"] if e["role"] == "assistant" and e["content"]][-1]
+    assert "42" in answer["content"]
+    stored = api.get("/api/sessions/s1/entries/").json()["entries"]
+    assert [entry["seq"] for entry in stored] == [entry["seq"] for entry in body["entries"]]
+
+
+def test_message_errors(api, bob_api):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    bob_api.post("/api/sessions/", {"id": "bobs"}, format="json")
+    assert_error(
+        api.post("/api/sessions/s1/messages/", {"text": ""}, format="json"), 400, "invalid"
+    )
+    assert_error(
+        api.post("/api/sessions/bobs/messages/", {"text": "hi"}, format="json"), 404, "not_found"
+    )
+    assert_error(
+        api.post("/api/sessions/nope/messages/", {"text": "hi"}, format="json"), 404, "not_found"
+    )
+
+
+def test_a_message_while_a_turn_runs_is_409_session_busy(api, settings):
+    from sessions_app.runtime.lease import lease_acquire
+
+    settings.BUSY_GRACE_SEC = 0.2
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    lease = lease_acquire(session_id="s1", wait_sec=1)  # a turn of another worker
+    try:
+        response = api.post("/api/sessions/s1/messages/", {"text": "hi"}, format="json")
+    finally:
+        lease.release()
+    assert_error(response, 409, "session_busy")
+    assert response.json()["detail"] == "the previous request is still being processed"
+
+
+def test_turns_are_throttled_per_user(api, monkeypatch):
+    from sessions_app.api import TurnRateThrottle
+
+    # The rate is read from settings when DRF loads; this stands for TURN_THROTTLE_RATE=2/min.
+    monkeypatch.setattr(TurnRateThrottle, "THROTTLE_RATES", {"turns": "2/min"})
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    for _ in range(2):
+        assert (
+            api.post("/api/sessions/s1/messages/", {"text": "hi"}, format="json").status_code == 200
+        )
+    assert_error(
+        api.post("/api/sessions/s1/messages/", {"text": "hi"}, format="json"), 429, "throttled"
+    )
+    assert api.get("/api/sessions/s1/entries/").status_code == 200  # only turns are limited
+
+
+def test_abort_with_no_turn_running(api):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    response = api.post("/api/sessions/s1/abort/")
+    assert response.status_code == 200 and response.json() == {"aborted": False}
+    assert_error(api.post("/api/sessions/nope/abort/"), 404, "not_found")
+
+
+def test_context_is_the_validated_projection_per_provider(api):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    a_turn("s1")
+    openai = api.get("/api/sessions/s1/context/?format=openai").json()
+    assert openai["format"] == "openai"
+    assert openai["messages"][0]["role"] == "system"
+    roles = [message["role"] for message in openai["messages"]]
+    assert roles == ["system", "user", "assistant", "tool", "assistant"]
+    assert openai["messages"][3]["tool_call_id"] == openai["messages"][2]["tool_calls"][0]["id"]
+    anthropic = api.get("/api/sessions/s1/context/?format=anthropic").json()
+    assert anthropic["format"] == "anthropic" and anthropic["system"]
+    assert [message["role"] for message in anthropic["messages"]] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    assert anthropic["messages"][2]["content"][0]["type"] == "tool_result"
+    assert_error(api.get("/api/sessions/s1/context/?format=gemini"), 400, "invalid")
+
+
+def test_cost_per_model_and_total(api):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    a_turn("s1")
+    body = api.get("/api/sessions/s1/cost/").json()
+    assert body["total"]["input_tokens"] >= 10 and body["total"]["output_tokens"] >= 2
+    assert [row["model"] for row in body["models"]] == ["offline"]
+
+
+def test_compact_summarizes_older_turns(api):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    assert_error(api.post("/api/sessions/s1/compact/"), 409, "nothing_to_compact")
+    a_turn("s1")
+    a_turn("s1", question="and 7*8?", answer="56")
+    response = api.post("/api/sessions/s1/compact/")
+    assert response.status_code == 201
+    assert response.json()["kind"] == "compaction"
+    assert response.json()["data"]["summary"]
+    context = api.get("/api/sessions/s1/context/?format=openai").json()["messages"]
+    assert "What is 6*7?" not in [message.get("content") for message in context]

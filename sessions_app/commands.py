@@ -1,0 +1,148 @@
+"""Slash commands typed into the chat (`/help`, `/branch`, ...): parse, call a service, say what
+happened. Synchronous; the consumer runs them in a worker thread.
+
+Each command returns a `CommandResult` that the consumer sends as `command_result`
+`{command, text, data}` (DESIGN §8): `text` for people, `data` for the page's script.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sessions_app import selectors, services
+from sessions_app.compaction import session_compact
+from sessions_app.runtime.cost import session_cost
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    command: str
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class CommandError(Exception):
+    """A command that cannot run as typed; sent as `error` {code, message}."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class _Context:
+    session_id: str
+    owner_id: int
+    args: list[str]
+
+
+def _help(ctx: _Context) -> CommandResult:
+    lines = [
+        f"/{name}{' ' + usage if usage else ''} — {about}"
+        for name, (_, usage, about) in COMMANDS.items()
+    ]
+    return CommandResult("help", "\n".join(lines), {"commands": sorted(COMMANDS)})
+
+
+def _sessions(ctx: _Context) -> CommandResult:
+    sessions = selectors.session_list(owner_id=ctx.owner_id)
+    lines = []
+    for row in sessions:
+        marker = "▶ " if row["id"] == ctx.session_id else "  "
+        parent = f"  ← {row['parent_id']}" if row["parent_id"] else ""
+        title = f" “{row['title']}”" if row["title"] else ""
+        lines.append(f"{marker}{row['id']}{title} ({row['last_seq']} entries){parent}")
+    return CommandResult("sessions", "\n".join(lines) or "no sessions yet", {"sessions": sessions})
+
+
+def _branch(ctx: _Context) -> CommandResult:
+    if len(ctx.args) > 1:
+        raise CommandError("bad_request", "usage: /branch [new id]")
+    try:
+        meta = services.session_branch(
+            session_id=ctx.session_id,
+            owner_id=ctx.owner_id,
+            new_id=ctx.args[0] if ctx.args else None,
+        )
+    except services.SessionIdUnavailable as error:
+        raise CommandError("id_unavailable", str(error)) from error
+    except ValueError as error:  # InvalidSessionId is a ValueError too
+        raise CommandError("bad_id", str(error)) from error
+    return CommandResult(
+        "branch",
+        f"branched into {meta.id} (a copy of {meta.branched_at_seq} entries)",
+        {"session": selectors.session_to_api(meta)},
+    )
+
+
+def _compact(ctx: _Context) -> CommandResult:
+    try:
+        entry = session_compact(session_id=ctx.session_id)
+    except ValueError as error:
+        raise CommandError("nothing_to_compact", str(error)) from error
+    payload = selectors.entry_to_api(entry)
+    # Every tab of the session shows the compaction where it happened in the history.
+    services.session_broadcast(session_id=ctx.session_id, event={"type": "entry", "entry": payload})
+    data = entry.data or {}
+    return CommandResult(
+        "compact",
+        f"compacted: entries before #{data.get('first_kept_seq')} are now a summary "
+        f"({data.get('tokens_before')} tokens before)",
+        {"entry": payload},
+    )
+
+
+def _export(ctx: _Context) -> CommandResult:
+    fmt = ctx.args[0] if ctx.args else "md"
+    if len(ctx.args) > 1 or fmt not in services.EXPORT_FORMATS:
+        raise CommandError("bad_request", "usage: /export [md|json]")
+    export = services.session_export(session_id=ctx.session_id, owner_id=ctx.owner_id, fmt=fmt)
+    return CommandResult(
+        "export",
+        f"exported to {export.path}",
+        {
+            "filename": export.filename,
+            "path": str(export.path),
+            "url": f"/api/sessions/{ctx.session_id}/export/?format={fmt}",
+        },
+    )
+
+
+def _cost(ctx: _Context) -> CommandResult:
+    cost = session_cost(session_id=ctx.session_id)
+    lines = []
+    for row in cost["models"]:
+        usd = "unknown" if row["usd"] is None else f"${row['usd']:.4f}"
+        lines.append(
+            f"{row['model']}: {row['input_tokens']} in / {row['output_tokens']} out, {usd}"
+        )
+    total = cost["total"]
+    usd = "unknown" if total["usd"] is None else f"${total['usd']:.4f}"
+    lines.append(f"total: {total['input_tokens']} in / {total['output_tokens']} out, {usd}")
+    return CommandResult("cost", "\n".join(lines), cost)
+
+
+COMMANDS: dict[str, tuple[Callable[[_Context], CommandResult], str, str]] = {
+    "help": (_help, "", "this list"),
+    "sessions": (_sessions, "", "your sessions, newest first; branches show their parent"),
+    "branch": (_branch, "[id]", "copy this conversation into a new session and switch to it"),
+    "compact": (_compact, "", "summarize older turns so the model's context stays small"),
+    "export": (_export, "[md|json]", "write the conversation to the exports folder"),
+    "cost": (_cost, "", "tokens and estimated USD per model"),
+}
+
+
+def command_run(*, session_id: str, owner_id: int, line: str) -> CommandResult:
+    """Run one slash command line (`/name args...`) against the caller's session."""
+    parts = line.strip().lstrip("/").split()
+    if not parts:
+        raise CommandError("bad_request", "a command name follows the /; /help lists them")
+    name, *args = parts
+    if name not in COMMANDS:
+        raise CommandError("unknown_command", f"unknown command /{name}; /help lists them")
+    selectors.session_get(session_id=session_id, owner_id=owner_id)
+    handler = COMMANDS[name][0]
+    return handler(_Context(session_id=session_id, owner_id=owner_id, args=args))

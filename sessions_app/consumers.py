@@ -1,0 +1,218 @@
+"""The WebSocket of a session (DESIGN §8): a thin adapter between frames and services.
+
+Every connection of a session joins the session's channel-layer group; turn events, entries
+and notices are sent to the group, so two tabs (in any worker process) show the same
+conversation as it happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from urllib.parse import parse_qs
+
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.db import connections
+
+from sessions_app import commands, selectors, services
+from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
+from sessions_app.runtime.turns import SessionBusy, turn_abort, turn_run
+from sessions_app.store import SessionNotFound, get_store
+
+logger = logging.getLogger(__name__)
+
+CLOSE_BAD_ID = 4400
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+# The registry lost this connection (its heartbeat lapsed and it was swept): the client should
+# reconnect, which registers it again — or opens a new session if this one was deleted.
+CLOSE_EXPIRED = 4408
+MAX_PROMPT_CHARS = 100_000
+
+
+def _run_in_turn_thread(function, **kwargs):
+    """Run blocking work in a pool thread and close its database connections afterwards.
+
+    Turns can take many seconds (tools like `wait`, slow models). `database_sync_to_async`
+    runs everything on one shared thread, where one long turn would stall every other
+    consumer of the process; a pool thread does not. The pool's threads are reused, so the
+    connection each opened is closed before the thread goes back.
+    """
+    try:
+        return function(**kwargs)
+    finally:
+        connections.close_all()
+
+
+def _session_snapshot(*, session_id: str, after_seq: int) -> dict:
+    store = get_store()
+    meta = store.get_meta(session_id)
+    return {
+        "type": "session",
+        "session": selectors.session_to_api(meta),
+        "entries": [
+            selectors.entry_to_api(entry)
+            for entry in store.get_messages(session_id, after_seq=after_seq)
+        ],
+        "notices": [selectors.notice_to_api(notice) for notice in store.get_proactive(session_id)],
+    }
+
+
+def _turn(*, session_id: str, text: str, owner_id: int):
+    return turn_run(
+        session_id=session_id,
+        text=text,
+        owner_id=owner_id,
+        on_event=services.turn_event_broadcaster(session_id),
+    )
+
+
+class SessionConsumer(AsyncJsonWebsocketConsumer):
+    session_id: str | None = None
+    registered = False
+
+    # --- lifecycle ------------------------------------------------------------------
+    async def connect(self):
+        self.tasks: set[asyncio.Task] = set()
+        self.heartbeat: asyncio.Task | None = None
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            return await self._refuse(CLOSE_UNAUTHENTICATED)
+        try:
+            session_id = validate_session_id(self.scope["url_route"]["kwargs"]["session_id"])
+        except InvalidSessionId:
+            return await self._refuse(CLOSE_BAD_ID)
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        agent = (query.get("agent") or ["jarvis"])[0][:100] or "jarvis"
+        try:
+            after_seq = max(0, int((query.get("after_seq") or ["0"])[0]))
+        except ValueError:
+            after_seq = 0
+        self.user_id = user.id
+        self.session_id = session_id
+        self.group = group_name(session_id)
+        # Join before reading the history: an entry stored in between arrives twice (the
+        # page keeps one per seq) instead of never.
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        try:
+            await database_sync_to_async(services.connection_open)(
+                session_id=session_id,
+                channel_name=self.channel_name,
+                user_id=user.id,
+                agent=agent,
+            )
+        except SessionNotFound:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            return await self._refuse(CLOSE_NOT_FOUND)
+        self.registered = True
+        await self.accept()
+        snapshot = await database_sync_to_async(_session_snapshot)(
+            session_id=session_id, after_seq=after_seq
+        )
+        await self.send_json(snapshot)
+        self.heartbeat = asyncio.create_task(self._heartbeat_loop())
+
+    async def _refuse(self, code: int):
+        # Accept first: a close before the handshake completes reaches the client as a bare
+        # HTTP 403, without the code that says why.
+        await self.accept()
+        await self.close(code=code)
+
+    async def disconnect(self, code):
+        if self.heartbeat is not None:
+            self.heartbeat.cancel()
+        if self.session_id is None:
+            return
+        await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.registered:
+            self.registered = False
+            await database_sync_to_async(services.connection_close)(channel_name=self.channel_name)
+
+    async def _heartbeat_loop(self):
+        while True:
+            await asyncio.sleep(services.HEARTBEAT_SEC)
+            alive = await database_sync_to_async(services.connection_heartbeat)(
+                channel_name=self.channel_name
+            )
+            if not alive:
+                self.registered = False
+                await self.close(code=CLOSE_EXPIRED)
+                return
+
+    # --- client -> server -----------------------------------------------------------
+    async def receive(self, text_data=None, bytes_data=None):
+        try:
+            frame = json.loads(text_data) if text_data is not None else None
+        except ValueError:
+            frame = None
+        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+            return await self._error("bad_request", 'a frame is a JSON object with a "type"')
+        kind = frame["type"]
+        if kind == "ping":
+            return await self.send_json({"type": "pong"})
+        if kind == "abort":
+            await sync_to_async(turn_abort, thread_sensitive=False)(session_id=self.session_id)
+            return None
+        if kind == "prompt":
+            text = frame.get("text")
+            if not isinstance(text, str) or not text.strip() or len(text) > MAX_PROMPT_CHARS:
+                return await self._error(
+                    "bad_request", f"a prompt has a non-empty text of at most {MAX_PROMPT_CHARS}"
+                )
+            if text.lstrip().startswith("/"):
+                return self._spawn(self._command(text.strip()))
+            return self._spawn(self._turn(text))
+        return await self._error("bad_request", f"unknown frame type {kind!r}")
+
+    def _spawn(self, coroutine) -> None:
+        # Turns and commands run beside the receive loop, so `abort` and `ping` are answered
+        # while they work.
+        task = asyncio.create_task(coroutine)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _turn(self, text: str):
+        try:
+            await sync_to_async(_run_in_turn_thread, thread_sensitive=False)(
+                _turn, session_id=self.session_id, text=text, owner_id=self.user_id
+            )
+        except SessionBusy as error:
+            await self._error("session_busy", str(error))
+        except SessionNotFound:
+            await self._error("not_found", "the session no longer exists; reload to start anew")
+        except Exception:
+            logger.exception("turn failed in session %s", self.session_id)
+            await self._error("turn_failed", "the turn failed; the error is in the server log")
+
+    async def _command(self, line: str):
+        try:
+            result = await sync_to_async(_run_in_turn_thread, thread_sensitive=False)(
+                commands.command_run, session_id=self.session_id, owner_id=self.user_id, line=line
+            )
+        except commands.CommandError as error:
+            return await self._error(error.code, error.message)
+        except SessionNotFound:
+            return await self._error("not_found", "the session no longer exists")
+        await self.send_json(
+            {
+                "type": "command_result",
+                "command": result.command,
+                "text": result.text,
+                "data": result.data,
+            }
+        )
+
+    async def _error(self, code: str, message: str):
+        await self.send_json({"type": "error", "code": code, "message": message})
+
+    # --- channel layer -> client ----------------------------------------------------
+    async def session_event(self, message):
+        await self.send_json(message["event"])
+
+    async def turn_abort(self, message):
+        # turn_abort also announces itself to the group. The running turn learns of it
+        # through its lease; clients learn from the `agent_end` with status "aborted".
+        return None

@@ -1,0 +1,11 @@
+"""WebSocket routes of sessions_app (DESIGN §8)."""
+
+from django.urls import path
+
+from sessions_app.channels_auth import TokenAuthMiddleware
+from sessions_app.consumers import SessionConsumer
+
+websocket_urlpatterns = [
+    # Ids may hold '.' and ':' but never '/'; the consumer validates the rest (close 4400).
+    path("ws/sessions/<str:session_id>/", TokenAuthMiddleware(SessionConsumer.as_asgi())),
+]

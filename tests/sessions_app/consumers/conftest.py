@@ -1,0 +1,94 @@
+"""WebSocket test helpers: the whole ASGI stack (origin check, cookie and token auth, routes)."""
+
+import json
+
+import pytest
+from channels.layers import channel_layers
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+
+ORIGIN = (b"origin", b"http://127.0.0.1")
+RECEIVE_TIMEOUT = 10
+
+
+@pytest.fixture(params=["db", "jsonl"])
+def backend(request, settings):
+    settings.JARVIS_SESSION__PERSISTENCE_BACKEND = request.param
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def _fresh_channel_layer():
+    # The in-memory layer keeps queues bound to the event loop of the test that made them.
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.fixture
+def alice(transactional_db):
+    return get_user_model().objects.create_user(username="alice", password="pw-alice")
+
+
+@pytest.fixture
+def bob(transactional_db):
+    return get_user_model().objects.create_user(username="bob", password="pw-bob")
+
+
+@pytest.fixture
+def alice_token(alice):
+    return Token.objects.create(user=alice).key
+
+
+@pytest.fixture
+def bob_token(bob):
+    return Token.objects.create(user=bob).key
+
+
+def communicator(path, token=None, headers=()):
+    from jarvis_site.asgi import application
+
+    all_headers = [ORIGIN, *headers]
+    if token:
+        all_headers.append((b"authorization", f"Token {token}".encode()))
+    return WebsocketCommunicator(application, path, headers=all_headers)
+
+
+async def open_session(path, token):
+    """Connect and return (communicator, the `session` event)."""
+    ws = communicator(path, token)
+    connected, _ = await ws.connect(timeout=RECEIVE_TIMEOUT)
+    assert connected
+    first = await ws.receive_json_from(timeout=RECEIVE_TIMEOUT)
+    assert first["type"] == "session", first
+    return ws, first
+
+
+async def close_code(ws) -> int:
+    """The close code the server sent (it accepts first, so the client can see it)."""
+    connected, _ = await ws.connect(timeout=RECEIVE_TIMEOUT)
+    assert connected
+    message = await ws.receive_output(timeout=RECEIVE_TIMEOUT)
+    assert message["type"] == "websocket.close", message
+    return message["code"]
+
+
+async def events_until(ws, predicate, limit=500):
+    """Every event received up to and including the first for which predicate holds."""
+    seen = []
+    for _ in range(limit):
+        event = await ws.receive_json_from(timeout=RECEIVE_TIMEOUT)
+        seen.append(event)
+        if predicate(event):
+            return seen
+    raise AssertionError(f"no matching event in {json.dumps(seen)[:2000]}")
+
+
+def turn_done(event) -> bool:
+    return event["type"] == "agent_end"
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"

@@ -389,12 +389,33 @@ def memory_consolidate_enqueue(*, session_id: str) -> None:
     transaction.on_commit(enqueue)
 
 
+def _sessions_already_queued() -> set[str]:
+    """Sessions whose consolidation waits in (or runs from) the database queue.
+
+    Only the database backend can be asked; with any other, a session may be queued twice,
+    which costs a run that finds nothing pending, never a duplicate fact.
+    """
+    from django_tasks import TaskResultStatus, task_backends
+    from django_tasks_db import DatabaseBackend
+    from django_tasks_db.models import DBTaskResult
+
+    from memory_app.tasks import consolidate_session
+
+    if not isinstance(task_backends[consolidate_session.backend], DatabaseBackend):
+        return set()
+    waiting = DBTaskResult.objects.filter(
+        task_path=consolidate_session.module_path,
+        status__in=[TaskResultStatus.READY, TaskResultStatus.RUNNING],
+    ).values_list("args_kwargs", flat=True)
+    return {args_kwargs["args"][0] for args_kwargs in waiting if args_kwargs.get("args")}
+
+
 def memory_consolidate_idle(*, now: datetime | None = None) -> list[str]:
     """Queue consolidation for every session idle for CONSOLIDATE_IDLE_SEC with pending episodes.
 
-    Idle means its newest episode is older than the threshold. Returns the session ids
-    queued. A session may be queued again by the next sweep before a worker ran it; that
-    costs a run that finds nothing pending, never a duplicate fact.
+    Idle means its newest episode is older than the threshold. Sessions whose consolidation
+    is already waiting in the queue are skipped, so a sweep loop faster than the worker does
+    not pile up tasks. Returns the session ids queued.
     """
     now = now or timezone.now()
     threshold = now - timedelta(seconds=settings.CONSOLIDATE_IDLE_SEC)
@@ -408,6 +429,9 @@ def memory_consolidate_idle(*, now: datetime | None = None) -> list[str]:
         .order_by("newest")
         .values_list("session_id", flat=True)
     )
+    if session_ids:
+        queued = _sessions_already_queued()
+        session_ids = [session_id for session_id in session_ids if session_id not in queued]
     for session_id in session_ids:
         transaction.on_commit(lambda session_id=session_id: _enqueue_consolidation(session_id))
     return session_ids

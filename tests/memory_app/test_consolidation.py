@@ -1,7 +1,9 @@
 """Consolidation: episodes become the user's profile facts and procedure drafts (DESIGN §9)."""
 
+import signal
 import subprocess
 import sys
+import time
 from datetime import timedelta
 
 import pytest
@@ -221,6 +223,7 @@ def test_idle_sweep_queues_tasks_that_the_db_worker_runs(settings, alice):
     Episode.objects.update(created_at=newest_episode_time("s-queue") - timedelta(seconds=IDLE + 5))
 
     call_command("consolidate_memory", "--idle")
+    call_command("consolidate_memory", "--idle")  # the task already waits: not queued twice
     assert DBTaskResult.objects.filter(status="READY").count() == 1
     assert facts_of(alice) == {}
 
@@ -236,3 +239,30 @@ def test_idle_sweep_queues_tasks_that_the_db_worker_runs(settings, alice):
     assert worker.returncode == 0, worker.stderr
     assert DBTaskResult.objects.get().status == "SUCCESSFUL"
     assert facts_of(alice) == {"origin": "The user is from Quito."}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sweep_loop_queues_idle_sessions_and_stops_on_sigterm(alice):
+    """What `make run` starts beside Daphne: `consolidate_memory --idle --loop SECONDS`."""
+    play_turn("s-loop", "I live in Bern", "ok", owner_id=alice.id)
+    Episode.objects.update(created_at=newest_episode_time("s-loop") - timedelta(seconds=IDLE + 5))
+    loop = subprocess.Popen(
+        [sys.executable, "manage.py", "consolidate_memory", "--idle", "--loop", "0.2"],
+        cwd=REPO,
+        env=child_env(CONSOLIDATE_IDLE_SEC=IDLE),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not DBTaskResult.objects.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1)  # several more sweeps: the waiting task is not queued again
+        task = DBTaskResult.objects.get()
+        assert task.args_kwargs == {"args": ["s-loop"], "kwargs": {}}
+    finally:
+        loop.send_signal(signal.SIGTERM)
+        out, err = loop.communicate(timeout=20)
+    assert loop.returncode == 0, err
+    assert "queued consolidation of 1 idle session(s)" in out

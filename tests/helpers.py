@@ -68,3 +68,16 @@ def run_in_threads(target, count: int, timeout: float = 60) -> list:
     if errors:
         raise errors[0]
     return results
+
+
+def start_python(code: str, **env) -> subprocess.Popen:
+    """Like run_python, but returns at once: for tests that race or kill child processes."""
+    prelude = "import django; django.setup()\n"
+    return subprocess.Popen(
+        [sys.executable, "-c", prelude + code],
+        cwd=REPO,
+        env=child_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )

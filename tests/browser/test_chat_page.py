@@ -1,0 +1,140 @@
+"""The web chat in a real Chromium against a real Daphne: what a person using it sees."""
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from tests.multiprocess.servers import daphne
+
+CHROMIUM = "/usr/bin/chromium"
+LAUNCH_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+]
+TIMEOUT_MS = 15_000
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        not os.path.exists(CHROMIUM),
+        reason=f"no Chromium at {CHROMIUM}: install the distribution's chromium package",
+    ),
+]
+
+
+@pytest.fixture
+def server(transactional_db):
+    get_user_model().objects.create_user(username="alice", password="correct horse")
+    with daphne() as base:
+        yield base
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop on this thread; the test's own database
+    # checks are plain synchronous code and safe here.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def session_of(page) -> str:
+    match = re.search(r"[?&]session=([^&]+)", page.url)
+    assert match, page.url
+    return match.group(1)
+
+
+def test_chat_reload_branch_delete_and_export(server, browser, tmp_path):
+    from playwright.sync_api import expect
+
+    context = browser.new_context(accept_downloads=True)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    page.on("dialog", lambda dialog: dialog.accept())  # the delete confirmations
+
+    # Sign in; the chat opens a new session and puts its id in the URL.
+    page.goto(server + "/")
+    expect(page).to_have_url(re.compile(r"/accounts/login/"))
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "correct horse")
+    page.click("button[type=submit]")
+    expect(page).to_have_url(re.compile(r"\?session="))
+    expect(page.locator("#connection")).to_have_text("live")
+    original = session_of(page)
+
+    # Chat with the offline model, including a tool call.
+    page.fill("#prompt", "what is 17*23?")
+    page.keyboard.press("Enter")
+    answer = page.locator(".msg.assistant:not(.streaming) .text").last
+    expect(answer).to_contain_text("391")
+    tool = page.locator("details.tool").first
+    expect(tool.locator(".tool-name")).to_contain_text("calculator")
+    expect(tool.locator(".tool-state")).to_have_text("done")
+    tool.locator("summary").click()
+    expect(tool.locator("pre.result")).to_contain_text("391")
+    expect(page.locator("#cost")).to_contain_text("tokens")
+    page.screenshot(path=str(tmp_path / "chat.png"))
+
+    # A reload shows the same conversation.
+    page.reload()
+    expect(page.locator("#connection")).to_have_text("live")
+    assert session_of(page) == original
+    expect(page.locator(".msg.user .text")).to_have_text(["what is 17*23?"])
+    expect(page.locator(".msg.assistant:not(.streaming) .text").last).to_contain_text("391")
+    expect(page.locator("details.tool")).to_have_count(1)
+
+    # Branch: a new session with the copied conversation, marked with its parent.
+    page.click("#branch")
+    expect(page).not_to_have_url(re.compile(re.escape(original)))
+    expect(page.locator("#connection")).to_have_text("live")
+    branch = session_of(page)
+    expect(page.locator(".msg.assistant:not(.streaming) .text").last).to_contain_text("391")
+    branch_row = page.locator(f'.session-item[data-session-id="{branch}"]')
+    expect(branch_row.locator(".parent")).to_have_text(f"← {original}")
+    expect(page.locator(f'.session-item[data-session-id="{original}"]')).to_have_count(1)
+
+    # Export both formats as downloads named after the session.
+    with page.expect_download() as md_download:
+        page.click("#export-md")
+    assert md_download.value.suggested_filename == f"{branch}.md"
+    markdown = Path(md_download.value.path()).read_text()
+    assert "what is 17*23?" in markdown and "calculator" in markdown and "391" in markdown
+    with page.expect_download() as json_download:
+        page.click("#export-json")
+    assert json_download.value.suggested_filename == f"{branch}.json"
+    assert '"tool_calls"' in Path(json_download.value.path()).read_text()
+
+    # Deleting the original while another tab shows it is refused, with the reason.
+    other_tab = context.new_page()
+    other_tab.goto(f"{server}/?session={original}")
+    expect(other_tab.locator("#connection")).to_have_text("live")
+    original_row = page.locator(f'.session-item[data-session-id="{original}"]')
+    original_row.hover()
+    original_row.locator("button.icon").click()
+    expect(original_row.locator(".row-error")).to_contain_text("session_connected")
+    other_tab.close()
+    page.wait_for_timeout(300)  # the closed tab's socket unregisters
+    original_row.hover()
+    original_row.locator("button.icon").click()
+    expect(original_row).to_have_count(0)
+
+    # Deleting the open session closes its socket first, then moves on to a fresh one.
+    page.click("#delete")
+    expect(page).not_to_have_url(re.compile(re.escape(branch)))
+    expect(page.locator("#connection")).to_have_text("live")
+    expect(page.locator(".msg")).to_have_count(0)
+    expect(page.locator(f'.session-item[data-session-id="{branch}"]')).to_have_count(0)
+    context.close()

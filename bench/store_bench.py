@@ -517,11 +517,11 @@ class RawJsonl:
         shutil.copyfile(self.root / f"{source_id}.jsonl", target)
         with open(target, "rb+") as handle:
             os.fsync(handle.fileno())
-        meta = json.loads((self.root / f"{source_id}.meta.json").read_bytes())
+        meta = read_meta(self.root / f"{source_id}.meta.json")
         meta.update(id=new_id, parent_id=source_id, branched_at_seq=meta["last_seq"])
         temporary = self.root / f"{new_id}.meta.json.tmp"
         with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(meta))
+            handle.write(json.dumps(meta) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, self.root / f"{new_id}.meta.json")
@@ -533,12 +533,21 @@ class RawJsonl:
     def list(self) -> list:
         metas = []
         for path in self.root.glob("*.meta.json"):
-            meta = json.loads(path.read_bytes())
+            meta = read_meta(path)
             meta["created_at"] = datetime.fromisoformat(meta["created_at"])
             meta["updated_at"] = datetime.fromisoformat(meta["updated_at"])
             metas.append(meta)
         metas.sort(key=lambda meta: (meta["updated_at"], meta["id"]), reverse=True)
         return metas
+
+
+def read_meta(path: Path) -> dict:
+    """The meta file's first line, updated by its last activity line (the jsonl format)."""
+    lines = path.read_bytes().splitlines()
+    meta = json.loads(lines[0])
+    if len(lines) > 1:
+        meta.update(json.loads(lines[-1]))
+    return meta
 
 
 def _entry_dict(entry) -> dict:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cached_property
 
 from django.conf import settings
@@ -29,23 +29,20 @@ from sessions_app.store.base import (
     SessionExists,
     SessionMeta,
     SessionNotFound,
+    record_from_fields,
 )
 
-ENTRY_COLUMNS = (
+ENTRY_BODY_COLUMNS = (
     "seq, kind, role, content, tool_calls, tool_call_id, name, is_error, model, usage, "
-    "turn_id, data, created_at"
+    "turn_id, data"
 )
+ENTRY_COLUMNS = f"{ENTRY_BODY_COLUMNS}, created_at"
 BRANCH_TURN_ERROR = "the branch was cut before this turn finished"
 BRANCH_RESULT_TEXT = "outcome unknown: the branch was cut while this tool ran"
 
 
 def _json_param(value):
     return None if value is None else json.dumps(value, ensure_ascii=False)
-
-
-def _json_value(value):
-    # PostgreSQL hands jsonb to Django as text (Django registers a text loader), SQLite as text.
-    return json.loads(value) if isinstance(value, str) else value
 
 
 META_FIELDS = (
@@ -79,15 +76,30 @@ class DbSessionStore:
     def _db_datetime(value: datetime):
         return connection.ops.adapt_datetimefield_value(value)
 
-    @staticmethod
-    def _python_datetime(value) -> datetime:
-        if isinstance(value, datetime):
-            return value if value.tzinfo else value.replace(tzinfo=UTC)
-        # SQLite stores naive UTC text.
-        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+    @cached_property
+    def _created_at_text(self) -> str:
+        """`created_at` as ISO 8601 text with its UTC offset, parsed in Python.
 
-    def _record(self, session_id: str, row) -> EntryRecord:
-        (
+        Loading history is the hottest read. Django's PostgreSQL timestamptz loader parses
+        in Python row by row and its SQLite converter needs a tz attached afterwards; text
+        that `datetime.fromisoformat` reads directly is ~5x cheaper, and the entries of one
+        turn share a timestamp, so each distinct text is parsed once per load.
+        """
+        if connection.vendor == "postgresql":
+            # to_char, not a cast: the output must not depend on the server's DateStyle.
+            return (
+                "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
+            )
+        # SQLite keeps naive UTC text (Django's format).
+        return "created_at || '+00:00'"
+
+    @staticmethod
+    def _records(session_id: str, rows) -> list[EntryRecord]:
+        loads = json.loads
+        parse = datetime.fromisoformat
+        stamps: dict[str, datetime] = {}
+        records = []
+        for (
             seq,
             kind,
             role,
@@ -101,23 +113,35 @@ class DbSessionStore:
             turn_id,
             data,
             created_at,
-        ) = row
-        return EntryRecord(
-            session_id=session_id,
-            seq=seq,
-            kind=kind,
-            role=role,
-            content=content,
-            tool_calls=_json_value(tool_calls),
-            tool_call_id=tool_call_id,
-            name=name,
-            is_error=bool(is_error),
-            model=model,
-            usage=_json_value(usage),
-            turn_id=turn_id,
-            data=_json_value(data),
-            created_at=self._python_datetime(created_at),
-        )
+        ) in rows:
+            stamp = stamps.get(created_at)
+            if stamp is None:
+                stamp = stamps[created_at] = parse(created_at)
+            # JSON columns arrive as text on both databases (Django registers a text loader
+            # for jsonb on PostgreSQL).
+            records.append(
+                record_from_fields(
+                    {
+                        "session_id": session_id,
+                        "seq": seq,
+                        "kind": kind,
+                        "role": role,
+                        "content": content,
+                        "tool_calls": loads(tool_calls)
+                        if isinstance(tool_calls, str)
+                        else tool_calls,
+                        "tool_call_id": tool_call_id,
+                        "name": name,
+                        "is_error": bool(is_error),
+                        "model": model,
+                        "usage": loads(usage) if isinstance(usage, str) else usage,
+                        "turn_id": turn_id,
+                        "data": loads(data) if isinstance(data, str) else data,
+                        "created_at": stamp,
+                    }
+                )
+            )
+        return records
 
     # --- sessions -----------------------------------------------------------------------
     def create(self, session_id, agent="jarvis", owner_id=None, title=""):
@@ -167,7 +191,7 @@ class DbSessionStore:
     def get_messages(self, session_id, after_seq=0, limit=None):
         validate_session_id(session_id)
         sql = (
-            f"SELECT {ENTRY_COLUMNS} FROM {self._tables['entry']} "
+            f"SELECT {ENTRY_BODY_COLUMNS}, {self._created_at_text} FROM {self._tables['entry']} "
             "WHERE session_id = %s AND seq > %s ORDER BY seq"
         )
         params: list = [session_id, int(after_seq)]
@@ -177,7 +201,7 @@ class DbSessionStore:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
-        return [self._record(session_id, row) for row in rows]
+        return self._records(session_id, rows)
 
     def append(self, session_id, entries):
         validate_session_id(session_id)
@@ -185,6 +209,7 @@ class DbSessionStore:
         if not entries:
             return []
         now = timezone.now()
+        created = self._db_datetime(now)
         with transaction.atomic():
             with connection.cursor() as cursor:
                 # One UPDATE both reserves the seqs and takes the session row lock on
@@ -194,25 +219,26 @@ class DbSessionStore:
                 cursor.execute(
                     f"UPDATE {self._tables['session']} SET last_seq = last_seq + %s, "
                     "updated_at = %s WHERE id = %s RETURNING last_seq",
-                    [len(entries), self._db_datetime(now), session_id],
+                    [len(entries), created, session_id],
                 )
                 row = cursor.fetchone()
                 if row is None:
                     raise SessionNotFound(session_id)
                 first_seq = row[0] - len(entries) + 1
-                self._insert_entries(cursor, session_id, first_seq, entries, now)
+                self._insert_entries(cursor, session_id, first_seq, entries, created)
         return [
-            EntryRecord(
-                session_id=session_id,
-                seq=first_seq + offset,
-                created_at=now,
-                **_entry_fields(entry),
+            record_from_fields(
+                {
+                    "session_id": session_id,
+                    "seq": first_seq + offset,
+                    **_entry_fields(entry),
+                    "created_at": now,
+                }
             )
             for offset, entry in enumerate(entries)
         ]
 
-    def _insert_entries(self, cursor, session_id, first_seq, entries: Iterable[NewEntry], now):
-        created = self._db_datetime(now)
+    def _insert_entries(self, cursor, session_id, first_seq, entries: Iterable[NewEntry], created):
         params: list = []
         rows = 0
         for offset, entry in enumerate(entries):
@@ -317,20 +343,24 @@ class DbSessionStore:
         """The entries from the last turn boundary on: all that repair looks at.
 
         Histories without turn markers fall back to the last user message, after which
-        only the latest assistant's calls can still be waiting for results.
+        only the latest assistant's calls can still be waiting for results. Each lookup is
+        `ORDER BY seq DESC LIMIT 1` so the database walks the (session, seq) index backwards
+        and stops at the first match instead of aggregating over the whole session.
         """
         entry_table = self._tables["entry"]
+        boundary = None
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT COALESCE("
-                f"(SELECT MAX(seq) FROM {entry_table} WHERE session_id = %s AND seq <= %s "
-                "AND kind IN ('turn_start', 'turn_end')), "
-                f"(SELECT MAX(seq) FROM {entry_table} WHERE session_id = %s AND seq <= %s "
-                "AND role = 'user'), 1)",
-                [session_id, up_to_seq, session_id, up_to_seq],
-            )
-            boundary = cursor.fetchone()[0]
-        return self.get_messages(session_id, after_seq=boundary - 1)
+            for condition in ("kind IN ('turn_start', 'turn_end')", "role = 'user'"):
+                cursor.execute(
+                    f"SELECT seq FROM {entry_table} WHERE session_id = %s AND seq <= %s "
+                    f"AND {condition} ORDER BY seq DESC LIMIT 1",
+                    [session_id, up_to_seq],
+                )
+                row = cursor.fetchone()
+                if row is not None:
+                    boundary = row[0]
+                    break
+        return self.get_messages(session_id, after_seq=(boundary or 1) - 1)
 
     # --- proactive notices --------------------------------------------------------------
     def append_proactive(self, session_id, message_id, content):

@@ -226,3 +226,73 @@ def test_list_of_many_sessions_opens_no_entry_file(store, monkeypatch):
     assert len(listed) == 150
     assert sum(path.endswith(".meta.json") for path in opened) >= 150  # the spy saw the reads
     assert [path for path in opened if path.endswith(".jsonl")] == []
+
+
+# --- meta activity lines and byte-for-byte branches --------------------------------------
+
+
+def test_meta_follows_every_append_and_stays_small(store):
+    store.create("s1", title="kept")
+    for turn in range(120):
+        store.append("s1", [user(f"q{turn}"), assistant(f"a{turn}")])
+        meta = store.get_meta("s1")
+        assert meta.last_seq == 2 * turn + 2
+    meta_file = store.root / "s1.meta.json"
+    assert meta_file.stat().st_size <= 4096 + 200  # compacted as it grows
+    assert [listed.last_seq for listed in store.list()] == [240]
+    assert store.get_meta("s1").title == "kept"
+    assert store.get_meta("s1").updated_at == store.get_messages("s1")[-1].created_at
+
+
+def test_a_torn_meta_update_is_ignored_and_the_next_append_corrects_it(store, caplog):
+    store.create("s1")
+    store.append("s1", [user("one")])
+    meta_file = store.root / "s1.meta.json"
+    with open(meta_file, "ab") as handle:
+        handle.write(b'{"last_seq": 9')  # a crash mid-write of an activity line
+
+    assert store.get_meta("s1").last_seq == 1
+    store.append("s1", [user("two")])
+    assert store.get_meta("s1").last_seq == 2
+    assert [entry.seq for entry in store.get_messages("s1")] == [1, 2]
+
+
+def test_a_branch_copies_the_lines_byte_for_byte(store):
+    path = session_with_three_entries(store)
+    store.append("s1", [user("four")])
+
+    store.create_branch("s1", new_id="whole")
+    store.create_branch("s1", new_id="prefix", at_seq=2)
+
+    original = path.read_bytes()
+    assert entry_file(store, "whole").read_bytes() == original
+    lines = original.splitlines(keepends=True)
+    assert entry_file(store, "prefix").read_bytes() == b"".join(lines[:2])
+    assert [entry.content for entry in store.get_messages("prefix")] == ["one", "two"]
+
+
+def test_a_nested_kind_in_data_is_not_taken_for_a_turn_marker(store):
+    store.create("s1")
+    store.append(
+        "s1",
+        [
+            NewEntry(kind="turn_start", turn_id="t1", data={"model": "offline"}),
+            user("question"),
+            NewEntry(
+                role="assistant",
+                content="",
+                turn_id="t1",
+                tool_calls=[{"id": "c1", "name": "calculator", "arguments": "{}"}],
+            ),
+        ],
+    )
+    # A later unknown entry whose data mentions a closed turn must not hide the open one.
+    store.append("s1", [NewEntry(kind="note", data={"kind": "turn_end", "status": "completed"})])
+
+    meta = store.create_branch("s1", new_id="copy")
+
+    copied = store.get_messages("copy")
+    assert [entry.kind for entry in copied[-2:]] == ["message", "turn_end"]
+    assert copied[-2].tool_call_id == "c1" and copied[-2].is_error
+    assert copied[-1].data["status"] == "interrupted"
+    assert meta.last_seq == copied[-1].seq == 6

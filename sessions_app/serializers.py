@@ -128,12 +128,14 @@ class ModelCostOutput(serializers.Serializer):
 class CostTotalOutput(serializers.Serializer):
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
-    usd = serializers.FloatField(allow_null=True)
+    usd = serializers.FloatField(allow_null=True, help_text="null when a model has no price")
+    usd_known = serializers.FloatField(help_text="the cost of the models that have a price")
 
 
 class CostOutput(serializers.Serializer):
     models = ModelCostOutput(many=True)
     total = CostTotalOutput()
+    unpriced_models = serializers.ListField(child=serializers.CharField())
 
 
 class NoticeOutput(serializers.Serializer):

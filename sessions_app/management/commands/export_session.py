@@ -1,0 +1,26 @@
+"""Export a session as Markdown or JSON into EXPORTS_DIR (the same files as the API's export)."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from sessions_app.ids import InvalidSessionId
+from sessions_app.services import EXPORT_FORMATS, session_export
+from sessions_app.store import SessionNotFound, get_store
+
+
+class Command(BaseCommand):
+    help = "Write <EXPORTS_DIR>/<safe id>.md or .json for a session and print its path."
+
+    def add_arguments(self, parser):
+        parser.add_argument("session_id")
+        parser.add_argument("--format", choices=EXPORT_FORMATS, default="md")
+
+    def handle(self, *args, session_id, format, **options):
+        try:
+            meta = get_store().get_meta(session_id)
+            if meta is None:
+                raise SessionNotFound(session_id)
+            # An operator exports any session: act as its owner.
+            export = session_export(session_id=session_id, owner_id=meta.owner_id, fmt=format)
+        except (InvalidSessionId, SessionNotFound) as error:
+            raise CommandError(f"no session {session_id!r}: {error}") from error
+        self.stdout.write(str(export.path))

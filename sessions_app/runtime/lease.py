@@ -158,7 +158,11 @@ class DbTurnLease(TurnLease):
     def _poll(self, on_abort):
         mine = [self.holder, self.holder + ABORT_MARK]
         current = self._rows().values_list("lease_holder", "lease_expires_at").first()
-        if current is None or current[0] not in mine:
+        if current is None or not current[0]:
+            # Not visible to this thread's connection: the session is gone (the turn's next
+            # append says so) or the turn runs inside a caller's still-open transaction.
+            return
+        if current[0] not in mine:
             logger.warning("turn of %s lost its lease (now %r)", self.session_id, current)
             on_abort()
             return

@@ -379,8 +379,8 @@ class JsonlSessionStore:
 
         Lines carry no session id, so a well-formed file is copied byte for byte; parsing
         2,000 entries to write them back unchanged made a branch ~30x a file copy. "Well
-        formed" is checked at C speed: n complete lines, each `{"seq": <k>, …}` with seq 1
-        first and n last. Anything else takes the slow path, which parses every line and
+        formed" is checked at C speed: n complete lines, each ending in `}`, the first
+        `{"seq": 1, …` and the last `{"seq": n, …`. Anything else takes the slow path, which parses every line and
         reports damage by file and line. (Damage inside a line body that keeps this shape is
         copied as it is, and reading either file reports it.)
         """
@@ -398,7 +398,6 @@ class JsonlSessionStore:
         well_formed = count == 0 or (
             blob.startswith(b'{"seq": 1, ')
             and blob.startswith(b'{"seq": %d, ' % count, last_start)
-            and blob.count(b'\n{"seq": ') == count - 1
             and blob.count(b"}\n") == count
         )
         if not well_formed:
@@ -422,7 +421,7 @@ class JsonlSessionStore:
     def _repair_window(self, session_id: str, blob: bytes) -> list[EntryRecord]:
         """Parse the lines repair looks at: from the last turn marker on, or (a history
         without markers) from the last user or assistant message on."""
-        marker = max(_top_level_kind(blob, b"turn_start"), _top_level_kind(blob, b"turn_end"))
+        marker = _last_turn_marker(blob)
         if marker >= 0:
             return [self._parse_line(session_id, line) for line in blob[marker:].splitlines()]
         window: list[EntryRecord] = []
@@ -495,18 +494,22 @@ class JsonlSessionStore:
         return notices
 
 
-def _top_level_kind(blob: bytes, kind: bytes) -> int:
-    """Offset of the last line whose own `kind` is `kind`, or -1.
+def _last_turn_marker(blob: bytes) -> int:
+    """Offset of the last line whose own kind is `turn_start` or `turn_end`, or -1.
 
-    A nested dict inside `data` could hold the same bytes, so a hit counts only when it
-    directly follows the line's `{"seq": <digits>`.
+    One backwards byte search for both kinds. A dict inside `data` could hold the same
+    bytes, so a hit counts only when it directly follows the line's `{"seq": <digits>`.
     """
-    needle = b', "kind": "' + kind + b'"'
     end = len(blob)
-    while (hit := blob.rfind(needle, 0, end)) >= 0:
+    while (hit := blob.rfind(b', "kind": "turn_', 0, end)) >= 0:
         start = blob.rfind(b"\n", 0, hit) + 1
         prefix = blob[start:hit]
-        if prefix.startswith(b'{"seq": ') and prefix[8:].isdigit():
+        after = hit + len(b', "kind": "turn_')
+        if (
+            prefix.startswith(b'{"seq": ')
+            and prefix[8:].isdigit()
+            and blob.startswith((b'start"', b'end"'), after)
+        ):
             return start
         end = hit
     return -1

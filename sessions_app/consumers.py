@@ -154,7 +154,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if kind == "ping":
             return await self.send_json({"type": "pong"})
         if kind == "abort":
-            await sync_to_async(turn_abort, thread_sensitive=False)(session_id=self.session_id)
+            # Not on the shared database thread: a long command there would delay the abort.
+            await sync_to_async(_run_in_turn_thread, thread_sensitive=False)(
+                turn_abort, session_id=self.session_id
+            )
             return None
         if kind == "prompt":
             text = frame.get("text")

@@ -257,6 +257,11 @@ def connection_open(
     return meta, created
 
 
+def live_connection_count(*, session_id: str) -> int:
+    """Connections attached to a session now (rows of dead workers do not count)."""
+    return _live_connections(session_id).count()
+
+
 def connection_heartbeat(*, channel_name: str) -> bool:
     """Renew a connection's row; False when it is gone (swept, or its session was deleted)."""
     return bool(

@@ -1,13 +1,21 @@
 """The web chat in a real Chromium against a real Daphne: what a person using it sees."""
 
+import contextlib
 import os
 import re
+import threading
+import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connections
+from django.utils import timezone
 
-from tests.multiprocess.servers import daphne
+from sessions_app import services
+from sessions_app.models import LiveConnection
+from tests.multiprocess.servers import daphne, free_port
 
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_ARGS = [
@@ -30,18 +38,16 @@ pytestmark = [
 
 
 @pytest.fixture
-def server(transactional_db):
-    get_user_model().objects.create_user(username="alice", password="correct horse")
-    with daphne() as base:
-        yield base
+def user(transactional_db):
+    return get_user_model().objects.create_user(username="alice", password="correct horse")
 
 
 @pytest.fixture
 def browser(monkeypatch):
     from playwright.sync_api import sync_playwright
 
-    # Playwright's sync API keeps an event loop on this thread; the test's own database
-    # checks are plain synchronous code and safe here.
+    # Playwright's sync API keeps an event loop on this thread; the server helper's own
+    # database check at shutdown is plain synchronous code and safe here.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
@@ -51,15 +57,58 @@ def browser(monkeypatch):
             browser.close()
 
 
+def in_thread(function):
+    """Run ORM code off this thread: while Playwright's loop is set here, Django would give it a
+    connection of its own that nothing closes, and the test database could not be dropped."""
+    result = {}
+
+    def run():
+        try:
+            result["value"] = function()
+        finally:
+            connections.close_all()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(30)
+    return result.get("value")
+
+
+def wait_until_detached(session_id: str, timeout: float = 10) -> None:
+    """Until the server has unregistered the sockets of a closed tab (it learns of it async)."""
+    deadline = time.monotonic() + timeout
+    while in_thread(lambda: services.live_connection_count(session_id=session_id)):
+        assert time.monotonic() < deadline, f"{session_id} still has a live connection"
+        time.sleep(0.05)
+
+
 def session_of(page) -> str:
     match = re.search(r"[?&]session=([^&]+)", page.url)
     assert match, page.url
     return match.group(1)
 
 
-def test_chat_reload_branch_delete_and_export(server, browser, tmp_path):
+def test_chat_reload_restart_branch_delete_and_export(user, browser, tmp_path):
     from playwright.sync_api import expect
 
+    port = free_port()
+    with contextlib.ExitStack() as servers:
+        server = servers.enter_context(daphne(port=port))
+        _walk_through(server, browser, tmp_path, expect, restart=lambda: _restart(servers, port))
+
+
+def _restart(servers, port):
+    servers.close()  # stops the running Daphne, as a crash would: its sockets stay registered
+    # Let the heartbeat timeout pass for the dead worker's rows instead of waiting it out.
+    in_thread(
+        lambda: LiveConnection.objects.update(
+            heartbeat_at=timezone.now() - timedelta(seconds=services.LIVE_TIMEOUT_SEC + 1)
+        )
+    )
+    servers.enter_context(daphne(port=port))
+
+
+def _walk_through(server, browser, tmp_path, expect, restart):
     context = browser.new_context(accept_downloads=True)
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
@@ -96,12 +145,22 @@ def test_chat_reload_branch_delete_and_export(server, browser, tmp_path):
     expect(page.locator(".msg.assistant:not(.streaming) .text").last).to_contain_text("391")
     expect(page.locator("details.tool")).to_have_count(1)
 
+    # A server restart: the page notices, reconnects on its own and carries on.
+    restart()
+    expect(page.locator("#connection")).to_have_text("live", timeout=30_000)
+    expect(page.locator(".msg.user")).to_have_count(1)
+    page.fill("#prompt", "what is 2+3?")
+    page.keyboard.press("Enter")
+    expect(page.locator(".msg.assistant:not(.streaming) .text").last).to_contain_text("5")
+    expect(page.locator(".msg.user .text")).to_have_text(["what is 17*23?", "what is 2+3?"])
+
     # Branch: a new session with the copied conversation, marked with its parent.
     page.click("#branch")
     expect(page).not_to_have_url(re.compile(re.escape(original)))
     expect(page.locator("#connection")).to_have_text("live")
     branch = session_of(page)
-    expect(page.locator(".msg.assistant:not(.streaming) .text").last).to_contain_text("391")
+    expect(page.locator(".msg.user .text")).to_have_text(["what is 17*23?", "what is 2+3?"])
+    expect(page.locator(".msg.assistant:not(.streaming) .text").last).to_contain_text("5")
     branch_row = page.locator(f'.session-item[data-session-id="{branch}"]')
     expect(branch_row.locator(".parent")).to_have_text(f"← {original}")
     expect(page.locator(f'.session-item[data-session-id="{original}"]')).to_have_count(1)
@@ -126,7 +185,7 @@ def test_chat_reload_branch_delete_and_export(server, browser, tmp_path):
     original_row.locator("button.icon").click()
     expect(original_row.locator(".row-error")).to_contain_text("session_connected")
     other_tab.close()
-    page.wait_for_timeout(300)  # the closed tab's socket unregisters
+    wait_until_detached(original)
     original_row.hover()
     original_row.locator("button.icon").click()
     expect(original_row).to_have_count(0)

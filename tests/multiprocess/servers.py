@@ -7,13 +7,18 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 
+from django.db import connection, connections
+
 from tests.helpers import REPO, child_env
 
 STARTUP_TIMEOUT_SEC = 30
+# libpq names the servers' database sessions, so shutdown can wait for exactly those.
+APPLICATION_NAME = "jarvis-test-daphne"
 
 
 def free_port() -> int:
@@ -23,9 +28,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def daphne(**env):
-    """Run `daphne jarvis_site.asgi:application` on a free loopback port; yield its base URL."""
-    port = free_port()
+def daphne(port: int | None = None, **env):
+    """Run `daphne jarvis_site.asgi:application` on a loopback port (a free one unless given);
+    yield its base URL."""
+    port = port or free_port()
     log = tempfile.TemporaryFile("w+")
     process = subprocess.Popen(
         [
@@ -39,7 +45,7 @@ def daphne(**env):
             "jarvis_site.asgi:application",
         ],
         cwd=REPO,
-        env=child_env(ALLOWED_HOSTS="127.0.0.1,localhost", **env),
+        env=child_env(ALLOWED_HOSTS="127.0.0.1,localhost", PGAPPNAME=APPLICATION_NAME, **env),
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -66,3 +72,35 @@ def daphne(**env):
             process.kill()
             process.wait(timeout=5)
         log.close()
+        _wait_for_its_database_sessions_to_end()
+
+
+def _wait_for_its_database_sessions_to_end(timeout: float = 5) -> None:
+    """PostgreSQL notices a dead client's socket a moment after the process is gone; until
+    then the test database cannot be dropped ("being accessed by other users").
+
+    Runs in its own thread: a caller with an event loop set on its thread (Playwright's sync
+    API) would get a connection of its own from Django that nothing closes.
+    """
+    if connection.vendor != "postgresql":
+        return
+
+    def wait():
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                with connections["default"].cursor() as cursor:
+                    cursor.execute(
+                        "SELECT count(*) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND application_name = %s",
+                        [APPLICATION_NAME],
+                    )
+                    if cursor.fetchone()[0] == 0:
+                        return
+                time.sleep(0.05)
+        finally:
+            connections.close_all()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    waiter.join(timeout + 5)

@@ -444,3 +444,21 @@ def test_compact_summarizes_older_turns(api):
     assert response.json()["data"]["summary"]
     context = api.get("/api/sessions/s1/context/?format=openai").json()["messages"]
     assert "What is 6*7?" not in [message.get("content") for message in context]
+
+
+def test_a_failing_session_deleted_receiver_leaves_the_session_in_place(api, alice):
+    from sessions_app.signals import session_deleted
+
+    def refuse(sender, **kwargs):
+        raise RuntimeError("memory purge failed")
+
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    a_turn("s1")
+    session_deleted.connect(refuse)
+    try:
+        with pytest.raises(RuntimeError):
+            services.session_delete(session_id="s1", owner_id=alice.id)
+    finally:
+        session_deleted.disconnect(refuse)
+    assert len(get_store().get_messages("s1")) == 6
+    assert api.get("/api/sessions/s1/").status_code == 200

@@ -9,45 +9,23 @@ from collections.abc import Callable, Sequence
 import anthropic
 
 from sessions_app.runtime.history import project_anthropic, validate_anthropic
-from sessions_app.runtime.providers.base import ModelReply, ProviderError, ToolSpec
+from sessions_app.runtime.providers.base import (
+    ModelReply,
+    ProviderError,
+    SdkProvider,
+    ToolSpec,
+    sdk_error_text,
+)
 from sessions_app.store.base import EntryRecord
 
 MAX_OUTPUT_TOKENS = 4096
 
 
-def _error_text(error: anthropic.APIError) -> str:
-    body = getattr(error, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-    return str(error)
+class AnthropicProvider(SdkProvider):
+    prefix = "anthropic"
 
-
-class AnthropicProvider:
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str = "",
-        base_url: str | None = None,
-        max_retries: int = 2,
-        timeout: float = 120.0,
-    ):
-        self.model = model
-        self.label = f"anthropic:{model}"
-        self._options = {
-            "api_key": api_key or None,
-            "base_url": base_url,
-            "max_retries": max_retries,
-            "timeout": timeout,
-        }
-        self._client: anthropic.Anthropic | None = None
-
-    def _connect(self) -> anthropic.Anthropic:
-        if self._client is None:
-            self._client = anthropic.Anthropic(**self._options)
-        return self._client
+    def _make_client(self, **options) -> anthropic.Anthropic:
+        return anthropic.Anthropic(**options)
 
     def complete(
         self,
@@ -102,7 +80,9 @@ class AnthropicProvider:
                     elif event.type == "message_delta":
                         reply.usage["output_tokens"] = event.usage.output_tokens or 0
         except anthropic.APIStatusError as error:
-            raise ProviderError(f"anthropic {error.status_code}: {_error_text(error)}") from error
+            raise ProviderError(
+                f"anthropic {error.status_code}: {sdk_error_text(error)}"
+            ) from error
         except anthropic.AnthropicError as error:
             raise ProviderError(f"anthropic: {error}") from error
         reply.text = "".join(text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -34,6 +35,53 @@ class ModelReply:
 
 class ProviderError(Exception):
     """The provider refused or failed; the turn ends with status `error` and this text."""
+
+
+def sdk_error_text(error: Exception) -> str:
+    """The provider's own message from an SDK error body (both SDKs nest it the same way)."""
+    body = getattr(error, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    return str(error)
+
+
+class SdkProvider(ABC):
+    """What the official-SDK providers share: options, and a client built on first use.
+
+    The client is built lazily so that a missing key is a turn error, not a failed import.
+    """
+
+    prefix = ""  # "openai" | "anthropic": JARVIS_MODEL is "<prefix>:<model>"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str = "",
+        base_url: str | None = None,
+        max_retries: int = 2,
+        timeout: float = 120.0,
+    ):
+        self.model = model
+        self.label = f"{self.prefix}:{model}"
+        self._options = {
+            "api_key": api_key or None,
+            "base_url": base_url,
+            "max_retries": max_retries,
+            "timeout": timeout,
+        }
+        self._client = None
+
+    @abstractmethod
+    def _make_client(self, **options):
+        """The SDK client (openai.OpenAI, anthropic.Anthropic) built with these options."""
+
+    def _connect(self):
+        if self._client is None:
+            self._client = self._make_client(**self._options)
+        return self._client
 
 
 class Provider(Protocol):

@@ -8,44 +8,21 @@ from collections.abc import Callable, Sequence
 import openai
 
 from sessions_app.runtime.history import project_openai, validate_openai
-from sessions_app.runtime.providers.base import ModelReply, ProviderError, ToolSpec
+from sessions_app.runtime.providers.base import (
+    ModelReply,
+    ProviderError,
+    SdkProvider,
+    ToolSpec,
+    sdk_error_text,
+)
 from sessions_app.store.base import EntryRecord
 
 
-def _error_text(error: openai.APIError) -> str:
-    body = getattr(error, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-    return str(error)
+class OpenAIProvider(SdkProvider):
+    prefix = "openai"
 
-
-class OpenAIProvider:
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str = "",
-        base_url: str | None = None,
-        max_retries: int = 2,
-        timeout: float = 120.0,
-    ):
-        self.model = model
-        self.label = f"openai:{model}"
-        self._options = {
-            "api_key": api_key or None,
-            "base_url": base_url,
-            "max_retries": max_retries,
-            "timeout": timeout,
-        }
-        self._client: openai.OpenAI | None = None
-
-    def _connect(self) -> openai.OpenAI:
-        # Built on first use, so a missing key is a turn error, not a failed import.
-        if self._client is None:
-            self._client = openai.OpenAI(**self._options)
-        return self._client
+    def _make_client(self, **options) -> openai.OpenAI:
+        return openai.OpenAI(**options)
 
     def complete(
         self,
@@ -108,7 +85,7 @@ class OpenAIProvider:
                                     slot["name"] = part.function.name
                                 slot["arguments"] += part.function.arguments or ""
         except openai.APIStatusError as error:
-            raise ProviderError(f"openai {error.status_code}: {_error_text(error)}") from error
+            raise ProviderError(f"openai {error.status_code}: {sdk_error_text(error)}") from error
         except openai.OpenAIError as error:
             raise ProviderError(f"openai: {error}") from error
         reply.text = "".join(text)

@@ -42,7 +42,7 @@ CONFIGS = ("sqlite", "postgres", "jsonl")
 
 TURNS = 500
 LOADS = 20
-COPIES = 10
+COPIES = 20
 LISTED_SESSIONS = 1000
 LISTS = 20
 
@@ -192,6 +192,11 @@ def interleaved(count: int, store_step, raw_step) -> tuple[list[int], list[int]]
             step(index)
             times.append(clock() - started)
     return store_times, raw_times
+
+
+def database_target(key: str, config: str) -> str | None:
+    """Load, branch and delete targets hold for the databases; for jsonl they are figures."""
+    return None if config == "jsonl" else key
 
 
 def compare(operation: str, store_times, raw_times, target_key: str | None) -> dict:
@@ -606,7 +611,11 @@ def child(config: str) -> int:
         lambda _: store.get_messages("bench-store"),
         lambda _: raw.load("bench-store"),
     )
-    rows.append(compare(f"load {TURNS * 4} entries", store_times, raw_times, "load"))
+    rows.append(
+        compare(
+            f"load {TURNS * 4} entries", store_times, raw_times, database_target("load", config)
+        )
+    )
 
     log(f"{config}: branch (copy) the {TURNS * 4}-entry session, {COPIES} times each side")
     gc.collect()
@@ -620,7 +629,11 @@ def child(config: str) -> int:
         == len(store.get_messages("copy-store-0"))
         == TURNS * 4
     )
-    rows.append(compare(f"branch {TURNS * 4} entries", store_times, raw_times, "branch"))
+    rows.append(
+        compare(
+            f"branch {TURNS * 4} entries", store_times, raw_times, database_target("branch", config)
+        )
+    )
 
     log(f"{config}: delete a {TURNS * 4}-entry session, {COPIES} times each side")
     gc.collect()
@@ -630,7 +643,11 @@ def child(config: str) -> int:
         lambda index: raw.delete(f"copy-raw-{index}"),
     )
     assert store.get_meta("copy-store-0") is None and store.get_meta("copy-raw-0") is None
-    rows.append(compare(f"delete {TURNS * 4} entries", store_times, raw_times, "delete"))
+    rows.append(
+        compare(
+            f"delete {TURNS * 4} entries", store_times, raw_times, database_target("delete", config)
+        )
+    )
 
     log(f"{config}: list {LISTED_SESSIONS} sessions")
     if config == "jsonl":

@@ -357,27 +357,24 @@ class DbSessionStore:
         return self.get_meta(new_id)
 
     def _last_turn_entries(self, session_id, up_to_seq) -> list[EntryRecord]:
-        """The entries from the last turn boundary on: all that repair looks at.
+        """The entries of the last turn (or exchange): all that repair looks at.
 
-        Histories without turn markers fall back to the last user message, after which
-        only the latest assistant's calls can still be waiting for results. Each lookup is
-        `ORDER BY seq DESC LIMIT 1` so the database walks the (session, seq) index backwards
-        and stops at the first match instead of aggregating over the whole session.
+        One backwards walk of the (session, seq) index to the nearest turn marker or user
+        message, stopping at the first match. The runtime stores a turn's user message right
+        after its `turn_start`, so reading from one entry before the match covers the turn's
+        start too; histories without turn markers still end each exchange at a user message,
+        after which only the latest assistant's calls can still be waiting for results.
         """
-        entry_table = self._tables["entry"]
-        boundary = None
         with connection.cursor() as cursor:
-            for condition in ("kind IN ('turn_start', 'turn_end')", "role = 'user'"):
-                cursor.execute(
-                    f"SELECT seq FROM {entry_table} WHERE session_id = %s AND seq <= %s "
-                    f"AND {condition} ORDER BY seq DESC LIMIT 1",
-                    [session_id, up_to_seq],
-                )
-                row = cursor.fetchone()
-                if row is not None:
-                    boundary = row[0]
-                    break
-        return self.get_messages(session_id, after_seq=(boundary or 1) - 1)
+            cursor.execute(
+                f"SELECT seq FROM {self._tables['entry']} WHERE session_id = %s AND seq <= %s "
+                "AND (kind IN ('turn_start', 'turn_end') OR role = 'user') "
+                "ORDER BY seq DESC LIMIT 1",
+                [session_id, up_to_seq],
+            )
+            row = cursor.fetchone()
+        boundary = row[0] if row is not None else 1
+        return self.get_messages(session_id, after_seq=max(boundary - 2, 0))
 
     # --- proactive notices --------------------------------------------------------------
     def append_proactive(self, session_id, message_id, content):

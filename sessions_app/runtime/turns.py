@@ -58,6 +58,18 @@ class TurnResult:
     error: str = ""
 
 
+TITLE_CHARS = 60
+
+
+def title_from_message(text: str) -> str:
+    """The first line of a message, whitespace collapsed, cut at a word near TITLE_CHARS."""
+    line = " ".join(text.strip().splitlines()[0].split()) if text.strip() else ""
+    if len(line) <= TITLE_CHARS:
+        return line
+    cut = line[:TITLE_CHARS].rsplit(" ", 1)[0] or line[:TITLE_CHARS]
+    return cut.rstrip(" ,.;:") + "…"
+
+
 def _emit(on_event: Callable[[dict], None] | None, event: dict) -> None:
     if on_event is None:
         return
@@ -241,6 +253,11 @@ def _loop(meta, owner_id, text, provider, abort, on_event) -> TurnResult:
             NewEntry(role="user", content=text, turn_id=turn_id),
         ],
     )
+
+    if not meta.title:
+        # A conversation is named after its first request, so the sessions list reads as
+        # what was asked rather than as ids.
+        store.set_title(session_id, title_from_message(text))
 
     def stored(records: list[EntryRecord]) -> None:
         history.extend(records)

@@ -29,6 +29,9 @@ __all__ = [
 ENTRY_KINDS_SENT_TO_MODELS = {"message", "compaction"}
 
 
+TITLE_MAX = 200  # Session.title's length
+
+
 class StoreError(Exception):
     """Base of every error a store raises on purpose."""
 
@@ -161,6 +164,8 @@ class SessionStore(Protocol):
     ) -> SessionMeta: ...
 
     def get_meta(self, session_id: str) -> SessionMeta | None: ...
+
+    def set_title(self, session_id: str, title: str) -> SessionMeta: ...
 
     def list(
         self, owner_id: int | None = None, agent: str | None = None, include_tests: bool = True

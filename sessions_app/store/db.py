@@ -22,6 +22,7 @@ from sessions_app.ids import new_session_id, validate_session_id
 from sessions_app.models import Entry, LiveConnection, ProactiveNotice, Session
 from sessions_app.runtime.history import repair_entries
 from sessions_app.store.base import (
+    TITLE_MAX,
     AgentMismatch,
     EntryRecord,
     NewEntry,
@@ -167,6 +168,12 @@ class DbSessionStore:
         if existing.agent != agent:
             raise AgentMismatch(session_id, existing.agent, agent)
         return existing
+
+    def set_title(self, session_id, title):
+        validate_session_id(session_id)
+        if not Session.objects.filter(id=session_id).update(title=title[:TITLE_MAX]):
+            raise SessionNotFound(session_id)
+        return self.get_meta(session_id)
 
     def get_meta(self, session_id):
         validate_session_id(session_id)

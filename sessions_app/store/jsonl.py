@@ -30,6 +30,7 @@ from django.conf import settings
 from sessions_app.ids import new_session_id, validate_session_id
 from sessions_app.runtime.history import repair_entries
 from sessions_app.store.base import (
+    TITLE_MAX,
     AgentMismatch,
     CorruptSessionFile,
     EntryRecord,
@@ -161,6 +162,15 @@ class JsonlSessionStore:
         if existing.agent != agent:
             raise AgentMismatch(session_id, existing.agent, agent)
         return existing
+
+    def set_title(self, session_id, title):
+        with self._locked(session_id):
+            meta = self._read_meta(session_id)
+            if meta is None:
+                raise SessionNotFound(session_id)
+            meta = replace(meta, title=title[:TITLE_MAX])
+            self._write_meta(meta, durable=True)
+        return meta
 
     def get_meta(self, session_id):
         return self._read_meta(session_id)

@@ -88,6 +88,16 @@
     return log.scrollHeight - log.scrollTop - log.clientHeight < 80;
   }
 
+  // The header can change height after the history is shown (the cost arrives, buttons
+  // wrap); a reader who was at the latest message stays there when the log shrinks.
+  let followLatest = true;
+  log.addEventListener("scroll", () => {
+    followLatest = atBottom();
+  });
+  new ResizeObserver(() => {
+    if (followLatest) log.scrollTop = log.scrollHeight;
+  }).observe(log);
+
   function append(node) {
     const stick = atBottom();
     if (state.live && state.live.parentNode === log) {
@@ -296,7 +306,10 @@
           resetConversation();
         }
         showSessionMeta(event.session);
+        const wasAtBottom = atBottom();
         for (const entry of event.entries) renderEntry(entry);
+        // Opening or resuming a conversation shows its latest turn, as a chat app does.
+        if (wasAtBottom || event.entries.length) log.scrollTop = log.scrollHeight;
         if (state.seen.size === 0 && !log.querySelector(".empty")) {
           log.appendChild(el("p", "empty", "Say hello — or try “what is 17*23?” to watch a tool call."));
         }
@@ -395,6 +408,7 @@
     $("sessions-status").textContent = result.data.length ? "" : "No sessions yet.";
     list.textContent = "";
     for (const session of result.data) {
+      if (session.id === state.sessionId) showSessionMeta(session);
       const item = el("li", "session-item" + (session.id === state.sessionId ? " current" : ""));
       item.dataset.sessionId = session.id;
       const link = el("a", "session-link");

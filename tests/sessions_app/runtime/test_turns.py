@@ -241,3 +241,18 @@ def test_missing_session_and_empty_text_are_refused(session):
         turn_run(session_id="test-nope", text="hi")
     with pytest.raises(ValueError):
         turn_run(session_id=session, text="   ")
+
+
+def test_title_from_message_is_the_first_line_cut_at_a_word():
+    from sessions_app.runtime.turns import title_from_message
+
+    assert title_from_message("  what is   2+2?\nthanks") == "what is 2+2?"
+    long = "please plan a weekend in Porto with trains, food, museums and a day at the beach"
+    title = title_from_message(long)
+    assert title.endswith("…") and len(title) <= 61 and long.startswith(title[:-1])
+
+
+def test_a_conversation_is_named_after_its_first_request(session):
+    turn_run(session_id=session, text="Plan a weekend in Porto\nwith trains")
+    turn_run(session_id=session, text="and a day at the beach")
+    assert get_store().get_meta(session).title == "Plan a weekend in Porto"

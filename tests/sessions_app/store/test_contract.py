@@ -355,3 +355,16 @@ def test_racing_processes_never_duplicate_or_skip_a_seq(make_store, backend):
     loaded = make_store().get_messages("race")
     assert [entry.seq for entry in loaded] == list(range(1, 121))
     assert contents(loaded) == ["q", "a"] * 60
+
+
+def test_set_title_renames_without_touching_the_history(store):
+    store.create("s1")
+    store.append("s1", [user("plan a trip to Porto")])
+    renamed = store.set_title("s1", "Trip to Porto")
+    assert renamed.title == "Trip to Porto" and renamed.last_seq == 1
+    assert store.get_meta("s1").title == "Trip to Porto"
+    assert [meta.title for meta in store.list()] == ["Trip to Porto"]
+    assert contents(store.get_messages("s1")) == ["plan a trip to Porto"]
+    assert len(store.set_title("s1", "x" * 500).title) == 200
+    with pytest.raises(SessionNotFound):
+        store.set_title("ghost", "nope")

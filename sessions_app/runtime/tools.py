@@ -103,7 +103,7 @@ def _wait(context: ToolContext, arguments: dict) -> str:
     # Event.wait returns as soon as abort is set: the tool stops within milliseconds.
     if context.abort.wait(seconds):
         raise ToolAborted(ABORTED_RESULT_TEXT)
-    return f"waited {seconds:g} seconds"
+    return f"waited {seconds:g} second{'' if seconds == 1 else 's'}"
 
 
 def _remember(context: ToolContext, arguments: dict) -> str:

@@ -57,7 +57,7 @@ def test_two_requests_in_one_message_run_two_tools_concurrently(session):
     results = result.entries[3:6]
     # One result per call, contiguous, in call order.
     assert [r.tool_call_id for r in results] == [c["id"] for c in assistant.tool_calls]
-    assert [r.content for r in results] == ["waited 1 seconds", "5", "waited 1 seconds"]
+    assert [r.content for r in results] == ["waited 1 second", "5", "waited 1 second"]
     # One after the other they would take at least 2 s; side by side, 1 s plus bookkeeping.
     assert elapsed < 1.8, "the two waits ran side by side"
     assert "2+3 = 5." in result.entries[6].content

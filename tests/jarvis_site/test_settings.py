@@ -1,0 +1,75 @@
+"""Configuration mistakes stop the process at start-up with a message naming the variable."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import REPO
+
+
+def start_django(**env) -> subprocess.CompletedProcess:
+    environment = {"PATH": "/usr/bin:/bin", "HOME": str(REPO / "var"), **env}
+    return subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); print('configured')"],
+        cwd=REPO,
+        env={"DJANGO_SETTINGS_MODULE": "jarvis_site.settings", **environment},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("JARVIS_SESSION__PERSISTENCE_BACKEND", "mongo", "must be 'db', 'jsonl' or 'postgres'"),
+        ("JARVIS_MODEL", "gpt-4o", "JARVIS_MODEL must be 'offline'"),
+        ("JARVIS_MODEL", "openai:", "JARVIS_MODEL must be 'offline'"),
+        ("BUSY_GRACE_SEC", "-1", "BUSY_GRACE_SEC must be positive"),
+        ("MAX_STEPS", "0", "MAX_STEPS must be positive"),
+    ],
+)
+def test_a_bad_value_is_refused_with_its_name(variable, value, message):
+    started = start_django(**{variable: value})
+    assert started.returncode != 0
+    assert "ImproperlyConfigured" in started.stderr and message in started.stderr
+
+
+def test_the_postgres_backend_insists_on_a_postgresql_database():
+    started = start_django(
+        JARVIS_SESSION__PERSISTENCE_BACKEND="postgres",
+        DATABASE_URL=f"sqlite:///{REPO / 'var' / 'unused.sqlite3'}",
+    )
+    assert started.returncode != 0
+    assert "needs a PostgreSQL DATABASE_URL" in started.stderr
+
+
+def test_postgres_dsn_is_an_alias_of_database_url():
+    started = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); from django.conf import settings; "
+            "print(settings.DATABASES['default']['ENGINE'], settings.DATABASES['default']['NAME'])",
+        ],
+        cwd=REPO,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(REPO / "var"),
+            "DJANGO_SETTINGS_MODULE": "jarvis_site.settings",
+            "POSTGRES_DSN": "postgres://someone@127.0.0.1:5432/jarvis",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert started.stdout.split() == ["django.db.backends.postgresql", "jarvis"], started.stderr
+
+
+def test_the_defaults_need_no_environment_at_all():
+    started = start_django()
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.strip() == "configured"

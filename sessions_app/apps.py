@@ -1,7 +1,20 @@
 from django.apps import AppConfig
+from django.conf import settings
+from django.db.models.signals import pre_delete
 
 
 class SessionsAppConfig(AppConfig):
     name = "sessions_app"
     verbose_name = "Sessions"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from sessions_app import receivers
+
+        # pre_delete runs inside the user's delete transaction, before the database cascade:
+        # a purge that fails keeps the account and everything it owns.
+        pre_delete.connect(
+            receivers.remove_sessions_of_deleted_user,
+            sender=settings.AUTH_USER_MODEL,
+            dispatch_uid="sessions_app.remove_sessions_of_deleted_user",
+        )

@@ -210,13 +210,43 @@ def session_delete(*, session_id: str, owner_id: int) -> bool:
             raise SessionNotFound(session_id)
         if _live_connections(session_id).exists():
             raise SessionConnected("the session is open in a browser tab or another client")
-        session_deleted.send(sender=Session, session_id=session_id, owner_id=owner_id)
-        LiveConnection.objects.filter(session_id=session_id).delete()
-        store.delete(session_id)
-        if _uses_anchor_rows():
-            Session.objects.filter(id=session_id).delete()
+        _session_remove(store, session_id=session_id, owner_id=owner_id)
     logger.info("session %s deleted by user %s", session_id, owner_id)
     return True
+
+
+def _session_remove(store, *, session_id: str, owner_id: int | None) -> None:
+    """Steps 3-4 of a delete; the caller holds the transaction (and the row lock)."""
+    session_deleted.send(sender=Session, session_id=session_id, owner_id=owner_id)
+    _session_erase(store, session_id=session_id)
+
+
+def _session_erase(store, *, session_id: str) -> None:
+    LiveConnection.objects.filter(session_id=session_id).delete()
+    store.delete(session_id)
+    if _uses_anchor_rows():
+        Session.objects.filter(id=session_id).delete()
+
+
+def sessions_delete_for_owner(*, owner_id: int) -> int:
+    """Delete every session of a user whose account is being deleted; returns how many.
+
+    The database would cascade the user's session rows by itself, but that skips the
+    memory purge (`session_deleted`) and never reaches jsonl files. Open connections do not
+    block this: the account they belong to is going away. Every purge runs before any
+    session is erased, so a purge that fails leaves every jsonl file in place.
+    """
+    store = get_store()
+    with transaction.atomic():
+        doomed = store.list(owner_id=owner_id)
+        for meta in doomed:
+            _lock_session_row(meta.id, agent=meta.agent, owner_id=owner_id)
+            session_deleted.send(sender=Session, session_id=meta.id, owner_id=owner_id)
+        for meta in doomed:
+            _session_erase(store, session_id=meta.id)
+    removed = len(doomed)
+    logger.info("%d sessions of deleted user %s removed", removed, owner_id)
+    return removed
 
 
 # --- live connections ---------------------------------------------------------------------

@@ -23,3 +23,11 @@ def _isolated_files(tmp_path, settings):
     get_store.cache_clear()
     yield
     get_store.cache_clear()
+
+
+@pytest.fixture(params=["db", "jsonl"])
+def backend(request, settings):
+    """Run a test once per session store backend (db on the configured database, jsonl)."""
+    settings.JARVIS_SESSION__PERSISTENCE_BACKEND = request.param
+    get_store.cache_clear()
+    return request.param

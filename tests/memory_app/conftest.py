@@ -7,17 +7,6 @@ def immediate_tasks(settings):
     settings.TASKS = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
 
 
-@pytest.fixture(params=["db", "jsonl"])
-def store_backend(request, settings):
-    """Run a test on each session store backend; memory lives in the database either way."""
-    from sessions_app.store import get_store
-
-    settings.JARVIS_SESSION__PERSISTENCE_BACKEND = request.param
-    get_store.cache_clear()
-    yield request.param
-    get_store.cache_clear()
-
-
 @pytest.fixture
 def alice(django_user_model):
     return django_user_model.objects.create_user("alice", password="pw-alice-123")

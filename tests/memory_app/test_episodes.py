@@ -10,7 +10,7 @@ from tests.memory_app.turns import arithmetic_turn, play_turn
 pytestmark = pytest.mark.django_db
 
 
-def test_each_turn_leaves_an_episode_with_request_answer_tools_and_outcome(store_backend, alice):
+def test_each_turn_leaves_an_episode_with_request_answer_tools_and_outcome(backend, alice):
     first = arithmetic_turn("s-ep", "17*3", "51", owner_id=alice.id, turn_id="t-a")
     play_turn("s-ep", "Hello there", "Hi! How can I help?", owner_id=alice.id, turn_id="t-b")
 
@@ -30,7 +30,7 @@ def test_each_turn_leaves_an_episode_with_request_answer_tools_and_outcome(store
     assert greeting.first_seq == maths.last_seq + 1
 
 
-def test_thought_log_keeps_the_reasoning_between_request_and_answer_in_order(store_backend):
+def test_thought_log_keeps_the_reasoning_between_request_and_answer_in_order(backend):
     play_turn(
         "s-thoughts",
         "What time is it, and what is 6*7?",

@@ -37,7 +37,7 @@ def fill(session_id, owner_id):
     memory_consolidate(session_id=session_id)
 
 
-def test_the_deleted_session_memory_goes_and_everything_else_stays(store_backend, alice):
+def test_the_deleted_session_memory_goes_and_everything_else_stays(backend, alice):
     fill("s-doomed", alice.id)
     fill("s-kept", alice.id)
     assert session_memory("s-doomed") == {

@@ -39,7 +39,7 @@ def answer(result) -> str:
     return [e.content for e in result.entries if e.role == "assistant" and not e.tool_calls][-1]
 
 
-def test_turns_leave_episodes_and_what_was_remembered_is_recalled_later(store_backend, alice):
+def test_turns_leave_episodes_and_what_was_remembered_is_recalled_later(backend, alice):
     get_store().create("s-live", owner_id=alice.id)
     first = turn_run(session_id="s-live", text="Please remember that my locker code is 4711.")
     assert first.status == "completed"
@@ -61,14 +61,14 @@ def test_turns_leave_episodes_and_what_was_remembered_is_recalled_later(store_ba
     ]
 
 
-def test_working_memory_is_recalled_by_a_turn_in_a_restarted_process(store_backend):
+def test_working_memory_is_recalled_by_a_turn_in_a_restarted_process(backend):
     get_store().create("s-restart")
     turn_run(session_id="s-restart", text="Remember that my door code is 2580.")
     child = run_python(
         "from sessions_app.runtime.turns import turn_run\n"
         "result = turn_run(session_id='s-restart', text='What is my door code?')\n"
         "print([e.content for e in result.entries if e.role == 'assistant'][-1])\n",
-        JARVIS_SESSION__PERSISTENCE_BACKEND=store_backend,
+        JARVIS_SESSION__PERSISTENCE_BACKEND=backend,
     )
     assert child.returncode == 0, child.stderr
     assert "2580" in child.stdout
@@ -89,7 +89,7 @@ def test_three_calculations_draft_a_procedure_and_a_fact_is_learned(alice):
     assert procedure.steps[0]["tool"] == "calculator"
 
 
-def test_a_compacted_session_keeps_talking_with_the_summary(store_backend):
+def test_a_compacted_session_keeps_talking_with_the_summary(backend):
     get_store().create("s-long")
     for text in ("What is 6*7?", "Remember that my color is teal.", "What is 1+1?"):
         turn_run(session_id="s-long", text=text)
@@ -109,7 +109,7 @@ def test_a_compacted_session_keeps_talking_with_the_summary(store_backend):
     assert "What is 6*7?" not in [m["content"] for m in context[2:]]
 
 
-def test_deleting_a_session_takes_exactly_its_memory(store_backend, alice):
+def test_deleting_a_session_takes_exactly_its_memory(backend, alice):
     store = get_store()
     for session_id in ("s-doomed", "s-kept"):
         store.create(session_id, owner_id=alice.id)
@@ -132,9 +132,7 @@ def test_deleting_a_session_takes_exactly_its_memory(store_backend, alice):
     assert list(Procedure.objects.values_list("id", "status")) == procedures
 
 
-def test_a_failing_purge_leaves_the_session_and_its_memory_in_place(
-    store_backend, alice, monkeypatch
-):
+def test_a_failing_purge_leaves_the_session_and_its_memory_in_place(backend, alice, monkeypatch):
     store = get_store()
     store.create("s-stays", owner_id=alice.id)
     turn_run(session_id="s-stays", text="Remember that my pin is 1234.")

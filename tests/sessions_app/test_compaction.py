@@ -20,14 +20,6 @@ pytestmark = pytest.mark.django_db
 SYSTEM = "You are Jarvis."
 
 
-@pytest.fixture(params=["db", "jsonl"])
-def backend(request, settings):
-    settings.JARVIS_SESSION__PERSISTENCE_BACKEND = request.param
-    get_store.cache_clear()
-    yield request.param
-    get_store.cache_clear()
-
-
 def three_turns(session_id):
     play_turn(session_id, "My name is Mia and I live in Turin.", "Nice to meet you, Mia!")
     arithmetic_turn(session_id, "12*12", "144")

@@ -12,14 +12,6 @@ from sessions_app.store import get_store
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(params=["db", "jsonl"])
-def backend(request, settings):
-    settings.JARVIS_SESSION__PERSISTENCE_BACKEND = request.param
-    get_store.cache_clear()
-    yield request.param
-    get_store.cache_clear()
-
-
 def test_deleting_a_user_removes_their_sessions_and_memory_only(backend, django_user_model):
     alice = django_user_model.objects.create_user("alice", password="pw-alice-123")
     bob = django_user_model.objects.create_user("bob", password="pw-bob-123")

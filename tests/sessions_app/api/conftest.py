@@ -7,12 +7,6 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 
-@pytest.fixture(params=["db", "jsonl"])
-def backend(request, settings):
-    settings.JARVIS_SESSION__PERSISTENCE_BACKEND = request.param
-    return request.param
-
-
 @pytest.fixture(autouse=True)
 def _fresh_throttle():
     # Throttle counters live in the cache; one test must not spend another's budget.

@@ -12,12 +12,6 @@ ORIGIN = (b"origin", b"http://127.0.0.1")
 RECEIVE_TIMEOUT = 10
 
 
-@pytest.fixture(params=["db", "jsonl"])
-def backend(request, settings):
-    settings.JARVIS_SESSION__PERSISTENCE_BACKEND = request.param
-    return request.param
-
-
 @pytest.fixture(autouse=True)
 def _fresh_channel_layer():
     # The in-memory layer keeps queues bound to the event loop of the test that made them.

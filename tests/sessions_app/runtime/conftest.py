@@ -9,14 +9,6 @@ from sessions_app.runtime.history import (
 from sessions_app.store import get_store
 
 
-@pytest.fixture(params=["db", "jsonl"])
-def backend(request, settings):
-    """Turns run against both store backends; the lease differs between them."""
-    settings.JARVIS_SESSION__PERSISTENCE_BACKEND = request.param
-    get_store.cache_clear()
-    return request.param
-
-
 @pytest.fixture
 def session(backend):
     return get_store().create("test-turns", agent="jarvis").id

@@ -4,15 +4,9 @@ from sessions_app.store.db import DbSessionStore
 from sessions_app.store.jsonl import JsonlSessionStore
 
 
-@pytest.fixture(params=["db", "jsonl"])
-def backend(request):
-    return request.param
-
-
 @pytest.fixture
 def make_store(backend, settings):
     """A factory, so a test can open a second store object as a restarted process would."""
-    settings.JARVIS_SESSION__PERSISTENCE_BACKEND = backend
 
     def make():
         if backend == "db":

@@ -20,7 +20,7 @@ from django.db import connections
 from sessions_app import commands, selectors, services
 from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
 from sessions_app.runtime.turns import SessionBusy, turn_abort, turn_run
-from sessions_app.store import SessionNotFound, get_store
+from sessions_app.store import SessionNotFound
 
 logger = logging.getLogger(__name__)
 
@@ -45,20 +45,6 @@ def _run_in_turn_thread(function, **kwargs):
         return function(**kwargs)
     finally:
         connections.close_all()
-
-
-def _session_snapshot(*, session_id: str, after_seq: int) -> dict:
-    store = get_store()
-    meta = store.get_meta(session_id)
-    return {
-        "type": "session",
-        "session": selectors.session_to_api(meta),
-        "entries": [
-            selectors.entry_to_api(entry)
-            for entry in store.get_messages(session_id, after_seq=after_seq)
-        ],
-        "notices": [selectors.notice_to_api(notice) for notice in store.get_proactive(session_id)],
-    }
 
 
 def _turn(*, session_id: str, text: str, owner_id: int):
@@ -109,10 +95,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             return await self._refuse(CLOSE_NOT_FOUND)
         self.registered = True
         await self.accept()
-        snapshot = await database_sync_to_async(_session_snapshot)(
-            session_id=session_id, after_seq=after_seq
+        snapshot = await database_sync_to_async(selectors.session_snapshot)(
+            session_id=session_id, owner_id=user.id, after_seq=after_seq
         )
-        await self.send_json(snapshot)
+        await self.send_json({"type": "session", **snapshot})
         self.heartbeat = asyncio.create_task(self._heartbeat_loop())
 
     async def _refuse(self, code: int):

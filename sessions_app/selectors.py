@@ -88,6 +88,17 @@ def session_entries(
     }
 
 
+def session_snapshot(*, session_id: str, owner_id: int, after_seq: int = 0) -> dict[str, Any]:
+    """What a WebSocket shows on connect: the meta, the entries after `after_seq`, notices."""
+    meta = session_get(session_id=session_id, owner_id=owner_id)
+    store = get_store()
+    return {
+        "session": session_to_api(meta),
+        "entries": [entry_to_api(e) for e in store.get_messages(session_id, after_seq=after_seq)],
+        "notices": [notice_to_api(notice) for notice in store.get_proactive(session_id)],
+    }
+
+
 def session_notices(*, session_id: str, owner_id: int) -> list[dict[str, Any]]:
     session_get(session_id=session_id, owner_id=owner_id)
     return [notice_to_api(notice) for notice in get_store().get_proactive(session_id)]

@@ -49,11 +49,13 @@ def repair_entries(
     *,
     result_text: str = CRASH_RESULT_TEXT,
     turn_error: str = CRASH_TURN_ERROR,
+    status: str = "interrupted",
 ) -> list[NewEntry]:
     """Entries that close a trailing unfinished turn; empty when the history is already closed.
 
     Steps: an error result for every call of the last assistant message still waiting for one
-    (in call order, so results stay contiguous), then `turn_end` with status `interrupted`.
+    (in call order, so results stay contiguous), then `turn_end` with `status` (a crash or a
+    cut branch: `interrupted`; the turn loop passes how its own turn ended).
     Applying the result and calling again returns nothing: repair is idempotent.
     """
     turn_id = open_turn_id(entries)
@@ -77,7 +79,7 @@ def repair_entries(
             NewEntry(
                 kind="turn_end",
                 turn_id=turn_id,
-                data={"status": "interrupted", "error": turn_error},
+                data={"status": status, "error": turn_error},
             )
         )
     return repairs

@@ -27,7 +27,6 @@ from sessions_app.runtime.history import (
     HistoryInvalid,
     open_turn_id,
     repair_entries,
-    unanswered_calls,
 )
 from sessions_app.runtime.lease import SessionBusy, lease_acquire, lease_request_abort
 from sessions_app.runtime.prompts import default_system_prompt
@@ -108,20 +107,8 @@ def _close_turn(
     One append, and turn_finished is sent in the same transaction: a receiver that fails
     rolls the turn_end back (the turn is then closed by repair on next use).
     """
-    closing = [
-        NewEntry(
-            role="tool",
-            tool_call_id=call["id"],
-            name=call["name"],
-            content=unanswered_text,
-            is_error=True,
-            turn_id=turn_id,
-        )
-        for call in unanswered_calls(history)
-    ]
-    closing.append(
-        NewEntry(kind="turn_end", turn_id=turn_id, data={"status": status, "error": error})
-    )
+    # The same closing as a crash repair, with this turn's own status and texts.
+    closing = repair_entries(history, result_text=unanswered_text, turn_error=error, status=status)
     with transaction.atomic():
         records = get_store().append(session_id, closing)
         turn_finished.send(
@@ -138,13 +125,11 @@ def _close_turn(
 def _repair(meta: SessionMeta, owner_id: int | None) -> list[EntryRecord]:
     """Close a turn left open by a dead process; the caller holds the lease."""
     history = get_store().get_messages(meta.id)
-    repairs = repair_entries(history)
-    if not repairs:
-        return []
     turn_id = open_turn_id(history)
     if turn_id is None:
-        # Legacy history without turn markers: only results are missing, no turn to close.
-        return get_store().append(meta.id, repairs)
+        # Legacy history without turn markers: only results can be missing, no turn to close.
+        repairs = repair_entries(history)
+        return get_store().append(meta.id, repairs) if repairs else []
     start = max(i for i, entry in enumerate(history) if entry.kind == "turn_start")
     logger.warning("repairing interrupted turn %s of session %s", turn_id, meta.id)
     return _close_turn(

@@ -163,6 +163,11 @@ def _positive(name: str, default: float, cast=float):
 BUSY_GRACE_SEC = _positive("BUSY_GRACE_SEC", 3.0)
 MAX_STEPS = _positive("MAX_STEPS", 8, cast=int)
 CONSOLIDATE_IDLE_SEC = _positive("CONSOLIDATE_IDLE_SEC", 180.0)
+# A worker process silent this long is dead: its sockets and turn leases count as gone.
+WORKER_DEAD_SEC = _positive("WORKER_DEAD_SEC", 10.0)
+# Server processes heartbeat from the first socket or turn they serve; the test suite turns
+# it off for its own process (its servers, started as child processes, keep it on).
+WORKER_HEARTBEAT = env.bool("WORKER_HEARTBEAT", default=True)
 
 # USD per million tokens (input, output). Models missing here show tokens with cost unknown.
 MODEL_PRICES_PER_MTOK = {

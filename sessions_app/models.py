@@ -30,6 +30,10 @@ class Session(models.Model):
     # expiry while its turn runs; a crashed holder's lease simply runs out.
     lease_holder = models.CharField(max_length=64, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # A new token every time the id is created: a turn records the one it started on, and
+    # every write it makes is refused once the session was deleted (and maybe re-created,
+    # even by another user) under it.
+    incarnation = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         indexes = [
@@ -103,9 +107,29 @@ class LiveConnection(models.Model):
     )
     connected_at = models.DateTimeField()
     heartbeat_at = models.DateTimeField()
+    # The worker process holding the socket: when that worker stops heartbeating, its
+    # connections stop counting at once, without waiting for each row to age out.
+    worker_id = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         indexes = [models.Index(fields=["session", "heartbeat_at"], name="connection_live")]
 
     def __str__(self) -> str:
         return f"{self.session_id} via {self.channel_name}"
+
+
+class Worker(models.Model):
+    """A server process that holds sockets or turn leases, and its last sign of life.
+
+    Each worker renews `heartbeat_at` every few seconds from a thread of its own. A worker
+    silent for WORKER_DEAD_SEC is dead wherever it ran: its connections no longer block a
+    delete and its turn leases are free. A worker with no row at all is judged by the older,
+    slower rules (connection heartbeats, lease expiry).
+    """
+
+    id = models.CharField(primary_key=True, max_length=64)
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return self.id

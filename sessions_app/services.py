@@ -26,11 +26,14 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from sessions_app import selectors
 from sessions_app.ids import group_name, new_session_id, safe_filename, validate_session_id
 from sessions_app.models import LiveConnection, Session
+from sessions_app.runtime.lease import SessionBusy, TurnLease, lease_acquire
+from sessions_app.runtime.turns import turn_abort
 from sessions_app.signals import session_deleted, session_ended
 from sessions_app.store import (
     EntryRecord,
@@ -40,6 +43,7 @@ from sessions_app.store import (
     SessionNotFound,
     get_store,
 )
+from sessions_app.workers import current_worker_id, dead_workers, heartbeat_start
 
 logger = logging.getLogger(__name__)
 
@@ -177,40 +181,66 @@ def _lock_session_row(session_id: str, *, agent: str, owner_id: int | None) -> b
 
 
 def _live_connections(session_id: str):
+    """Connections that count: renewed lately, and held by a worker that is not dead."""
     cutoff = timezone.now() - timedelta(seconds=LIVE_TIMEOUT_SEC)
-    return LiveConnection.objects.filter(session_id=session_id, heartbeat_at__gte=cutoff)
+    return LiveConnection.objects.filter(session_id=session_id, heartbeat_at__gte=cutoff).exclude(
+        worker_id__in=dead_workers()
+    )
+
+
+def _turn_stopped(session_id: str) -> TurnLease | None:
+    """Abort the session's running turn (in any process), wait for it to end, and hold the
+    turn lease so that no other turn starts; None when the session is gone meanwhile.
+
+    Raises SessionBusy when the turn does not end within BUSY_GRACE_SEC.
+    """
+    turn_abort(session_id=session_id)
+    try:
+        return lease_acquire(session_id=session_id, wait_sec=settings.BUSY_GRACE_SEC)
+    except SessionNotFound:
+        return None
 
 
 def session_delete(*, session_id: str, owner_id: int) -> bool:
     """Delete the caller's session with its entries, notices and memory; False if missing.
 
-    Steps, in one transaction holding the session row lock (see the module docstring):
-    1. lock the row (a concurrent `connection_open` waits here, then opens a new session);
-    2. refuse with SessionConnected while a live connection is registered;
-    3. send `session_deleted` (memory_app purges) — before anything goes, so a failing
-       receiver rolls everything back;
-    4. remove connections, then the conversation through the store (rows or files).
+    Another user's session answers exactly like a missing one (False), so a delete tells
+    nobody which ids exist. Steps:
+    1. refuse with SessionConnected while a live connection is registered;
+    2. stop the running turn, if any, and hold the turn lease: nothing of that turn can be
+       written after the delete (SessionBusy when it does not end in time);
+    3. in one transaction, lock the session row (see the module docstring; a concurrent
+       `connection_open` waits here, then opens a new session), check the owner and the
+       connections again, send `session_deleted` (memory_app purges — before anything goes,
+       so a failing receiver rolls everything back), then remove connections and the
+       conversation through the store (rows or files).
     The jsonl files are removed inside the transaction, while the lock is held: removing them
     after commit would let a reconnect recreate the session first and then lose its files.
     """
     validate_session_id(session_id)
     store = get_store()
-    with transaction.atomic():
-        meta = store.get_meta(session_id)
-        locked = _lock_session_row(
-            session_id, agent=meta.agent if meta else "jarvis", owner_id=owner_id
-        )
-        if locked:
-            meta = store.get_meta(session_id)  # re-read under the lock
-        if meta is None:
-            if _uses_anchor_rows():
-                Session.objects.filter(id=session_id).delete()
-            return False
-        if meta.owner_id != owner_id:
-            raise SessionNotFound(session_id)
-        if _live_connections(session_id).exists():
-            raise SessionConnected("the session is open in a browser tab or another client")
-        _session_remove(store, session_id=session_id, owner_id=owner_id)
+    meta = store.get_meta(session_id)
+    if meta is None or meta.owner_id != owner_id:
+        return False
+    if _live_connections(session_id).exists():
+        raise SessionConnected("the session is open in a browser tab or another client")
+    lease = _turn_stopped(session_id)
+    if lease is None:
+        return False
+    try:
+        with transaction.atomic():
+            locked = _lock_session_row(session_id, agent=meta.agent, owner_id=owner_id)
+            if locked:
+                meta = store.get_meta(session_id)  # re-read under the lock
+            if meta is None or meta.owner_id != owner_id:
+                if meta is None and _uses_anchor_rows():
+                    Session.objects.filter(id=session_id).delete()
+                return False
+            if _live_connections(session_id).exists():
+                raise SessionConnected("the session is open in a browser tab or another client")
+            _session_remove(store, session_id=session_id, owner_id=owner_id)
+    finally:
+        lease.release()
     logger.info("session %s deleted by user %s", session_id, owner_id)
     return True
 
@@ -237,16 +267,36 @@ def sessions_delete_for_owner(*, owner_id: int) -> int:
     session is erased, so a purge that fails leaves every jsonl file in place.
     """
     store = get_store()
-    with transaction.atomic():
-        doomed = store.list(owner_id=owner_id)
-        for meta in doomed:
-            _lock_session_row(meta.id, agent=meta.agent, owner_id=owner_id)
-            session_deleted.send(sender=Session, session_id=meta.id, owner_id=owner_id)
-        for meta in doomed:
-            _session_erase(store, session_id=meta.id)
+    doomed = store.list(owner_id=owner_id)
+    leases = []
+    for meta in doomed:
+        try:
+            lease = _turn_stopped(meta.id)
+        except SessionBusy:
+            # The account goes regardless; the turn's own writes are refused once its
+            # session is gone (they are fenced to the session's incarnation).
+            lease = None
+        if lease is not None:
+            leases.append(lease)
+    try:
+        with transaction.atomic():
+            _owner_sessions_remove(store, owner_id=owner_id, doomed=doomed)
+    finally:
+        for lease in leases:
+            lease.release()
     removed = len(doomed)
     logger.info("%d sessions of deleted user %s removed", removed, owner_id)
     return removed
+
+
+def _owner_sessions_remove(store, *, owner_id: int, doomed: list[SessionMeta]) -> None:
+    # Every purge runs before any session is erased: a purge that fails leaves every jsonl
+    # file in place (the caller's transaction rolls the rows back).
+    for meta in doomed:
+        _lock_session_row(meta.id, agent=meta.agent, owner_id=owner_id)
+        session_deleted.send(sender=Session, session_id=meta.id, owner_id=owner_id)
+    for meta in doomed:
+        _session_erase(store, session_id=meta.id)
 
 
 # --- live connections ---------------------------------------------------------------------
@@ -263,6 +313,8 @@ def connection_open(
     session. Returns (meta, created). Raises SessionNotFound for another user's session.
     """
     validate_session_id(session_id)
+    if settings.WORKER_HEARTBEAT:
+        heartbeat_start()  # this worker's sockets count only while it is heard from
     store = get_store()
     with transaction.atomic():
         _lock_session_row(session_id, agent=agent, owner_id=user_id)
@@ -274,7 +326,9 @@ def connection_open(
             raise SessionNotFound(session_id)
         now = timezone.now()
         cutoff = now - timedelta(seconds=LIVE_TIMEOUT_SEC)
-        LiveConnection.objects.filter(session_id=session_id, heartbeat_at__lt=cutoff).delete()
+        LiveConnection.objects.filter(session_id=session_id).filter(
+            Q(heartbeat_at__lt=cutoff) | Q(worker_id__in=dead_workers())
+        ).delete()
         LiveConnection.objects.update_or_create(
             channel_name=channel_name,
             defaults={
@@ -282,6 +336,7 @@ def connection_open(
                 "user_id": user_id,
                 "connected_at": now,
                 "heartbeat_at": now,
+                "worker_id": current_worker_id(),
             },
         )
     return meta, created
@@ -326,9 +381,12 @@ def connection_close(*, channel_name: str) -> bool:
 
 
 def connection_sweep() -> int:
-    """Remove connection rows of workers that died (not renewed within LIVE_TIMEOUT_SEC)."""
+    """Remove connection rows of workers that died (silent for WORKER_DEAD_SEC, or rows not
+    renewed within LIVE_TIMEOUT_SEC)."""
     cutoff = timezone.now() - timedelta(seconds=LIVE_TIMEOUT_SEC)
-    deleted, _ = LiveConnection.objects.filter(heartbeat_at__lt=cutoff).delete()
+    deleted, _ = LiveConnection.objects.filter(
+        Q(heartbeat_at__lt=cutoff) | Q(worker_id__in=dead_workers())
+    ).delete()
     return deleted
 
 

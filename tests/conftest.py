@@ -20,6 +20,8 @@ def _isolated_files(tmp_path, settings):
     """Every test gets its own jsonl and export directories, and a fresh store object."""
     settings.SESSIONS_DIR = tmp_path / "sessions"
     settings.EXPORTS_DIR = tmp_path / "exports"
+    # No heartbeat thread in the test process itself; the servers tests start keep theirs.
+    settings.WORKER_HEARTBEAT = False
     get_store.cache_clear()
     yield
     get_store.cache_clear()

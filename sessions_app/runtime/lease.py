@@ -3,8 +3,9 @@
 db backend: a lease in the session row (`lease_holder`, `lease_expires_at`), taken with one
 conditional UPDATE and renewed by a watcher thread while the turn runs. Nothing is held
 between statements, so no model call or tool ever runs under a row lock; a crashed holder's
-lease runs out after LEASE_TTL_SEC, and sooner when the holder was a process on this machine
-that no longer exists.
+lease is free as soon as its worker stops heartbeating for WORKER_DEAD_SEC (sessions_app.workers,
+wherever the worker ran), at once when the holder was a process on this machine that no longer
+exists, and in any case after LEASE_TTL_SEC.
 
 jsonl backend: an flock on `<id>.turn.lock` in SESSIONS_DIR, held for the turn; the kernel
 drops it when the holding process dies.
@@ -19,7 +20,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import socket
 import threading
 import time
 import uuid
@@ -35,6 +35,7 @@ from django.utils import timezone
 
 from sessions_app.ids import validate_session_id
 from sessions_app.store import SessionNotFound, get_store
+from sessions_app.workers import current_worker_id, heartbeat_start, worker_is_dead, worker_of
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ LEASE_TTL_SEC = 15.0
 WATCH_INTERVAL_SEC = 0.2
 ACQUIRE_POLL_SEC = 0.05
 ABORT_MARK = "!"
-_HOST = socket.gethostname()[:24]
+_HOST = current_worker_id().split(":", 1)[0]
 
 
 class SessionBusy(Exception):
@@ -55,8 +56,9 @@ class SessionBusy(Exception):
 
 
 def _new_holder() -> str:
-    # host:pid lets a waiter on the same machine see that a holder's process is gone.
-    return f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    # `<worker id>:<token>`: the worker id (host:pid:boot) lets a waiter see that the holder's
+    # process is gone — on this machine by its pid, anywhere by its silent heartbeat.
+    return f"{current_worker_id()}:{uuid.uuid4().hex[:12]}"
 
 
 def _holder_process_gone(holder: str) -> bool:
@@ -146,7 +148,7 @@ class DbTurnLease(TurnLease):
         current = self._rows().values_list("lease_holder", flat=True).first()
         if current is None:
             raise SessionNotFound(self.session_id)
-        if current and _holder_process_gone(current):
+        if current and (_holder_process_gone(current) or worker_is_dead(worker_of(current))):
             logger.warning("taking over the lease of %s from dead %s", self.session_id, current)
             return bool(
                 self._rows()
@@ -217,8 +219,15 @@ class FileTurnLease(TurnLease):
     def _release(self):
         if self._fd is None:
             return
-        self.abort_path.unlink(missing_ok=True)
-        self.lock_path.unlink(missing_ok=True)
+        # A delete removes the session's files while holding this lease; a turn of a session
+        # created again since may own a new lock file at the same path, which is not ours.
+        try:
+            ours = os.fstat(self._fd).st_ino == os.stat(self.lock_path).st_ino
+        except FileNotFoundError:
+            ours = False
+        if ours:
+            self.abort_path.unlink(missing_ok=True)
+            self.lock_path.unlink(missing_ok=True)
         os.close(self._fd)
         self._fd = None
 
@@ -232,6 +241,8 @@ def _lease_class():
 def lease_acquire(*, session_id: str, wait_sec: float) -> TurnLease:
     """Take the session's turn lease, waiting up to `wait_sec`; raise SessionBusy after."""
     validate_session_id(session_id)
+    if settings.WORKER_HEARTBEAT:
+        heartbeat_start()  # so that others can tell when this process dies
     return _lease_class()(session_id).acquire(wait_sec)
 
 

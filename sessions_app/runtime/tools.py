@@ -13,6 +13,7 @@ import logging
 import operator
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -32,6 +33,9 @@ class ToolAborted(Exception):
 class ToolContext:
     session_id: str
     abort: threading.Event = field(default_factory=threading.Event)
+    # Wraps a tool's writes outside the conversation (memory rows): inside it, the session
+    # is still the one the turn started on and cannot be deleted.
+    fenced: Callable[[], AbstractContextManager] = nullcontext
 
 
 @dataclass(frozen=True)
@@ -113,7 +117,8 @@ def _remember(context: ToolContext, arguments: dict) -> str:
     value = str(arguments.get("value", "")).strip()
     if not key:
         raise ValueError("remember needs a key")
-    working_memory_remember(session_id=context.session_id, key=key, value=value)
+    with context.fenced():
+        working_memory_remember(session_id=context.session_id, key=key, value=value)
     return f"remembered: {key} = {value}"
 
 

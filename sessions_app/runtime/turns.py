@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -94,6 +95,7 @@ def _meta(session_id: str) -> SessionMeta:
 def _close_turn(
     *,
     session_id: str,
+    incarnation: str,
     owner_id: int | None,
     turn_id: str,
     history: list[EntryRecord],
@@ -110,7 +112,7 @@ def _close_turn(
     # The same closing as a crash repair, with this turn's own status and texts.
     closing = repair_entries(history, result_text=unanswered_text, turn_error=error, status=status)
     with transaction.atomic():
-        records = get_store().append(session_id, closing)
+        records = get_store().append(session_id, closing, incarnation=incarnation)
         turn_finished.send(
             sender=SIGNAL_SENDER,
             session_id=session_id,
@@ -129,11 +131,12 @@ def _repair(meta: SessionMeta, owner_id: int | None) -> list[EntryRecord]:
     if turn_id is None:
         # Legacy history without turn markers: only results can be missing, no turn to close.
         repairs = repair_entries(history)
-        return get_store().append(meta.id, repairs) if repairs else []
+        return get_store().append(meta.id, repairs, incarnation=meta.incarnation) if repairs else []
     start = max(i for i, entry in enumerate(history) if entry.kind == "turn_start")
     logger.warning("repairing interrupted turn %s of session %s", turn_id, meta.id)
     return _close_turn(
         session_id=meta.id,
+        incarnation=meta.incarnation,
         owner_id=owner_id,
         turn_id=turn_id,
         history=history,
@@ -151,19 +154,24 @@ def session_repair(*, session_id: str) -> list[EntryRecord]:
     write); append error results for calls without one and a turn_end `interrupted`; release.
     Returns the entries added — none when the history was already closed (idempotent).
     """
-    meta = _meta(session_id)
+    _meta(session_id)
     lease = lease_acquire(session_id=session_id, wait_sec=settings.BUSY_GRACE_SEC)
     try:
+        meta = _meta(session_id)  # as of now, under the lease
         return _repair(meta, meta.owner_id)
     finally:
         lease.release()
 
 
 def _run_calls(
-    calls: list[dict], *, session_id: str, abort: threading.Event, tools: dict[str, Tool]
+    calls: list[dict], *, meta: SessionMeta, abort: threading.Event, tools: dict[str, Tool]
 ) -> list[tuple[str, bool]]:
     """Run a step's calls — concurrently when there are several — results in call order."""
-    context = ToolContext(session_id=session_id, abort=abort)
+    context = ToolContext(
+        session_id=meta.id,
+        abort=abort,
+        fenced=partial(get_store().fenced, meta.id, meta.incarnation),
+    )
     if len(calls) == 1:
         return [tool_run(call=calls[0], context=context, tools=tools)]
 
@@ -196,8 +204,7 @@ def turn_run(
     """
     if not text or not text.strip():
         raise ValueError("a turn needs a non-empty message")
-    meta = _meta(session_id)
-    owner_id = meta.owner_id if owner_id is None else owner_id
+    _meta(session_id)
     provider = _resolve(provider)
     lease = lease_acquire(session_id=session_id, wait_sec=settings.BUSY_GRACE_SEC)
     abort = threading.Event()
@@ -205,6 +212,13 @@ def turn_run(
         _running[session_id] = abort
     try:
         lease.watch(on_abort=abort.set)
+        # Read under the lease: the session may have been deleted, even re-created by someone
+        # else, while this request waited. The turn is fenced to what it finds now.
+        meta = _meta(session_id)
+        if owner_id is None:
+            owner_id = meta.owner_id
+        elif meta.owner_id != owner_id:
+            raise SessionNotFound(session_id)
         _repair(meta, owner_id)
         return _loop(meta, owner_id, text, provider, abort, on_event)
     finally:
@@ -223,6 +237,7 @@ def _loop(meta, owner_id, text, provider, abort, on_event) -> TurnResult:
     specs = [tool.spec() for tool in tools.values()]
     history = store.get_messages(session_id)
     _emit(on_event, {"type": "agent_start", "turn_id": turn_id})
+    incarnation = meta.incarnation
     turn_entries = store.append(
         session_id,
         [
@@ -237,12 +252,13 @@ def _loop(meta, owner_id, text, provider, abort, on_event) -> TurnResult:
             ),
             NewEntry(role="user", content=text, turn_id=turn_id),
         ],
+        incarnation=incarnation,
     )
 
     if not meta.title:
         # A conversation is named after its first request, so the sessions list reads as
         # what was asked rather than as ids.
-        store.set_title(session_id, title_from_message(text))
+        store.set_title(session_id, title_from_message(text), incarnation=incarnation)
 
     def stored(records: list[EntryRecord]) -> None:
         history.extend(records)
@@ -289,6 +305,7 @@ def _loop(meta, owner_id, text, provider, abort, on_event) -> TurnResult:
                                 turn_id=turn_id,
                             )
                         ],
+                        incarnation=incarnation,
                     )
                 )
             if reply.stopped:
@@ -297,7 +314,7 @@ def _loop(meta, owner_id, text, provider, abort, on_event) -> TurnResult:
             if not calls:
                 status, error = "completed", ""
                 break
-            results = _run_calls(calls, session_id=session_id, abort=abort, tools=tools)
+            results = _run_calls(calls, meta=meta, abort=abort, tools=tools)
             stored(
                 store.append(
                     session_id,
@@ -312,6 +329,7 @@ def _loop(meta, owner_id, text, provider, abort, on_event) -> TurnResult:
                         )
                         for call, (result_text, is_error) in zip(calls, results, strict=True)
                     ],
+                    incarnation=incarnation,
                 )
             )
             if abort.is_set():
@@ -326,6 +344,7 @@ def _loop(meta, owner_id, text, provider, abort, on_event) -> TurnResult:
     stored(
         _close_turn(
             session_id=session_id,
+            incarnation=incarnation,
             owner_id=owner_id,
             turn_id=turn_id,
             history=history,

@@ -6,6 +6,8 @@ only `get_store()` knows which backend is in use.
 
 from __future__ import annotations
 
+import uuid
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -74,6 +76,8 @@ class SessionMeta:
     created_at: datetime
     updated_at: datetime
     last_seq: int
+    # A new token each time the id is created (see `fenced`).
+    incarnation: str = ""
 
 
 @dataclass(frozen=True)
@@ -158,14 +162,28 @@ class Notice:
     delivered_at: datetime | None = None
 
 
+def new_incarnation() -> str:
+    return uuid.uuid4().hex
+
+
 class SessionStore(Protocol):
+    """The store protocol.
+
+    Writes that a turn makes pass the `incarnation` the turn started on: the write is refused
+    with SessionNotFound when the session was deleted since (and perhaps created again under
+    the same id, even by another user). `fenced` gives the same guarantee to writes outside
+    the store (memory rows): inside the block the session cannot be deleted.
+    """
+
     def create(
         self, session_id: str, agent: str = "jarvis", owner_id: int | None = None, title: str = ""
     ) -> SessionMeta: ...
 
     def get_meta(self, session_id: str) -> SessionMeta | None: ...
 
-    def set_title(self, session_id: str, title: str) -> SessionMeta: ...
+    def set_title(
+        self, session_id: str, title: str, incarnation: str | None = None
+    ) -> SessionMeta: ...
 
     def list(
         self, owner_id: int | None = None, agent: str | None = None, include_tests: bool = True
@@ -175,7 +193,11 @@ class SessionStore(Protocol):
         self, session_id: str, after_seq: int = 0, limit: int | None = None
     ) -> list[EntryRecord]: ...
 
-    def append(self, session_id: str, entries: list[NewEntry]) -> list[EntryRecord]: ...
+    def append(
+        self, session_id: str, entries: list[NewEntry], incarnation: str | None = None
+    ) -> list[EntryRecord]: ...
+
+    def fenced(self, session_id: str, incarnation: str) -> AbstractContextManager[None]: ...
 
     def delete(self, session_id: str) -> bool: ...
 
@@ -188,7 +210,7 @@ class SessionStore(Protocol):
     ) -> SessionMeta: ...
 
     def append_proactive(
-        self, session_id: str, message_id: str, content: str
+        self, session_id: str, message_id: str, content: str, incarnation: str | None = None
     ) -> tuple[Notice, bool]: ...
 
     def get_proactive(self, session_id: str) -> list[Notice]: ...

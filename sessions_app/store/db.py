@@ -9,6 +9,7 @@ costs ~1.4x. Everything else uses the ORM.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from datetime import datetime
 from functools import cached_property
 
@@ -30,6 +31,7 @@ from sessions_app.store.base import (
     SessionExists,
     SessionMeta,
     SessionNotFound,
+    new_incarnation,
     record_from_fields,
 )
 
@@ -56,6 +58,7 @@ META_FIELDS = (
     "created_at",
     "updated_at",
     "last_seq",
+    "incarnation",
 )
 
 
@@ -160,6 +163,7 @@ class DbSessionStore:
                         title=title,
                         created_at=now,
                         updated_at=now,
+                        incarnation=new_incarnation(),
                     )
                 ],
                 ignore_conflicts=True,
@@ -169,11 +173,29 @@ class DbSessionStore:
             raise AgentMismatch(session_id, existing.agent, agent)
         return existing
 
-    def set_title(self, session_id, title):
+    def set_title(self, session_id, title, incarnation=None):
         validate_session_id(session_id)
-        if not Session.objects.filter(id=session_id).update(title=title[:TITLE_MAX]):
+        if not self._rows(session_id, incarnation).update(title=title[:TITLE_MAX]):
             raise SessionNotFound(session_id)
         return self.get_meta(session_id)
+
+    @staticmethod
+    def _rows(session_id, incarnation=None):
+        rows = Session.objects.filter(id=session_id)
+        return rows if incarnation is None else rows.filter(incarnation=incarnation)
+
+    @contextmanager
+    def fenced(self, session_id, incarnation=None):
+        """A transaction in which the session (as of `incarnation`, if given) exists and stays.
+
+        The row lock makes a concurrent delete wait for the block (PostgreSQL); on SQLite the
+        IMMEDIATE transaction serializes the two the same way.
+        """
+        validate_session_id(session_id)
+        with transaction.atomic():
+            if not self._rows(session_id, incarnation).select_for_update().exists():
+                raise SessionNotFound(session_id)
+            yield
 
     def get_meta(self, session_id):
         validate_session_id(session_id)
@@ -210,7 +232,7 @@ class DbSessionStore:
             rows = cursor.fetchall()
         return self._records(session_id, rows)
 
-    def append(self, session_id, entries):
+    def append(self, session_id, entries, incarnation=None):
         validate_session_id(session_id)
         entries = list(entries)
         if not entries:
@@ -224,10 +246,14 @@ class DbSessionStore:
                 # PostgreSQL, so concurrent appenders to one session queue here, across
                 # processes. On SQLite the IMMEDIATE transaction serializes writers and the
                 # unique (session, seq) constraint is the last guard.
+                # The incarnation is checked in the same statement: a turn's writes never
+                # reach a session created again under its id.
+                fence = "" if incarnation is None else f" AND incarnation = {mark}"
                 cursor.execute(
                     f"UPDATE {self._tables['session']} SET last_seq = last_seq + {mark}, "
-                    f"updated_at = {mark} WHERE id = {mark} RETURNING last_seq",
-                    [len(entries), created, session_id],
+                    f"updated_at = {mark} WHERE id = {mark}{fence} RETURNING last_seq",
+                    [len(entries), created, session_id]
+                    + ([] if incarnation is None else [incarnation]),
                 )
                 row = cursor.fetchone()
                 if row is None:
@@ -344,6 +370,7 @@ class DbSessionStore:
                         created_at=now,
                         updated_at=now,
                         last_seq=cut,
+                        incarnation=new_incarnation(),
                     )
             except IntegrityError as error:
                 raise SessionExists(f"session {new_id!r} already exists") from error
@@ -384,15 +411,14 @@ class DbSessionStore:
         return self.get_messages(session_id, after_seq=max(boundary - 2, 0))
 
     # --- proactive notices --------------------------------------------------------------
-    def append_proactive(self, session_id, message_id, content):
+    def append_proactive(self, session_id, message_id, content, incarnation=None):
         validate_session_id(session_id)
-        if not Session.objects.filter(id=session_id).exists():
-            raise SessionNotFound(session_id)
-        row, created = ProactiveNotice.objects.get_or_create(
-            session_id=session_id,
-            message_id=message_id,
-            defaults={"content": content, "created_at": timezone.now()},
-        )
+        with self.fenced(session_id, incarnation):
+            row, created = ProactiveNotice.objects.get_or_create(
+                session_id=session_id,
+                message_id=message_id,
+                defaults={"content": content, "created_at": timezone.now()},
+            )
         return _notice(row), created
 
     def get_proactive(self, session_id):

@@ -39,6 +39,7 @@ from sessions_app.store.base import (
     SessionExists,
     SessionMeta,
     SessionNotFound,
+    new_incarnation,
     record_from_fields,
 )
 from sessions_app.store.db import BRANCH_RESULT_TEXT, BRANCH_TURN_ERROR
@@ -156,6 +157,7 @@ class JsonlSessionStore:
                     created_at=now,
                     updated_at=now,
                     last_seq=0,
+                    incarnation=new_incarnation(),
                 )
                 self._path(session_id, ".jsonl").touch()
                 self._write_meta(existing, durable=True)
@@ -163,17 +165,31 @@ class JsonlSessionStore:
             raise AgentMismatch(session_id, existing.agent, agent)
         return existing
 
-    def set_title(self, session_id, title):
+    def set_title(self, session_id, title, incarnation=None):
         with self._locked(session_id):
-            meta = self._read_meta(session_id)
-            if meta is None:
-                raise SessionNotFound(session_id)
+            meta = self._current_meta(session_id, incarnation)
             meta = replace(meta, title=title[:TITLE_MAX])
             self._write_meta(meta, durable=True)
         return meta
 
     def get_meta(self, session_id):
         return self._read_meta(session_id)
+
+    def _current_meta(self, session_id: str, incarnation: str | None) -> SessionMeta:
+        """The meta, if the session exists (as of `incarnation`, if given); the caller holds
+        the session's lock, so it cannot change before the caller's write."""
+        meta = self._read_meta(session_id)
+        if meta is None or (incarnation is not None and meta.incarnation != incarnation):
+            raise SessionNotFound(session_id)
+        return meta
+
+    @contextmanager
+    def fenced(self, session_id, incarnation=None):
+        """A block in which the session (as of `incarnation`, if given) exists and stays:
+        `delete` takes the same lock. Store methods must not be called inside it."""
+        with self._locked(session_id):
+            self._current_meta(session_id, incarnation)
+            yield
 
     def list(self, owner_id=None, agent=None, include_tests=True):
         metas = []
@@ -293,12 +309,14 @@ class JsonlSessionStore:
                 return 0
             window *= 4
 
-    def append(self, session_id, entries):
+    def append(self, session_id, entries, incarnation=None):
         entries = list(entries)
         if not entries:
             return []
         path = self._path(session_id, ".jsonl")
         with self._locked(session_id):
+            if incarnation is not None:
+                self._current_meta(session_id, incarnation)
             try:
                 meta_fd = os.open(self._path(session_id, ".meta.json"), os.O_RDWR | os.O_APPEND)
             except FileNotFoundError:
@@ -377,6 +395,7 @@ class JsonlSessionStore:
                 created_at=now,
                 updated_at=now,
                 last_seq=cut,
+                incarnation=new_incarnation(),
             )
             if repairs:
                 records = self._write_entries(path, new_id, repairs)
@@ -446,10 +465,9 @@ class JsonlSessionStore:
         return window[::-1]
 
     # --- proactive notices --------------------------------------------------------------
-    def append_proactive(self, session_id, message_id, content):
+    def append_proactive(self, session_id, message_id, content, incarnation=None):
         with self._locked(session_id):
-            if self._read_meta(session_id) is None:
-                raise SessionNotFound(session_id)
+            self._current_meta(session_id, incarnation)
             for notice in self.get_proactive(session_id):
                 if notice.message_id == message_id:
                     return notice, False

@@ -133,7 +133,10 @@ def test_another_users_session_is_404_everywhere(api, bob_api):
     for path in ("", "entries/", "export/?format=md", "cost/", "proactive/"):
         assert_error(api.get(f"/api/sessions/bobs/{path}"), 404, "not_found")
     assert_error(api.post("/api/sessions/bobs/branch/", {}, format="json"), 404, "not_found")
-    assert_error(api.delete("/api/sessions/bobs/"), 404, "not_found")
+    # A delete answers exactly as for a free id: it tells nobody which ids exist.
+    for taken_or_free in ("bobs", "nobody-has-this"):
+        response = api.delete(f"/api/sessions/{taken_or_free}/")
+        assert (response.status_code, response.json()) == (200, {"deleted": False})
     assert get_store().get_meta("bobs") is not None
     assert_error(api.get("/api/sessions/nobody-has-this/"), 404, "not_found")
 

@@ -1,0 +1,110 @@
+"""Worker heartbeats: a server process that dies is noticed within WORKER_DEAD_SEC.
+
+Every Daphne worker starts `heartbeat_start()` (jarvis_site.asgi). A thread of its own
+renews the process's `Worker` row every WORKER_DEAD_SEC / 4 seconds, so a busy event loop
+never makes a live worker look dead. Connections and turn leases name their worker; once
+the worker's row is older than WORKER_DEAD_SEC they count as gone — on this machine or any
+other, which a process-id check cannot tell.
+
+A process that never started a heartbeat (a management command, a test) has no row; its
+connections and leases fall back to their own expiry.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import DatabaseError, connection
+from django.utils import timezone
+
+logger = logging.getLogger(__name__)
+
+_HOST = socket.gethostname().replace(":", "-")[:24]
+_ids: dict[int, str] = {}
+_started: set[int] = set()
+_start_lock = threading.Lock()
+
+
+def current_worker_id() -> str:
+    """`host:pid:boot` of this process; a forked child gets an id of its own."""
+    pid = os.getpid()
+    worker_id = _ids.get(pid)
+    if worker_id is None:
+        worker_id = _ids[pid] = f"{_HOST}:{pid}:{uuid.uuid4().hex[:8]}"
+    return worker_id
+
+
+def worker_of(holder: str) -> str:
+    """The worker id inside a lease holder (`<worker id>:<turn token>[!]`)."""
+    return holder.rstrip("!").rsplit(":", 1)[0]
+
+
+def dead_cutoff():
+    return timezone.now() - timedelta(seconds=settings.WORKER_DEAD_SEC)
+
+
+def worker_beat() -> None:
+    """Record that this process is alive now."""
+    from sessions_app.models import Worker
+
+    now = timezone.now()
+    worker_id = current_worker_id()
+    if not Worker.objects.filter(id=worker_id).update(heartbeat_at=now):
+        Worker.objects.bulk_create(
+            [Worker(id=worker_id, started_at=now, heartbeat_at=now)], ignore_conflicts=True
+        )
+
+
+def worker_is_dead(worker_id: str) -> bool:
+    """True only for a worker whose row exists and has not been renewed in time."""
+    from sessions_app.models import Worker
+
+    return Worker.objects.filter(id=worker_id, heartbeat_at__lt=dead_cutoff()).exists()
+
+
+def live_workers():
+    """A queryset of the ids of workers heard from within WORKER_DEAD_SEC."""
+    from sessions_app.models import Worker
+
+    return Worker.objects.filter(heartbeat_at__gte=dead_cutoff()).values("id")
+
+
+def dead_workers():
+    from sessions_app.models import Worker
+
+    return Worker.objects.filter(heartbeat_at__lt=dead_cutoff()).values("id")
+
+
+def heartbeat_start() -> None:
+    """Beat once now (so the row exists before any socket names it), then every few seconds."""
+    pid = os.getpid()
+    with _start_lock:
+        if pid in _started:
+            return
+        _started.add(pid)
+    interval = settings.WORKER_DEAD_SEC / 4
+
+    def run():
+        while True:
+            try:
+                worker_beat()
+            except DatabaseError:
+                logger.exception("worker heartbeat failed once")
+            finally:
+                # Hold no connection between beats: nothing is left open when the process
+                # (or a test database) goes away.
+                connection.close()
+            time.sleep(interval)
+
+    try:
+        worker_beat()
+    finally:
+        connection.close()
+    threading.Thread(target=run, name="worker-heartbeat", daemon=True).start()

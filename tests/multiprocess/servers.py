@@ -27,10 +27,16 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+class Server(str):
+    """A server's base URL that also carries its process (to kill it in a crash test)."""
+
+    process: subprocess.Popen
+
+
 @contextlib.contextmanager
 def daphne(port: int | None = None, **env):
     """Run `daphne jarvis_site.asgi:application` on a loopback port (a free one unless given);
-    yield its base URL."""
+    yield its base URL (a `Server`)."""
     port = port or free_port()
     log = tempfile.TemporaryFile("w+")
     process = subprocess.Popen(
@@ -49,7 +55,8 @@ def daphne(port: int | None = None, **env):
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    base = f"http://127.0.0.1:{port}"
+    base = Server(f"http://127.0.0.1:{port}")
+    base.process = process
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_SEC
         while True:
@@ -65,7 +72,8 @@ def daphne(port: int | None = None, **env):
                 time.sleep(0.2)
         yield base
     finally:
-        process.terminate()
+        if process.poll() is None:
+            process.terminate()
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:

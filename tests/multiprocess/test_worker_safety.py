@@ -1,0 +1,129 @@
+"""Real Daphne workers on one PostgreSQL database: a delete on one worker stops a turn running
+on another, and a worker that dies stops blocking deletes and turns within WORKER_DEAD_SEC."""
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+
+from memory_app.models import Episode, WorkingMemory
+from sessions_app import services
+from sessions_app.models import LiveConnection, Worker
+from sessions_app.store import get_store
+from tests.conftest import requires_postgres
+from tests.multiprocess.servers import daphne
+from tests.multiprocess.test_live_connections import receive, ws_connect
+
+pytestmark = [requires_postgres, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+TIMEOUT = 30
+
+
+@pytest.fixture
+def tokens(transactional_db):
+    make = get_user_model().objects.create_user
+    alice, bob = make(username="alice", password="pw-a"), make(username="bob", password="pw-b")
+    return Token.objects.create(user=alice).key, Token.objects.create(user=bob).key
+
+
+def http(method, url, token, body=None):
+    request = urllib.request.Request(
+        url,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={
+            "Authorization": f"Token {token}",
+            "Accept": "application/json",
+            "Content-Type": "application/json",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def until(condition, what: str):
+    """Poll an observable state (a handshake with another process), bounded in time."""
+    deadline = time.monotonic() + TIMEOUT
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.05)
+
+
+def test_delete_on_one_worker_stops_an_http_turn_on_another_and_the_id_starts_clean(tokens):
+    alice, bob = tokens
+    session_id = f"mp-{uuid.uuid4().hex[:8]}"
+    with daphne() as worker_a, daphne() as worker_b:
+        assert http("POST", f"{worker_a}/api/sessions/", alice, {"id": session_id})[0] == 201
+        answer = {}
+        turn = threading.Thread(
+            target=lambda: answer.update(
+                reply=http(
+                    "POST",
+                    f"{worker_a}/api/sessions/{session_id}/messages/",
+                    alice,
+                    {"text": "remember that my pin is 4242 and wait 30 seconds"},
+                )
+            )
+        )
+        turn.start()
+        until(
+            lambda: any(e.tool_calls for e in get_store().get_messages(session_id)),
+            "the turn's tool calls are stored",
+        )
+        status, body = http("DELETE", f"{worker_b}/api/sessions/{session_id}/", alice)
+        assert (status, body) == (200, {"deleted": True})
+        turn.join(TIMEOUT)
+        status, reply = answer["reply"]
+        assert status == 200 and reply["status"] == "aborted", reply
+
+        assert http("POST", f"{worker_b}/api/sessions/", bob, {"id": session_id})[0] == 201
+        status, body = http("GET", f"{worker_a}/api/sessions/{session_id}/entries/", bob)
+        assert status == 200 and body["entries"] == []
+    assert not Episode.objects.filter(session_id=session_id).exists()
+    assert not WorkingMemory.objects.filter(session_id=session_id).exists()
+
+
+def test_a_killed_worker_stops_blocking_delete_once_it_is_silent(tokens):
+    alice, _ = tokens
+    session_id = f"mp-{uuid.uuid4().hex[:8]}"
+    with daphne() as worker:
+        import asyncio
+
+        async def attach():
+            ws = await ws_connect(worker, session_id, alice)
+            assert (await receive(ws))["type"] == "session"
+            return ws
+
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(attach())
+            row = LiveConnection.objects.get(session_id=session_id)
+            assert Worker.objects.filter(id=row.worker_id).exists(), "the worker heartbeats"
+            owner = row.user_id
+            with pytest.raises(services.SessionConnected):
+                services.session_delete(session_id=session_id, owner_id=owner)
+
+            worker.process.kill()  # no disconnect, no cleanup: the socket's row stays
+            worker.process.wait(10)
+            # The dead worker cannot renew its heartbeat; let WORKER_DEAD_SEC pass for it.
+            Worker.objects.filter(id=row.worker_id).update(
+                heartbeat_at=timezone.now() - timedelta(seconds=60)
+            )
+            # The connection row itself is still fresh: only the worker's silence frees it.
+            assert LiveConnection.objects.get(pk=row.pk).heartbeat_at > timezone.now() - timedelta(
+                seconds=services.LIVE_TIMEOUT_SEC
+            )
+            assert services.session_delete(session_id=session_id, owner_id=owner) is True
+        finally:
+            loop.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -159,6 +160,22 @@ def _uses_anchor_rows() -> bool:
     return settings.JARVIS_SESSION__PERSISTENCE_BACKEND == "jsonl"
 
 
+# The per-session lock of `session_delete` and `connection_open`. Only the race experiment
+# (scripts/experiments/session_race.py) turns it off, to show what it prevents; no setting
+# or environment variable reaches it.
+_SESSION_LOCKING = True
+
+
+@contextmanager
+def _session_locked(session_id: str, *, agent: str, owner_id: int | None):
+    """One transaction holding the session's row lock; yields whether a row is locked."""
+    if not _SESSION_LOCKING:
+        yield False
+        return
+    with transaction.atomic():
+        yield _lock_session_row(session_id, agent=agent, owner_id=owner_id)
+
+
 def _lock_session_row(session_id: str, *, agent: str, owner_id: int | None) -> bool:
     """Lock the session's row for this transaction; on jsonl, create the anchor row first.
 
@@ -228,8 +245,7 @@ def session_delete(*, session_id: str, owner_id: int) -> bool:
     if lease is None:
         return False
     try:
-        with transaction.atomic():
-            locked = _lock_session_row(session_id, agent=meta.agent, owner_id=owner_id)
+        with _session_locked(session_id, agent=meta.agent, owner_id=owner_id) as locked:
             if locked:
                 meta = store.get_meta(session_id)  # re-read under the lock
             if meta is None or meta.owner_id != owner_id:
@@ -316,8 +332,7 @@ def connection_open(
     if settings.WORKER_HEARTBEAT:
         heartbeat_start()  # this worker's sockets count only while it is heard from
     store = get_store()
-    with transaction.atomic():
-        _lock_session_row(session_id, agent=agent, owner_id=user_id)
+    with _session_locked(session_id, agent=agent, owner_id=user_id):
         meta = store.get_meta(session_id)
         created = meta is None
         if created:

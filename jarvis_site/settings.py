@@ -162,6 +162,11 @@ def _positive(name: str, default: float, cast=float):
 
 BUSY_GRACE_SEC = _positive("BUSY_GRACE_SEC", 3.0)
 MAX_STEPS = _positive("MAX_STEPS", 8, cast=int)
+# Threads a worker gives to turns: store writes (and so database connections), blocking tools.
+STORE_THREADS = _positive("STORE_THREADS", 8, cast=int)
+TOOL_THREADS = _positive("TOOL_THREADS", 16, cast=int)
+# Turns one user may run at once (more: 429 / error `too_many_turns`).
+MAX_TURNS_PER_USER = _positive("MAX_TURNS_PER_USER", 8, cast=int)
 CONSOLIDATE_IDLE_SEC = _positive("CONSOLIDATE_IDLE_SEC", 180.0)
 # A worker process silent this long is dead: its sockets and turn leases count as gone.
 WORKER_DEAD_SEC = _positive("WORKER_DEAD_SEC", 10.0)

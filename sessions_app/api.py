@@ -16,7 +16,6 @@ from rest_framework.authentication import SessionAuthentication, TokenAuthentica
 from rest_framework.decorators import action
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response
-from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
@@ -24,8 +23,9 @@ from sessions_app import selectors, serializers, services
 from sessions_app.compaction import session_compact
 from sessions_app.runtime.cost import session_cost
 from sessions_app.runtime.history import HistoryInvalid
-from sessions_app.runtime.turns import SessionBusy, turn_abort, turn_run
+from sessions_app.runtime.turns import SessionBusy, TooManyTurns, turn_abort, turn_run
 from sessions_app.store import AgentMismatch, InvalidSessionId, SessionNotFound
+from sessions_app.throttles import TurnRateThrottle
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
     services.SessionIdUnavailable: (status.HTTP_409_CONFLICT, "id_unavailable"),
     services.SessionConnected: (status.HTTP_409_CONFLICT, "session_connected"),
     SessionBusy: (status.HTTP_409_CONFLICT, "session_busy"),
+    TooManyTurns: (status.HTTP_429_TOO_MANY_REQUESTS, "too_many_turns"),
     HistoryInvalid: (status.HTTP_409_CONFLICT, "history_invalid"),
 }
 NOT_FOUND_DETAIL = "no such session"
@@ -78,12 +79,6 @@ class IgnoreFormatQueryNegotiation(DefaultContentNegotiation):
 
     class settings:
         URL_FORMAT_OVERRIDE = None
-
-
-class TurnRateThrottle(UserRateThrottle):
-    """Turns cost model calls: REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["turns"] per user."""
-
-    scope = "turns"
 
 
 def _parse(serializer_class, data):
@@ -202,7 +197,9 @@ class SessionViewSet(ViewSet):
         responses={
             200: serializers.TurnOutput,
             409: OpenApiResponse(serializers.ErrorOutput, description="session_busy"),
-            429: OpenApiResponse(serializers.ErrorOutput, description="throttled"),
+            429: OpenApiResponse(
+                serializers.ErrorOutput, description="throttled, or too_many_turns"
+            ),
             **ERRORS,
         },
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
@@ -19,8 +20,14 @@ from django.db import connections
 
 from sessions_app import commands, selectors, services
 from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
-from sessions_app.runtime.turns import SessionBusy, turn_abort, turn_run
+from sessions_app.runtime.turns import (
+    SessionBusy,
+    TooManyTurns,
+    turn_abort_async,
+    turn_run_async,
+)
 from sessions_app.store import SessionNotFound
+from sessions_app.throttles import turn_throttle_wait
 
 logger = logging.getLogger(__name__)
 
@@ -45,15 +52,6 @@ def _run_in_turn_thread(function, **kwargs):
         return function(**kwargs)
     finally:
         connections.close_all()
-
-
-def _turn(*, session_id: str, text: str, owner_id: int):
-    return turn_run(
-        session_id=session_id,
-        text=text,
-        owner_id=owner_id,
-        on_event=services.turn_event_broadcaster(session_id),
-    )
 
 
 class SessionConsumer(AsyncJsonWebsocketConsumer):
@@ -140,10 +138,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if kind == "ping":
             return await self.send_json({"type": "pong"})
         if kind == "abort":
-            # Not on the shared database thread: a long command there would delay the abort.
-            await sync_to_async(_run_in_turn_thread, thread_sensitive=False)(
-                turn_abort, session_id=self.session_id
-            )
+            # On the event loop itself: a turn of this worker stops at once, whatever else
+            # the worker is busy with.
+            await turn_abort_async(session_id=self.session_id)
             return None
         if kind == "prompt":
             text = frame.get("text")
@@ -153,6 +150,11 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 )
             if text.lstrip().startswith("/"):
                 return self._spawn(self._command(text.strip()))
+            wait = turn_throttle_wait(self.scope["user"])
+            if wait is not None:
+                return await self._error(
+                    "throttled", f"too many requests; try again in {math.ceil(wait)} seconds"
+                )
             return self._spawn(self._turn(text))
         return await self._error("bad_request", f"unknown frame type {kind!r}")
 
@@ -165,11 +167,16 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def _turn(self, text: str):
         try:
-            await sync_to_async(_run_in_turn_thread, thread_sensitive=False)(
-                _turn, session_id=self.session_id, text=text, owner_id=self.user_id
+            # The turn runs on this worker's event loop: its model call holds no thread, its
+            # store writes and blocking tools go through bounded pools (runtime.executors).
+            await turn_run_async(
+                session_id=self.session_id,
+                text=text,
+                owner_id=self.user_id,
+                on_event=services.turn_event_broadcaster(self.session_id),
             )
-        except SessionBusy as error:
-            await self._error("session_busy", str(error))
+        except (SessionBusy, TooManyTurns) as error:
+            await self._error(error.code, str(error))
         except SessionNotFound:
             await self._error("not_found", "the session no longer exists; reload to start anew")
         except Exception:

@@ -98,15 +98,20 @@ def session_broadcast_on_commit(*, session_id: str, event: dict[str, Any]) -> No
 
 
 def turn_event_broadcaster(session_id: str):
-    """An `on_event` callback for turn_run that forwards the turn's events to the group.
+    """An `on_event` coroutine for turn_run that forwards the turn's events to the group.
 
-    Entries arrive as EntryRecord objects and leave as the API shows them.
+    Entries arrive as EntryRecord objects and leave as the API shows them. The turn's event
+    pump awaits it on the event loop, beside the turn.
     """
+    group = group_name(session_id)
 
-    def on_event(event: dict[str, Any]) -> None:
+    async def on_event(event: dict[str, Any]) -> None:
+        layer = get_channel_layer()
+        if layer is None:
+            return
         if event.get("type") == "entry" and isinstance(event.get("entry"), EntryRecord):
             event = {**event, "entry": selectors.entry_to_api(event["entry"])}
-        session_broadcast(session_id=session_id, event=event)
+        await layer.group_send(group, {"type": "session.event", "event": event})
 
     return on_event
 

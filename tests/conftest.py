@@ -2,6 +2,7 @@
 
 import pytest
 from django.conf import settings
+from django.core.cache import cache
 
 from sessions_app.store import get_store
 
@@ -13,6 +14,14 @@ def on_postgres() -> bool:
 requires_postgres = pytest.mark.skipif(
     not on_postgres(), reason="needs DATABASE_URL pointing at PostgreSQL"
 )
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttle():
+    # Throttle counters live in the cache; one test must not spend another's budget.
+    cache.clear()
+    yield
+    cache.clear()
 
 
 @pytest.fixture(autouse=True)

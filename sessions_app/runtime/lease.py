@@ -17,6 +17,7 @@ WATCH_INTERVAL_SEC, sees it. This works with any channel layer, including none s
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import logging
 import os
@@ -81,8 +82,14 @@ class TurnLease(ABC):
     def __init__(self, session_id: str):
         self.session_id = session_id
         self.holder = _new_holder()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def for_session(session_id: str) -> TurnLease:
+        """A lease of the configured backend's kind, not yet acquired."""
+        validate_session_id(session_id)
+        if settings.WORKER_HEARTBEAT:
+            heartbeat_start()  # so that others can tell when this process dies
+        return _lease_class()(session_id)
 
     @abstractmethod
     def _try_acquire(self) -> bool:
@@ -91,6 +98,12 @@ class TurnLease(ABC):
     @abstractmethod
     def _poll(self, on_abort: Callable[[], None]) -> None:
         """Keep the lease alive and call `on_abort` when an abort was requested."""
+
+    @classmethod
+    def poll_all(cls, watched: list[tuple[TurnLease, Callable[[], None]]]) -> None:
+        """`_poll` every watched lease of this kind (a kind may do it in one query)."""
+        for lease, on_abort in watched:
+            lease._poll(on_abort)
 
     @abstractmethod
     def _release(self) -> None:
@@ -104,27 +117,71 @@ class TurnLease(ABC):
             time.sleep(ACQUIRE_POLL_SEC)
         return self
 
-    def watch(self, on_abort: Callable[[], None]) -> None:
-        def run():
-            try:
-                while not self._stop.wait(WATCH_INTERVAL_SEC):
-                    try:
-                        self._poll(on_abort)
-                    except (DatabaseError, OSError):
-                        logger.exception("lease watch of %s failed once", self.session_id)
-            finally:
-                connection.close()  # this thread's own connection
+    async def acquire_async(self, wait_sec: float) -> TurnLease:
+        """`acquire` for a coroutine: it waits without holding a thread."""
+        from sessions_app.runtime.executors import in_pool
 
-        self._thread = threading.Thread(
-            target=run, name=f"turn-lease-{self.session_id}", daemon=True
-        )
-        self._thread.start()
+        deadline = time.monotonic() + wait_sec
+        while not await in_pool("store", self._try_acquire):
+            if time.monotonic() >= deadline:
+                raise SessionBusy()
+            await asyncio.sleep(ACQUIRE_POLL_SEC)
+        return self
+
+    def watch(self, on_abort: Callable[[], None]) -> None:
+        """Keep the lease renewed and call `on_abort` (from another thread) when an abort is
+        requested, until `release`."""
+        _keeper.add(self, on_abort)
 
     def release(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
+        _keeper.discard(self)
         self._release()
+
+
+class _LeaseKeeper:
+    """One thread per process renews every lease the process holds and looks for abort
+    marks, a few queries per interval however many turns run (a thread per turn would be
+    hundreds of threads and thousands of queries a second under load)."""
+
+    def __init__(self):
+        self._watched: dict[TurnLease, Callable[[], None]] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._pid: int | None = None
+
+    def add(self, lease: TurnLease, on_abort: Callable[[], None]) -> None:
+        with self._lock:
+            self._watched[lease] = on_abort
+            if self._pid != os.getpid():  # first use in this process (or a forked child)
+                self._pid = os.getpid()
+                threading.Thread(target=self._run, name="turn-leases", daemon=True).start()
+        self._wake.set()
+
+    def discard(self, lease: TurnLease) -> None:
+        with self._lock:
+            self._watched.pop(lease, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                watched = list(self._watched.items())
+            if not watched:
+                connection.close()  # hold no connection while no turn runs
+                self._wake.wait()
+                self._wake.clear()
+                continue
+            by_kind: dict[type, list] = {}
+            for lease, on_abort in watched:
+                by_kind.setdefault(type(lease), []).append((lease, on_abort))
+            for kind, items in by_kind.items():
+                try:
+                    kind.poll_all(items)
+                except (DatabaseError, OSError):
+                    logger.exception("lease watch failed once")
+            time.sleep(WATCH_INTERVAL_SEC)
+
+
+_keeper = _LeaseKeeper()
 
 
 class DbTurnLease(TurnLease):
@@ -158,21 +215,40 @@ class DbTurnLease(TurnLease):
         return False
 
     def _poll(self, on_abort):
-        mine = [self.holder, self.holder + ABORT_MARK]
-        current = self._rows().values_list("lease_holder", "lease_expires_at").first()
-        if current is None or not current[0]:
-            # Not visible to this thread's connection: the session is gone (the turn's next
-            # append says so) or the turn runs inside a caller's still-open transaction.
-            return
-        if current[0] not in mine:
-            logger.warning("turn of %s lost its lease (now %r)", self.session_id, current)
-            on_abort()
-            return
-        if current[0] == mine[1]:
-            on_abort()
-        remaining = (current[1] - timezone.now()).total_seconds() if current[1] else 0
-        if remaining < LEASE_TTL_SEC * 2 / 3:
-            self._rows().filter(lease_holder__in=mine).update(lease_expires_at=self._expiry())
+        self.poll_all([(self, on_abort)])
+
+    @classmethod
+    def poll_all(cls, watched):
+        from sessions_app.models import Session
+
+        rows = {
+            row[0]: row[1:]
+            for row in Session.objects.filter(
+                id__in=[lease.session_id for lease, _ in watched]
+            ).values_list("id", "lease_holder", "lease_expires_at")
+        }
+        now = timezone.now()
+        renew: list[str] = []
+        for lease, on_abort in watched:
+            mine = [lease.holder, lease.holder + ABORT_MARK]
+            current = rows.get(lease.session_id)
+            if current is None or not current[0]:
+                # Not visible to this thread's connection: the session is gone (the turn's
+                # next append says so) or the turn runs inside a caller's open transaction.
+                continue
+            if current[0] not in mine:
+                logger.warning("turn of %s lost its lease (now %r)", lease.session_id, current)
+                on_abort()
+                continue
+            if current[0] == mine[1]:
+                on_abort()
+            remaining = (current[1] - now).total_seconds() if current[1] else 0
+            if remaining < LEASE_TTL_SEC * 2 / 3:
+                renew.extend(mine)
+        if renew:
+            Session.objects.filter(lease_holder__in=renew).update(
+                lease_expires_at=now + timedelta(seconds=LEASE_TTL_SEC)
+            )
 
     def _release(self):
         self._rows().filter(lease_holder__in=[self.holder, self.holder + ABORT_MARK]).update(
@@ -240,10 +316,7 @@ def _lease_class():
 
 def lease_acquire(*, session_id: str, wait_sec: float) -> TurnLease:
     """Take the session's turn lease, waiting up to `wait_sec`; raise SessionBusy after."""
-    validate_session_id(session_id)
-    if settings.WORKER_HEARTBEAT:
-        heartbeat_start()  # so that others can tell when this process dies
-    return _lease_class()(session_id).acquire(wait_sec)
+    return TurnLease.for_session(session_id).acquire(wait_sec)
 
 
 def lease_request_abort(*, session_id: str) -> bool:

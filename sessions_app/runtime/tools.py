@@ -8,11 +8,12 @@ entry (DESIGN §5.3); the exception text is what the model reads.
 from __future__ import annotations
 
 import ast
+import asyncio
 import json
 import logging
 import operator
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,10 +30,47 @@ class ToolAborted(Exception):
     """The turn was aborted while the tool ran."""
 
 
+class TurnAbort:
+    """A turn's abort flag: set from any thread, waited on by threads and by coroutines."""
+
+    def __init__(self):
+        self._flag = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._event: asyncio.Event | None = None
+
+    def is_set(self) -> bool:
+        return self._flag.is_set()
+
+    def set(self) -> None:
+        self._flag.set()
+        loop, event = self._loop, self._event
+        if loop is not None and event is not None:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # the loop has closed: nobody awaits any more
+                pass
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block this thread until set (True) or `timeout` passes (False)."""
+        return self._flag.wait(timeout)
+
+    async def wait_async(self, timeout: float) -> bool:
+        """Wait without holding a thread until set (True) or `timeout` passes (False)."""
+        if self._event is None:
+            self._loop, self._event = asyncio.get_running_loop(), asyncio.Event()
+        if self._flag.is_set():
+            return True
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except TimeoutError:
+            return self._flag.is_set()
+        return True
+
+
 @dataclass(frozen=True)
 class ToolContext:
     session_id: str
-    abort: threading.Event = field(default_factory=threading.Event)
+    abort: TurnAbort = field(default_factory=TurnAbort)
     # Wraps a tool's writes outside the conversation (memory rows): inside it, the session
     # is still the one the turn started on and cannot be deleted.
     fenced: Callable[[], AbstractContextManager] = nullcontext
@@ -40,10 +78,14 @@ class ToolContext:
 
 @dataclass(frozen=True)
 class Tool:
+    """A tool. `run` blocks (turns run it in the tool pool); a tool that only waits gives
+    `arun`, a coroutine, instead and holds no thread while it waits."""
+
     name: str
     description: str
     parameters: dict
-    run: Callable[[ToolContext, dict], str]
+    run: Callable[[ToolContext, dict], str] | None = None
+    arun: Callable[[ToolContext, dict], Awaitable[str]] | None = None
 
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
@@ -100,12 +142,13 @@ def _clock(context: ToolContext, arguments: dict) -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC (%A)")
 
 
-def _wait(context: ToolContext, arguments: dict) -> str:
+async def _wait(context: ToolContext, arguments: dict) -> str:
     seconds = float(arguments.get("seconds", 1))
     if not 0 <= seconds <= MAX_WAIT_SEC:
         raise ValueError(f"seconds must be between 0 and {MAX_WAIT_SEC}")
-    # Event.wait returns as soon as abort is set: the tool stops within milliseconds.
-    if context.abort.wait(seconds):
+    # Returns as soon as abort is set: the tool stops within milliseconds, and no thread
+    # waits with it.
+    if await context.abort.wait_async(seconds):
         raise ToolAborted(ABORTED_RESULT_TEXT)
     return f"waited {seconds:g} second{'' if seconds == 1 else 's'}"
 
@@ -161,7 +204,7 @@ TOOLS: dict[str, Tool] = {
                 "properties": {"seconds": {"type": "number"}},
                 "required": ["seconds"],
             },
-            _wait,
+            arun=_wait,
         ),
         Tool(
             "remember",
@@ -183,25 +226,41 @@ TOOLS: dict[str, Tool] = {
 }
 
 
-def tool_run(*, call: dict, context: ToolContext, tools: dict[str, Tool]) -> tuple[str, bool]:
-    """Run one call; return (result text, is_error). Never raises for the call's own faults."""
+def _prepared(call: dict, tools: dict[str, Tool]) -> tuple[Tool | None, dict, str]:
+    """The tool and its arguments, or the error text the call's result must say."""
     tool = tools.get(call["name"])
     if tool is None:
         return (
+            None,
+            {},
             f"unknown tool {call['name']!r}: no executor is registered for it "
             f"(available: {', '.join(sorted(tools)) or 'none'})",
-            True,
         )
     try:
         arguments = json.loads(call["arguments"] or "{}")
         if not isinstance(arguments, dict):
             raise ValueError("arguments must be a JSON object")
     except ValueError as error:
-        return f"invalid arguments for {tool.name}: {error}", True
+        return tool, {}, f"invalid arguments for {tool.name}: {error}"
+    return tool, arguments, ""
+
+
+async def tool_run(*, call: dict, context: ToolContext, tools: dict[str, Tool]) -> tuple[str, bool]:
+    """Run one call; return (result text, is_error). Never raises for the call's own faults.
+
+    A blocking tool runs in the bounded tool pool; a waiting tool is awaited here.
+    """
+    from sessions_app.runtime.executors import in_pool
+
+    tool, arguments, error = _prepared(call, tools)
+    if error:
+        return error, True
     if context.abort.is_set():
         return ABORTED_RESULT_TEXT, True
     try:
-        return tool.run(context, arguments), False
+        if tool.arun is not None:
+            return await tool.arun(context, arguments), False
+        return await in_pool("tools", tool.run, context, arguments), False
     except ToolAborted as aborted:
         return str(aborted), True
     except Exception as error:  # noqa: BLE001 - a tool's failure is a result the model reads

@@ -8,20 +8,23 @@ Each step is committed as it completes; model calls and tools run with no row lo
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import threading
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import transaction
 
 from sessions_app.ids import group_name, validate_session_id
+from sessions_app.runtime.executors import in_pool, run_for_sync_caller
 from sessions_app.runtime.history import (
     CRASH_RESULT_TEXT,
     CRASH_TURN_ERROR,
@@ -29,25 +32,39 @@ from sessions_app.runtime.history import (
     open_turn_id,
     repair_entries,
 )
-from sessions_app.runtime.lease import SessionBusy, lease_acquire, lease_request_abort
+from sessions_app.runtime.lease import (
+    SessionBusy,
+    TurnLease,
+    lease_acquire,
+    lease_request_abort,
+)
 from sessions_app.runtime.prompts import default_system_prompt
 from sessions_app.runtime.providers import Provider, ProviderError, provider_for
-from sessions_app.runtime.tools import TOOLS, Tool, ToolContext, tool_run
+from sessions_app.runtime.tools import TOOLS, ToolContext, TurnAbort, tool_run
 from sessions_app.signals import turn_finished
 from sessions_app.store import EntryRecord, NewEntry, SessionMeta, SessionNotFound, get_store
 
-__all__ = ["SessionBusy", "TurnResult", "session_repair", "turn_abort", "turn_run"]
+__all__ = [
+    "SessionBusy",
+    "TooManyTurns",
+    "TurnResult",
+    "session_repair",
+    "turn_abort",
+    "turn_abort_async",
+    "turn_run",
+    "turn_run_async",
+]
 
 logger = logging.getLogger(__name__)
 
 SIGNAL_SENDER = "sessions_app.runtime"
-MAX_PARALLEL_TOOLS = 8
 NOT_RUN_ABORTED = "not run: the user stopped the turn"
 NOT_RUN_FAILED = "not run: the turn failed before this tool ran ({error})"
 
 # Running turns of this process: an abort from here reaches them without any round trip.
 _running_lock = threading.Lock()
-_running: dict[str, threading.Event] = {}
+_running: dict[str, TurnAbort] = {}
+_turns_of_user: dict[int, int] = {}
 
 
 @dataclass
@@ -70,13 +87,56 @@ def title_from_message(text: str) -> str:
     return cut.rstrip(" ,.;:") + "…"
 
 
-def _emit(on_event: Callable[[dict], None] | None, event: dict) -> None:
-    if on_event is None:
-        return
-    try:
-        on_event(event)
-    except Exception:  # noqa: BLE001 - a listener that went away must not break the turn
-        logger.exception("turn event listener failed on %s", event.get("type"))
+class TooManyTurns(Exception):
+    """The user already runs MAX_TURNS_PER_USER turns (429 / error `too_many_turns`)."""
+
+    code = "too_many_turns"
+
+    def __init__(self, limit: int):
+        super().__init__(f"you already have {limit} requests running; wait for one to finish")
+
+
+class _EventPump:
+    """Delivers a turn's events to `on_event` in order, beside the turn.
+
+    The turn and its model stream only queue events (cheap, never blocking); a task sends
+    them, so a slow channel layer never slows the model's stream. Deltas queued while the
+    previous send was under way go out as one, which keeps a fast stream from flooding the
+    layer. `on_event` may be a coroutine function (the channel-layer broadcaster) or a plain
+    callable that returns at once.
+    """
+
+    def __init__(self, on_event: Callable[[dict], object] | None):
+        self.on_event = on_event
+        self.queue: asyncio.Queue[dict | None] = asyncio.Queue()
+        self.task = asyncio.ensure_future(self._run()) if on_event is not None else None
+
+    def put(self, event: dict) -> None:
+        if self.task is not None:
+            self.queue.put_nowait(event)
+
+    async def close(self) -> None:
+        if self.task is not None:
+            self.queue.put_nowait(None)
+            await self.task
+
+    async def _run(self) -> None:
+        while True:
+            event = await self.queue.get()
+            if event is None:
+                return
+            while event["type"] == "delta" and not self.queue.empty():
+                following = self.queue._queue[0]  # peek: merge only a delta that follows
+                if following is None or following["type"] != "delta":
+                    break
+                self.queue.get_nowait()
+                event = {**event, "text": event["text"] + following["text"]}
+            try:
+                outcome = self.on_event(event)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:  # noqa: BLE001 - a listener that went away must not break the turn
+                logger.exception("turn event listener failed on %s", event.get("type"))
 
 
 def _resolve(provider: Provider | str | None) -> Provider:
@@ -131,7 +191,9 @@ def _repair(meta: SessionMeta, owner_id: int | None) -> list[EntryRecord]:
     if turn_id is None:
         # Legacy history without turn markers: only results can be missing, no turn to close.
         repairs = repair_entries(history)
-        return get_store().append(meta.id, repairs, incarnation=meta.incarnation) if repairs else []
+        if not repairs:
+            return []
+        return get_store().append(meta.id, repairs, incarnation=meta.incarnation)
     start = max(i for i, entry in enumerate(history) if entry.kind == "turn_start")
     logger.warning("repairing interrupted turn %s of session %s", turn_id, meta.id)
     return _close_turn(
@@ -163,34 +225,68 @@ def session_repair(*, session_id: str) -> list[EntryRecord]:
         lease.release()
 
 
-def _run_calls(
-    calls: list[dict], *, meta: SessionMeta, abort: threading.Event, tools: dict[str, Tool]
-) -> list[tuple[str, bool]]:
-    """Run a step's calls — concurrently when there are several — results in call order."""
-    context = ToolContext(
-        session_id=meta.id,
-        abort=abort,
-        fenced=partial(get_store().fenced, meta.id, meta.incarnation),
+def _begin(
+    *, session_id: str, owner_id: int | None, turn_id: str, text: str, start_data: dict
+) -> tuple[SessionMeta, int | None, list[EntryRecord], list[EntryRecord]]:
+    """The turn's first store work, in one pool call: read the session under the lease,
+    repair what a dead process left open, store turn_start and the user's message, and name
+    the conversation after its first request. Returns (meta, owner, history, turn entries)."""
+    store = get_store()
+    # Read under the lease: the session may have been deleted, even re-created by someone
+    # else, while this request waited. The turn is fenced to what it finds now.
+    meta = _meta(session_id)
+    if owner_id is None:
+        owner_id = meta.owner_id
+    elif meta.owner_id != owner_id:
+        raise SessionNotFound(session_id)
+    _repair(meta, owner_id)
+    history = store.get_messages(session_id)
+    turn_entries = store.append(
+        session_id,
+        [
+            NewEntry(kind="turn_start", turn_id=turn_id, data=start_data),
+            NewEntry(role="user", content=text, turn_id=turn_id),
+        ],
+        incarnation=meta.incarnation,
     )
-    if len(calls) == 1:
-        return [tool_run(call=calls[0], context=context, tools=tools)]
-
-    def run(call):
-        try:
-            return tool_run(call=call, context=context, tools=tools)
-        finally:
-            connections.close_all()  # the worker thread's own connections
-
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_TOOLS, len(calls))) as pool:
-        return list(pool.map(run, calls))
+    if not meta.title:
+        # A conversation is named after its first request, so the sessions list reads as
+        # what was asked rather than as ids.
+        store.set_title(session_id, title_from_message(text), incarnation=meta.incarnation)
+    return meta, owner_id, history, turn_entries
 
 
-def turn_run(
+@contextmanager
+def _user_slot(owner_id: int | None):
+    """Count the user's turns in this process; refuse past MAX_TURNS_PER_USER."""
+    if owner_id is None:
+        yield
+        return
+    with _running_lock:
+        if _turns_of_user.get(owner_id, 0) >= settings.MAX_TURNS_PER_USER:
+            raise TooManyTurns(settings.MAX_TURNS_PER_USER)
+        _turns_of_user[owner_id] = _turns_of_user.get(owner_id, 0) + 1
+    try:
+        yield
+    finally:
+        with _running_lock:
+            _turns_of_user[owner_id] -= 1
+            if not _turns_of_user[owner_id]:
+                del _turns_of_user[owner_id]
+
+
+def turn_run(**kwargs) -> TurnResult:
+    """`turn_run_async` for synchronous callers (the HTTP API, commands, tests); its store
+    work runs in the caller's thread, on the caller's database connection."""
+    return run_for_sync_caller(turn_run_async, **kwargs)
+
+
+async def turn_run_async(
     *,
     session_id: str,
     text: str,
     owner_id: int | None = None,
-    on_event: Callable[[dict], None] | None = None,
+    on_event: Callable[[dict], object] | None = None,
     provider: Provider | str | None = None,
 ) -> TurnResult:
     """Run one turn to its end and return what it stored.
@@ -201,74 +297,67 @@ def turn_run(
     model (streaming `delta` events), store its message, run its calls and store one result
     per call in call order; finally close the turn (error results for any call still
     waiting, turn_end with the status, turn_finished) and release the lease.
+
+    The model call holds no thread; store writes go through the bounded store pool and
+    blocking tools through the tool pool (runtime.executors).
     """
     if not text or not text.strip():
         raise ValueError("a turn needs a non-empty message")
-    _meta(session_id)
-    provider = _resolve(provider)
-    lease = lease_acquire(session_id=session_id, wait_sec=settings.BUSY_GRACE_SEC)
-    abort = threading.Event()
-    with _running_lock:
-        _running[session_id] = abort
-    try:
-        lease.watch(on_abort=abort.set)
-        # Read under the lease: the session may have been deleted, even re-created by someone
-        # else, while this request waited. The turn is fenced to what it finds now.
-        meta = _meta(session_id)
-        if owner_id is None:
-            owner_id = meta.owner_id
-        elif meta.owner_id != owner_id:
-            raise SessionNotFound(session_id)
-        _repair(meta, owner_id)
-        return _loop(meta, owner_id, text, provider, abort, on_event)
-    finally:
+    meta = await in_pool("store", _meta, session_id)
+    with _user_slot(owner_id if owner_id is not None else meta.owner_id):
+        provider = _resolve(provider)
+        lease = await in_pool("store", TurnLease.for_session, session_id)
+        await lease.acquire_async(settings.BUSY_GRACE_SEC)
+        abort = TurnAbort()
         with _running_lock:
-            if _running.get(session_id) is abort:
-                del _running[session_id]
-        lease.release()
+            _running[session_id] = abort
+        pump = _EventPump(on_event)
+        try:
+            lease.watch(on_abort=abort.set)
+            return await _loop(session_id, owner_id, text, provider, abort, pump)
+        finally:
+            with _running_lock:
+                if _running.get(session_id) is abort:
+                    del _running[session_id]
+            await pump.close()
+            await in_pool("store", lease.release)
 
 
-def _loop(meta, owner_id, text, provider, abort, on_event) -> TurnResult:
-    store = get_store()
-    session_id = meta.id
+async def _loop(session_id, owner_id, text, provider, abort, pump) -> TurnResult:
     turn_id = f"turn_{uuid.uuid4().hex}"
+    meta = await in_pool("store", _meta, session_id)
     system_prompt = default_system_prompt(meta.agent)
     tools = dict(TOOLS)
     specs = [tool.spec() for tool in tools.values()]
-    history = store.get_messages(session_id)
-    _emit(on_event, {"type": "agent_start", "turn_id": turn_id})
-    incarnation = meta.incarnation
-    turn_entries = store.append(
-        session_id,
-        [
-            NewEntry(
-                kind="turn_start",
-                turn_id=turn_id,
-                data={
-                    "model": provider.label,
-                    "system_prompt": system_prompt,
-                    "tools": list(tools),
-                },
-            ),
-            NewEntry(role="user", content=text, turn_id=turn_id),
-        ],
-        incarnation=incarnation,
+    pump.put({"type": "agent_start", "turn_id": turn_id})
+    meta, owner_id, history, turn_entries = await in_pool(
+        "store",
+        _begin,
+        session_id=session_id,
+        owner_id=owner_id,
+        turn_id=turn_id,
+        text=text,
+        start_data={"model": provider.label, "system_prompt": system_prompt, "tools": list(tools)},
     )
-
-    if not meta.title:
-        # A conversation is named after its first request, so the sessions list reads as
-        # what was asked rather than as ids.
-        store.set_title(session_id, title_from_message(text), incarnation=incarnation)
+    incarnation = meta.incarnation
+    store = get_store()
 
     def stored(records: list[EntryRecord]) -> None:
         history.extend(records)
-        turn_entries.extend(records)
         for record in records:
-            _emit(on_event, {"type": "entry", "entry": record})
+            pump.put({"type": "entry", "entry": record})
 
-    history.extend(turn_entries)
-    for record in turn_entries:
-        _emit(on_event, {"type": "entry", "entry": record})
+    async def append(entries: list[NewEntry]) -> None:
+        records = await in_pool("store", store.append, session_id, entries, incarnation)
+        turn_entries.extend(records)
+        stored(records)
+
+    stored(turn_entries)
+    context = ToolContext(
+        session_id=session_id,
+        abort=abort,
+        fenced=partial(store.fenced, session_id, incarnation),
+    )
 
     status = "max_turns"
     error = f"the turn reached its limit of {settings.MAX_STEPS} model calls"
@@ -278,12 +367,12 @@ def _loop(meta, owner_id, text, provider, abort, on_event) -> TurnResult:
                 status, error = "aborted", ""
                 break
             try:
-                reply = provider.complete(
+                reply = await provider.acomplete(
                     entries=history,
                     system_prompt=system_prompt,
                     tools=specs,
-                    on_delta=lambda piece: _emit(
-                        on_event, {"type": "delta", "turn_id": turn_id, "text": piece}
+                    on_delta=lambda piece: pump.put(
+                        {"type": "delta", "turn_id": turn_id, "text": piece}
                     ),
                     abort=abort,
                 )
@@ -292,21 +381,17 @@ def _loop(meta, owner_id, text, provider, abort, on_event) -> TurnResult:
                 break
             calls = [] if reply.stopped else reply.tool_calls
             if reply.text.strip() or calls:
-                stored(
-                    store.append(
-                        session_id,
-                        [
-                            NewEntry(
-                                role="assistant",
-                                content=reply.text,
-                                tool_calls=calls or None,
-                                model=reply.model or provider.model,
-                                usage=reply.usage,
-                                turn_id=turn_id,
-                            )
-                        ],
-                        incarnation=incarnation,
-                    )
+                await append(
+                    [
+                        NewEntry(
+                            role="assistant",
+                            content=reply.text,
+                            tool_calls=calls or None,
+                            model=reply.model or provider.model,
+                            usage=reply.usage,
+                            turn_id=turn_id,
+                        )
+                    ]
                 )
             if reply.stopped:
                 status, error = "aborted", ""
@@ -314,23 +399,22 @@ def _loop(meta, owner_id, text, provider, abort, on_event) -> TurnResult:
             if not calls:
                 status, error = "completed", ""
                 break
-            results = _run_calls(calls, meta=meta, abort=abort, tools=tools)
-            stored(
-                store.append(
-                    session_id,
-                    [
-                        NewEntry(
-                            role="tool",
-                            tool_call_id=call["id"],
-                            name=call["name"],
-                            content=result_text,
-                            is_error=is_error,
-                            turn_id=turn_id,
-                        )
-                        for call, (result_text, is_error) in zip(calls, results, strict=True)
-                    ],
-                    incarnation=incarnation,
-                )
+            # A step's calls run side by side; results are stored in call order.
+            results = await asyncio.gather(
+                *(tool_run(call=call, context=context, tools=tools) for call in calls)
+            )
+            await append(
+                [
+                    NewEntry(
+                        role="tool",
+                        tool_call_id=call["id"],
+                        name=call["name"],
+                        content=result_text,
+                        is_error=is_error,
+                        turn_id=turn_id,
+                    )
+                    for call, (result_text, is_error) in zip(calls, results, strict=True)
+                ]
             )
             if abort.is_set():
                 status, error = "aborted", ""
@@ -341,35 +425,49 @@ def _loop(meta, owner_id, text, provider, abort, on_event) -> TurnResult:
         logger.exception("turn %s of session %s failed", turn_id, session_id)
         status, error = "error", f"internal error: {failure}"
     unanswered = NOT_RUN_ABORTED if status == "aborted" else NOT_RUN_FAILED.format(error=error)
-    stored(
-        _close_turn(
-            session_id=session_id,
-            incarnation=incarnation,
-            owner_id=owner_id,
-            turn_id=turn_id,
-            history=history,
-            turn_entries=list(turn_entries),
-            status=status,
-            error=error,
-            unanswered_text=unanswered,
-        )
+    closing = await in_pool(
+        "store",
+        _close_turn,
+        session_id=session_id,
+        incarnation=incarnation,
+        owner_id=owner_id,
+        turn_id=turn_id,
+        history=history,
+        turn_entries=list(turn_entries),
+        status=status,
+        error=error,
+        unanswered_text=unanswered,
     )
-    _emit(on_event, {"type": "agent_end", "turn_id": turn_id, "status": status})
+    turn_entries.extend(closing)
+    stored(closing)
+    pump.put(
+        {
+            "type": "agent_end",
+            "turn_id": turn_id,
+            "status": status,
+            "last_seq": turn_entries[-1].seq,
+        }
+    )
     return TurnResult(turn_id=turn_id, status=status, entries=turn_entries, error=error)
+
+
+def _abort_local(session_id: str) -> bool:
+    with _running_lock:
+        local = _running.get(session_id)
+    if local is not None:
+        local.set()
+    return local is not None
 
 
 def turn_abort(*, session_id: str) -> bool:
     """Stop the session's running turn, whichever process runs it; False when none runs.
 
-    The turn's own process sees the abort at once (a threading.Event), another process
-    within a watch interval (a mark on the lease). The session's channel-layer group gets
-    {"type": "turn.abort"} so connected clients learn about it too.
+    The turn's own process sees the abort at once, another process within a watch interval
+    (a mark on the lease). The session's channel-layer group gets {"type": "turn.abort"} so
+    connected clients learn about it too.
     """
     validate_session_id(session_id)
-    with _running_lock:
-        local = _running.get(session_id)
-    if local is not None:
-        local.set()
+    local = _abort_local(session_id)
     remote = lease_request_abort(session_id=session_id)
     layer = get_channel_layer()
     if layer is not None:
@@ -377,4 +475,20 @@ def turn_abort(*, session_id: str) -> bool:
             async_to_sync(layer.group_send)(group_name(session_id), {"type": "turn.abort"})
         except Exception:  # noqa: BLE001 - the lease mark already carries the abort
             logger.exception("could not announce the abort of %s", session_id)
-    return local is not None or remote
+    return local or remote
+
+
+async def turn_abort_async(*, session_id: str) -> bool:
+    """`turn_abort` for the event loop: a turn of this process stops at once, with no thread
+    or query in between; the lease mark for other processes goes through the small control
+    pool, so an abort never queues behind turns' work."""
+    validate_session_id(session_id)
+    local = _abort_local(session_id)
+    remote = await in_pool("control", lease_request_abort, session_id=session_id)
+    layer = get_channel_layer()
+    if layer is not None:
+        try:
+            await layer.group_send(group_name(session_id), {"type": "turn.abort"})
+        except Exception:  # noqa: BLE001 - the lease mark already carries the abort
+            logger.exception("could not announce the abort of %s", session_id)
+    return local or remote

@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 
 from memory_app.models import Episode, WorkingMemory
 from sessions_app import services
+from sessions_app.runtime.executors import run_for_sync_caller
 from sessions_app.runtime.lease import lease_acquire
 from sessions_app.runtime.tools import TOOLS, ToolContext, tool_run
 from sessions_app.runtime.turns import turn_run
@@ -153,7 +154,7 @@ def test_a_tool_writing_memory_for_a_replaced_session_is_refused(users, backend)
     store.create(SESSION, owner_id=bob.id)
     context = ToolContext(session_id=SESSION, fenced=lambda: store.fenced(SESSION, old))
     call = {"id": "c1", "name": "remember", "arguments": '{"key": "pin", "value": "4242"}'}
-    text, is_error = tool_run(call=call, context=context, tools=TOOLS)
+    text, is_error = run_for_sync_caller(tool_run, call=call, context=context, tools=TOOLS)
     assert is_error
     assert not WorkingMemory.objects.filter(session_id=SESSION).exists()
 

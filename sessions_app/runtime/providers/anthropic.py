@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import anthropic
 
 from sessions_app.runtime.history import project_anthropic, validate_anthropic
 from sessions_app.runtime.providers.base import (
+    AbortFlag,
     ModelReply,
     ProviderError,
     SdkProvider,
@@ -21,21 +22,63 @@ from sessions_app.store.base import EntryRecord
 MAX_OUTPUT_TOKENS = 4096
 
 
+class _Reply:
+    """Assembles one streamed answer, event by event (the same for sync and async streams)."""
+
+    def __init__(self, model: str, on_delta: Callable[[str], None]):
+        self.reply = ModelReply(model=model)
+        self.on_delta = on_delta
+        self.text: list[str] = []
+        self.blocks: dict[int, dict] = {}
+
+    def feed(self, event) -> None:
+        if event.type == "message_start":
+            self.reply.model = event.message.model or self.reply.model
+            self.reply.usage["input_tokens"] = event.message.usage.input_tokens or 0
+        elif event.type == "content_block_start":
+            block = event.content_block
+            if block.type == "tool_use":
+                self.blocks[event.index] = {"id": block.id, "name": block.name, "json": ""}
+        elif event.type == "content_block_delta":
+            delta = event.delta
+            if delta.type == "text_delta":
+                self.text.append(delta.text)
+                self.on_delta(delta.text)
+            elif delta.type == "input_json_delta" and event.index in self.blocks:
+                self.blocks[event.index]["json"] += delta.partial_json
+        elif event.type == "message_delta":
+            self.reply.usage["output_tokens"] = event.usage.output_tokens or 0
+
+    def finish(self, *, stopped: bool) -> ModelReply:
+        self.reply.stopped = stopped
+        self.reply.text = "".join(self.text)
+        self.reply.tool_calls = [
+            {"id": block["id"], "name": block["name"], "arguments": _arguments(block["json"])}
+            for _, block in sorted(self.blocks.items())
+        ]
+        return self.reply
+
+
+@contextmanager
+def _sdk_errors() -> Iterator[None]:
+    try:
+        yield
+    except anthropic.APIStatusError as error:
+        raise ProviderError(f"anthropic {error.status_code}: {sdk_error_text(error)}") from error
+    except anthropic.AnthropicError as error:
+        raise ProviderError(f"anthropic: {error}") from error
+
+
 class AnthropicProvider(SdkProvider):
     prefix = "anthropic"
 
     def _make_client(self, **options) -> anthropic.Anthropic:
         return anthropic.Anthropic(**options)
 
-    def complete(
-        self,
-        *,
-        entries: Sequence[EntryRecord],
-        system_prompt: str,
-        tools: Sequence[ToolSpec],
-        on_delta: Callable[[str], None],
-        abort: threading.Event,
-    ) -> ModelReply:
+    def _make_async_client(self, **options) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(**options)
+
+    def _request(self, entries: Sequence[EntryRecord], system_prompt: str, tools) -> dict:
         system, messages = project_anthropic(entries, system_prompt)
         validate_anthropic(messages)
         request: dict = {
@@ -54,43 +97,44 @@ class AnthropicProvider(SdkProvider):
                 }
                 for tool in tools
             ]
-        reply = ModelReply(model=self.model)
-        text: list[str] = []
-        blocks: dict[int, dict] = {}
-        try:
-            with self._connect().messages.create(**request) as stream:
-                for event in stream:
+        return request
+
+    def complete(
+        self,
+        *,
+        entries: Sequence[EntryRecord],
+        system_prompt: str,
+        tools: Sequence[ToolSpec],
+        on_delta: Callable[[str], None],
+        abort: AbortFlag,
+    ) -> ModelReply:
+        request = self._request(entries, system_prompt, tools)
+        answer = _Reply(self.model, on_delta)
+        with _sdk_errors(), self._connect().messages.create(**request) as stream:
+            for event in stream:
+                if abort.is_set():
+                    return answer.finish(stopped=True)  # leaving closes the HTTP stream
+                answer.feed(event)
+        return answer.finish(stopped=False)
+
+    async def acomplete(
+        self,
+        *,
+        entries: Sequence[EntryRecord],
+        system_prompt: str,
+        tools: Sequence[ToolSpec],
+        on_delta: Callable[[str], None],
+        abort: AbortFlag,
+    ) -> ModelReply:
+        request = self._request(entries, system_prompt, tools)
+        answer = _Reply(self.model, on_delta)
+        with _sdk_errors():
+            async with await self._aconnect().messages.create(**request) as stream:
+                async for event in stream:
                     if abort.is_set():
-                        reply.stopped = True
-                        break  # leaving the block closes the HTTP stream
-                    if event.type == "message_start":
-                        reply.model = event.message.model or self.model
-                        reply.usage["input_tokens"] = event.message.usage.input_tokens or 0
-                    elif event.type == "content_block_start":
-                        block = event.content_block
-                        if block.type == "tool_use":
-                            blocks[event.index] = {"id": block.id, "name": block.name, "json": ""}
-                    elif event.type == "content_block_delta":
-                        delta = event.delta
-                        if delta.type == "text_delta":
-                            text.append(delta.text)
-                            on_delta(delta.text)
-                        elif delta.type == "input_json_delta" and event.index in blocks:
-                            blocks[event.index]["json"] += delta.partial_json
-                    elif event.type == "message_delta":
-                        reply.usage["output_tokens"] = event.usage.output_tokens or 0
-        except anthropic.APIStatusError as error:
-            raise ProviderError(
-                f"anthropic {error.status_code}: {sdk_error_text(error)}"
-            ) from error
-        except anthropic.AnthropicError as error:
-            raise ProviderError(f"anthropic: {error}") from error
-        reply.text = "".join(text)
-        reply.tool_calls = [
-            {"id": block["id"], "name": block["name"], "arguments": _arguments(block["json"])}
-            for _, block in sorted(blocks.items())
-        ]
-        return reply
+                        return answer.finish(stopped=True)
+                    answer.feed(event)
+        return answer.finish(stopped=False)
 
 
 def _arguments(partial_json: str) -> str:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import threading
+import asyncio
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -73,18 +74,40 @@ class SdkProvider(ABC):
             "timeout": timeout,
         }
         self._client = None
+        self._async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     @abstractmethod
     def _make_client(self, **options):
         """The SDK client (openai.OpenAI, anthropic.Anthropic) built with these options."""
+
+    @abstractmethod
+    def _make_async_client(self, **options):
+        """The SDK's async client (openai.AsyncOpenAI, anthropic.AsyncAnthropic)."""
 
     def _connect(self):
         if self._client is None:
             self._client = self._make_client(**self._options)
         return self._client
 
+    def _aconnect(self):
+        # One async client per event loop: its connection pool belongs to the loop that made it.
+        loop = asyncio.get_running_loop()
+        client = self._async_clients.get(loop)
+        if client is None:
+            client = self._async_clients[loop] = self._make_async_client(**self._options)
+        return client
+
+
+class AbortFlag(Protocol):
+    """What a provider checks while it streams: a threading.Event or an asyncio.Event."""
+
+    def is_set(self) -> bool: ...
+
 
 class Provider(Protocol):
+    """A model. `acomplete` is what turns use (it holds no thread while the model answers);
+    `complete` serves synchronous callers such as memory consolidation."""
+
     label: str  # what JARVIS_MODEL says: offline, openai:<model>, anthropic:<model>
     model: str  # what assistant entries record and cost is priced by
 
@@ -95,5 +118,15 @@ class Provider(Protocol):
         system_prompt: str,
         tools: Sequence[ToolSpec],
         on_delta: Callable[[str], None],
-        abort: threading.Event,
+        abort: AbortFlag,
+    ) -> ModelReply: ...
+
+    async def acomplete(
+        self,
+        *,
+        entries: Sequence[EntryRecord],
+        system_prompt: str,
+        tools: Sequence[ToolSpec],
+        on_delta: Callable[[str], None],
+        abort: AbortFlag,
     ) -> ModelReply: ...

@@ -8,12 +8,12 @@ from them. Text streams word by word; usage is estimated at ~4 characters per to
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
-import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from sessions_app.runtime.history import (
     project_anthropic,
@@ -21,7 +21,7 @@ from sessions_app.runtime.history import (
     validate_anthropic,
     validate_openai,
 )
-from sessions_app.runtime.providers.base import ModelReply, ToolSpec
+from sessions_app.runtime.providers.base import AbortFlag, ModelReply, ToolSpec
 from sessions_app.store.base import EntryRecord
 
 ARITHMETIC = re.compile(
@@ -94,15 +94,8 @@ class OfflineProvider:
     label = "offline"
     model = "offline"
 
-    def complete(
-        self,
-        *,
-        entries: Sequence[EntryRecord],
-        system_prompt: str,
-        tools: Sequence[ToolSpec],
-        on_delta: Callable[[str], None],
-        abort: threading.Event,
-    ) -> ModelReply:
+    def _plan(self, entries, system_prompt, tools) -> tuple[ModelReply | None, str, int]:
+        """Either a reply with tool calls, or the text to stream; and the input tokens."""
         # Both projections are validated: the offline model refuses exactly what either
         # real provider would refuse. It reads the Anthropic shape, which keeps is_error.
         validate_openai(project_openai(entries, system_prompt))
@@ -112,38 +105,74 @@ class OfflineProvider:
         last = messages[-1]["content"]
         texts = [block["text"] for block in last if block["type"] == "text"]
         if not texts:
-            text = self._answer_from_results(messages[-2]["content"], last)
-        else:
-            request = texts[-1]
-            calls = [
-                {"id": f"call_{uuid.uuid4().hex[:24]}", "name": name, "arguments": json.dumps(args)}
-                for _, name, args in _intents(request, {tool.name for tool in tools})
-            ]
-            if calls:
-                output = sum(estimate_tokens(call["arguments"]) for call in calls)
-                return ModelReply(
-                    tool_calls=calls,
-                    usage={"input_tokens": input_tokens, "output_tokens": output},
-                    model=self.model,
-                )
-            text = self._answer_from_conversation(messages, request)
-        streamed = []
-        for index, word in enumerate(text.split(" ")):
-            if abort.is_set():
-                return ModelReply(
-                    text="".join(streamed).rstrip(),
-                    usage={"input_tokens": input_tokens, "output_tokens": 0},
-                    model=self.model,
-                    stopped=True,
-                )
-            piece = word if index == 0 else " " + word
-            streamed.append(piece)
-            on_delta(piece)
+            return None, self._answer_from_results(messages[-2]["content"], last), input_tokens
+        request = texts[-1]
+        calls = [
+            {"id": f"call_{uuid.uuid4().hex[:24]}", "name": name, "arguments": json.dumps(args)}
+            for _, name, args in _intents(request, {tool.name for tool in tools})
+        ]
+        if calls:
+            output = sum(estimate_tokens(call["arguments"]) for call in calls)
+            reply = ModelReply(
+                tool_calls=calls,
+                usage={"input_tokens": input_tokens, "output_tokens": output},
+                model=self.model,
+            )
+            return reply, "", input_tokens
+        return None, self._answer_from_conversation(messages, request), input_tokens
+
+    def _streamed(self, text: str, input_tokens: int, pieces: list[str]) -> ModelReply:
+        stopped = len(pieces) < len(text.split(" "))
         return ModelReply(
-            text=text,
-            usage={"input_tokens": input_tokens, "output_tokens": estimate_tokens(text)},
+            text="".join(pieces).rstrip() if stopped else text,
+            usage={
+                "input_tokens": input_tokens,
+                "output_tokens": 0 if stopped else estimate_tokens(text),
+            },
             model=self.model,
+            stopped=stopped,
         )
+
+    def complete(
+        self,
+        *,
+        entries: Sequence[EntryRecord],
+        system_prompt: str,
+        tools: Sequence[ToolSpec],
+        on_delta: Callable[[str], None],
+        abort: AbortFlag,
+    ) -> ModelReply:
+        reply, text, input_tokens = self._plan(entries, system_prompt, tools)
+        if reply is not None:
+            return reply
+        pieces: list[str] = []
+        for piece in _words(text):
+            if abort.is_set():
+                break
+            pieces.append(piece)
+            on_delta(piece)
+        return self._streamed(text, input_tokens, pieces)
+
+    async def acomplete(
+        self,
+        *,
+        entries: Sequence[EntryRecord],
+        system_prompt: str,
+        tools: Sequence[ToolSpec],
+        on_delta: Callable[[str], None],
+        abort: AbortFlag,
+    ) -> ModelReply:
+        reply, text, input_tokens = self._plan(entries, system_prompt, tools)
+        if reply is not None:
+            return reply
+        pieces: list[str] = []
+        for piece in _words(text):
+            if abort.is_set():
+                break
+            pieces.append(piece)
+            on_delta(piece)
+            await asyncio.sleep(0)  # streaming lets the other turns of the worker run
+        return self._streamed(text, input_tokens, pieces)
 
     @staticmethod
     def _answer_from_results(uses: list[dict], results: list[dict]) -> str:
@@ -172,3 +201,8 @@ class OfflineProvider:
                 return f"You said: “{earlier[-1]}”."
             return "This is the first thing you said in this conversation."
         return f"You said: “{request.strip()}”. {CAPABILITIES}"
+
+
+def _words(text: str) -> Iterator[str]:
+    for index, word in enumerate(text.split(" ")):
+        yield word if index == 0 else " " + word

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import openai
 
 from sessions_app.runtime.history import project_openai, validate_openai
 from sessions_app.runtime.providers.base import (
+    AbortFlag,
     ModelReply,
     ProviderError,
     SdkProvider,
@@ -18,21 +19,68 @@ from sessions_app.runtime.providers.base import (
 from sessions_app.store.base import EntryRecord
 
 
+class _Reply:
+    """Assembles one streamed answer, chunk by chunk (the same for sync and async streams)."""
+
+    def __init__(self, model: str, on_delta: Callable[[str], None]):
+        self.reply = ModelReply(model=model)
+        self.on_delta = on_delta
+        self.text: list[str] = []
+        self.calls: dict[int, dict] = {}
+
+    def feed(self, chunk) -> None:
+        if chunk.usage is not None:
+            self.reply.usage = {
+                "input_tokens": chunk.usage.prompt_tokens or 0,
+                "output_tokens": chunk.usage.completion_tokens or 0,
+            }
+        if chunk.model:
+            self.reply.model = chunk.model
+        for choice in chunk.choices:
+            delta = choice.delta
+            if delta.content:
+                self.text.append(delta.content)
+                self.on_delta(delta.content)
+            for part in delta.tool_calls or ():
+                slot = self.calls.setdefault(part.index, {"id": "", "name": "", "arguments": ""})
+                if part.id:
+                    slot["id"] = part.id
+                if part.function is not None:
+                    if part.function.name:
+                        slot["name"] = part.function.name
+                    slot["arguments"] += part.function.arguments or ""
+
+    def finish(self, *, stopped: bool) -> ModelReply:
+        self.reply.stopped = stopped
+        self.reply.text = "".join(self.text)
+        self.reply.tool_calls = [
+            {**slot, "arguments": slot["arguments"] or "{}"}
+            for _, slot in sorted(self.calls.items())
+            if slot["id"] and slot["name"]
+        ]
+        return self.reply
+
+
+@contextmanager
+def _sdk_errors() -> Iterator[None]:
+    try:
+        yield
+    except openai.APIStatusError as error:
+        raise ProviderError(f"openai {error.status_code}: {sdk_error_text(error)}") from error
+    except openai.OpenAIError as error:
+        raise ProviderError(f"openai: {error}") from error
+
+
 class OpenAIProvider(SdkProvider):
     prefix = "openai"
 
     def _make_client(self, **options) -> openai.OpenAI:
         return openai.OpenAI(**options)
 
-    def complete(
-        self,
-        *,
-        entries: Sequence[EntryRecord],
-        system_prompt: str,
-        tools: Sequence[ToolSpec],
-        on_delta: Callable[[str], None],
-        abort: threading.Event,
-    ) -> ModelReply:
+    def _make_async_client(self, **options) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(**options)
+
+    def _request(self, entries: Sequence[EntryRecord], system_prompt: str, tools) -> dict:
         messages = project_openai(entries, system_prompt)
         validate_openai(messages)
         request: dict = {
@@ -53,45 +101,41 @@ class OpenAIProvider(SdkProvider):
                 }
                 for tool in tools
             ]
-        reply = ModelReply(model=self.model)
-        text: list[str] = []
-        calls: dict[int, dict] = {}
-        try:
-            with self._connect().chat.completions.create(**request) as stream:
-                for chunk in stream:
+        return request
+
+    def complete(
+        self,
+        *,
+        entries: Sequence[EntryRecord],
+        system_prompt: str,
+        tools: Sequence[ToolSpec],
+        on_delta: Callable[[str], None],
+        abort: AbortFlag,
+    ) -> ModelReply:
+        request = self._request(entries, system_prompt, tools)
+        answer = _Reply(self.model, on_delta)
+        with _sdk_errors(), self._connect().chat.completions.create(**request) as stream:
+            for chunk in stream:
+                if abort.is_set():
+                    return answer.finish(stopped=True)  # leaving closes the HTTP stream
+                answer.feed(chunk)
+        return answer.finish(stopped=False)
+
+    async def acomplete(
+        self,
+        *,
+        entries: Sequence[EntryRecord],
+        system_prompt: str,
+        tools: Sequence[ToolSpec],
+        on_delta: Callable[[str], None],
+        abort: AbortFlag,
+    ) -> ModelReply:
+        request = self._request(entries, system_prompt, tools)
+        answer = _Reply(self.model, on_delta)
+        with _sdk_errors():
+            async with await self._aconnect().chat.completions.create(**request) as stream:
+                async for chunk in stream:
                     if abort.is_set():
-                        reply.stopped = True
-                        break  # leaving the block closes the HTTP stream
-                    if chunk.usage is not None:
-                        reply.usage = {
-                            "input_tokens": chunk.usage.prompt_tokens or 0,
-                            "output_tokens": chunk.usage.completion_tokens or 0,
-                        }
-                    if chunk.model:
-                        reply.model = chunk.model
-                    for choice in chunk.choices:
-                        delta = choice.delta
-                        if delta.content:
-                            text.append(delta.content)
-                            on_delta(delta.content)
-                        for part in delta.tool_calls or ():
-                            slot = calls.setdefault(
-                                part.index, {"id": "", "name": "", "arguments": ""}
-                            )
-                            if part.id:
-                                slot["id"] = part.id
-                            if part.function is not None:
-                                if part.function.name:
-                                    slot["name"] = part.function.name
-                                slot["arguments"] += part.function.arguments or ""
-        except openai.APIStatusError as error:
-            raise ProviderError(f"openai {error.status_code}: {sdk_error_text(error)}") from error
-        except openai.OpenAIError as error:
-            raise ProviderError(f"openai: {error}") from error
-        reply.text = "".join(text)
-        reply.tool_calls = [
-            {**slot, "arguments": slot["arguments"] or "{}"}
-            for _, slot in sorted(calls.items())
-            if slot["id"] and slot["name"]
-        ]
-        return reply
+                        return answer.finish(stopped=True)
+                    answer.feed(chunk)
+        return answer.finish(stopped=False)

@@ -2,17 +2,8 @@
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
-
-
-@pytest.fixture(autouse=True)
-def _fresh_throttle():
-    # Throttle counters live in the cache; one test must not spend another's budget.
-    cache.clear()
-    yield
-    cache.clear()
 
 
 def _user(username):

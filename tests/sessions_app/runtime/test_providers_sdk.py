@@ -1,6 +1,7 @@
 """The OpenAI and Anthropic providers through their official SDKs, against a strict local
 server that answers like the real APIs — including their 400s for broken histories."""
 
+import asyncio
 import threading
 import time
 
@@ -70,11 +71,26 @@ def test_plain_answer_streams(server, provider, session):
     )
     assert result.status == "completed"
     answer = result.entries[2]
+    # Deltas that arrive together may reach listeners as one; none is lost.
     assert answer.content == "Hello Ada, nice to meet you" == "".join(deltas)
-    assert len(deltas) > 1, "streamed in pieces"
     assert answer.usage == {"input_tokens": 21, "output_tokens": 6}
     assert answer.model == provider.model
     assert result.entries[0].data["model"] == provider.label
+
+    # The provider itself hands the text over piece by piece, as the stream brings it.
+    server.script(Reply(text="Hello again, Ada", input_tokens=5, output_tokens=4))
+    pieces = []
+    reply = asyncio.run(
+        provider.acomplete(
+            entries=result.entries[:2],
+            system_prompt="You are Jarvis.",
+            tools=[],
+            on_delta=pieces.append,
+            abort=threading.Event(),
+        )
+    )
+    assert reply.text == "Hello again, Ada" == "".join(pieces)
+    assert len(pieces) > 1, "streamed in pieces"
     assert server.refusals == []
 
 

@@ -41,7 +41,12 @@ def test_plain_answer_streams_and_stores_the_whole_turn(session):
     deltas = "".join(e["text"] for e in events if e["type"] == "delta")
     assert deltas == answer.content
     assert [e["type"] for e in events][0] == "agent_start"
-    assert events[-1] == {"type": "agent_end", "turn_id": result.turn_id, "status": "completed"}
+    assert events[-1] == {
+        "type": "agent_end",
+        "turn_id": result.turn_id,
+        "status": "completed",
+        "last_seq": end.seq,
+    }
     stored = [e["entry"] for e in events if e["type"] == "entry"]
     assert stored == get_store().get_messages(session)
     assert_history_valid(session)

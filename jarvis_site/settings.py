@@ -173,6 +173,10 @@ WORKER_DEAD_SEC = _positive("WORKER_DEAD_SEC", 10.0)
 # Server processes heartbeat from the first socket or turn they serve; the test suite turns
 # it off for its own process (its servers, started as child processes, keep it on).
 WORKER_HEARTBEAT = env.bool("WORKER_HEARTBEAT", default=True)
+# Agents beyond (or overriding) the built-in ones; checked at start-up (docs/agents.md).
+JARVIS_AGENTS_FILE = env.str("JARVIS_AGENTS_FILE", default="")
+# /cleanup agents removes sub-agent sessions idle this long (or whose parent is gone).
+CLEANUP_AGENT_DAYS = _positive("CLEANUP_AGENT_DAYS", 7.0)
 
 # USD per million tokens (input, output). Models missing here show tokens with cost unknown.
 MODEL_PRICES_PER_MTOK = {

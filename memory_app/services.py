@@ -25,6 +25,7 @@ from memory_app.models import (
     ThoughtLog,
     WorkingMemory,
 )
+from sessions_app.ids import is_test_session
 from sessions_app.store.base import EntryRecord
 
 logger = logging.getLogger(__name__)
@@ -178,6 +179,22 @@ def working_memory_recall(*, session_id: str, key: str | None = None) -> dict[st
     return dict(rows.order_by("key").values_list("key", "value"))
 
 
+def working_memory_counts(*, session_ids: Sequence[str]) -> dict[str, int]:
+    """How many keys each of these sessions keeps in working memory (sessions with none left out)."""
+    rows = (
+        WorkingMemory.objects.filter(session_id__in=list(session_ids))
+        .values("session_id")
+        .annotate(keys=Count("id"))
+        .values_list("session_id", "keys")
+    )
+    return dict(rows)
+
+
+def working_memory_clear(*, session_id: str) -> int:
+    """Forget everything this session's working memory keeps; returns how many keys went."""
+    return WorkingMemory.objects.filter(session_id=session_id).delete()[0]
+
+
 # --- the delete cascade ------------------------------------------------------------------
 def memory_purge_for_session(*, session_id: str) -> dict[str, int]:
     """Delete the memory bound to one session — and nothing else.
@@ -242,6 +259,14 @@ def procedure_reject(*, procedure_id: int) -> Procedure:
 
 
 # --- consolidation -----------------------------------------------------------------------
+def _in_test_sessions() -> Q:
+    """Episodes of test sessions: they teach no profile facts and count toward no procedure."""
+    condition = Q(pk__in=[])
+    for prefix in settings.TEST_SESSION_PREFIXES:
+        condition |= Q(session_id__startswith=prefix)
+    return condition
+
+
 def _fact_candidates(episodes: Sequence[Episode]) -> dict[int, list[FactCandidate]]:
     """Facts per episode id: the configured model reads the requests, else the offline rules."""
     requests = {episode.pk: episode.request for episode in episodes}
@@ -294,6 +319,7 @@ def _procedure_draft_if_due(*, owner_id: int, task_kind: str) -> bool:
         return False
     successes = list(
         Episode.objects.filter(owner_id=owner_id, task_kind=task_kind, outcome=COMPLETED)
+        .exclude(_in_test_sessions())
         .order_by("created_at", "id")
         .values_list("id", "tools_used")
     )
@@ -326,14 +352,16 @@ def memory_consolidate(*, session_id: str) -> dict[str, int]:
     slots (later statements win), mark them consolidated and draft a procedure for each task
     kind that has now succeeded three times. Running it again finds nothing pending and adds
     nothing. Sessions without an owner teach no user anything: their episodes are only
-    marked.
+    marked. Test sessions teach nothing either and are skipped altogether.
     """
+    result = {"episodes": 0, "facts": 0, "procedures": 0}
+    if is_test_session(session_id):
+        return result
     pending = list(
         Episode.objects.filter(session_id=session_id, consolidated_at__isnull=True).order_by(
             "first_seq", "id"
         )
     )
-    result = {"episodes": 0, "facts": 0, "procedures": 0}
     if not pending:
         return result
     candidates = _fact_candidates([episode for episode in pending if episode.owner_id])
@@ -379,14 +407,15 @@ def memory_consolidate_enqueue(*, session_id: str) -> None:
     """Queue consolidation of a session once the caller's transaction commits.
 
     Nothing is queued for a session without pending episodes (a WebSocket that closes
-    without a turn having run).
+    without a turn having run), nor for a test session (consolidation skips those).
     """
 
     def enqueue():
         if Episode.objects.filter(session_id=session_id, consolidated_at__isnull=True).exists():
             _enqueue_consolidation(session_id)
 
-    transaction.on_commit(enqueue)
+    if not is_test_session(session_id):
+        transaction.on_commit(enqueue)
 
 
 def _sessions_already_queued() -> set[str]:
@@ -413,7 +442,7 @@ def _sessions_already_queued() -> set[str]:
 def memory_consolidate_idle(*, now: datetime | None = None) -> list[str]:
     """Queue consolidation for every session idle for CONSOLIDATE_IDLE_SEC with pending episodes.
 
-    Idle means its newest episode is older than the threshold. Sessions whose consolidation
+    Idle means its newest episode is older than the threshold; test sessions never are. Sessions whose consolidation
     is already waiting in the queue are skipped, so a sweep loop faster than the worker does
     not pile up tasks. Returns the session ids queued.
     """
@@ -426,6 +455,7 @@ def memory_consolidate_idle(*, now: datetime | None = None) -> list[str]:
             pending=Count("id", filter=Q(consolidated_at__isnull=True)),
         )
         .filter(pending__gt=0, newest__lt=threshold)
+        .exclude(_in_test_sessions())
         .order_by("newest")
         .values_list("session_id", flat=True)
     )

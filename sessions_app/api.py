@@ -118,6 +118,7 @@ class SessionViewSet(ViewSet):
                 owner_id=request.user.id,
                 agent=query.get("agent"),
                 include_tests=query["include_tests"],
+                include_subagents=query["include_subagents"],
             )
         )
 
@@ -151,6 +152,27 @@ class SessionViewSet(ViewSet):
     )
     def retrieve(self, request, id=None):
         return Response(selectors.session_detail(session_id=id, owner_id=request.user.id))
+
+    @extend_schema(
+        parameters=[SESSION_ID],
+        request=serializers.SessionPatchInput,
+        responses={
+            200: serializers.SessionOutput,
+            409: OpenApiResponse(serializers.ErrorOutput, description="session_busy"),
+            **ERRORS,
+        },
+    )
+    def partial_update(self, request, id=None):
+        data = _parse(serializers.SessionPatchInput, request.data)
+        try:
+            meta = services.session_set_model(
+                session_id=id, owner_id=request.user.id, model=data["model"]
+            )
+        except ValueError as error:
+            if isinstance(error, InvalidSessionId):
+                raise
+            raise exceptions.ValidationError({"model": [str(error)]}) from error
+        return Response(selectors.session_to_api(meta))
 
     @extend_schema(
         parameters=[SESSION_ID],

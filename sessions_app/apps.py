@@ -10,6 +10,9 @@ class SessionsAppConfig(AppConfig):
 
     def ready(self):
         from sessions_app import receivers
+        from sessions_app.agents import agent_registry
+
+        agent_registry()  # a broken JARVIS_AGENTS_FILE stops start-up with what is wrong
 
         # pre_delete runs inside the user's delete transaction, before the database cascade:
         # a purge that fails keeps the account and everything it owns.

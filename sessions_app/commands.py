@@ -11,9 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sessions_app import selectors, services
+from sessions_app import cleanup, selectors, services
+from sessions_app.agents import model_for_session
 from sessions_app.compaction import session_compact
 from sessions_app.runtime.cost import session_cost
+from sessions_app.runtime.lease import SessionBusy
+from sessions_app.runtime.providers import MODEL_SPEC_HELP
+from sessions_app.store import SessionNotFound
 
 
 @dataclass(frozen=True)
@@ -47,34 +51,98 @@ def _help(ctx: _Context) -> CommandResult:
     return CommandResult("help", "\n".join(lines), {"commands": sorted(COMMANDS)})
 
 
-def _sessions(ctx: _Context) -> CommandResult:
-    sessions = selectors.session_list(owner_id=ctx.owner_id)
+def sessions_text(rows: list[dict[str, Any]], current: str | None = None) -> str:
+    """Sessions as `/sessions` and `manage.py list_sessions` show them, one per line."""
     lines = []
-    for row in sessions:
-        marker = "▶ " if row["id"] == ctx.session_id else "  "
+    for row in rows:
+        marker = "▶ " if row["id"] == current else "  "
         parent = f"  ← {row['parent_id']}" if row["parent_id"] else ""
+        spawned = f"  ⤷ {row['agent']} for {row['spawned_by']}" if row["spawned_by"] else ""
         title = f" “{row['title']}”" if row["title"] else ""
-        lines.append(f"{marker}{row['id']}{title} ({row['last_seq']} entries){parent}")
-    return CommandResult("sessions", "\n".join(lines) or "no sessions yet", {"sessions": sessions})
+        lines.append(f"{marker}{row['id']}{title} ({row['last_seq']} entries){parent}{spawned}")
+    return "\n".join(lines) or "no sessions yet"
+
+
+def _sessions(ctx: _Context) -> CommandResult:
+    if ctx.args not in ([], ["all"]):
+        raise CommandError("bad_request", "usage: /sessions [all]")
+    sessions = selectors.session_list(owner_id=ctx.owner_id, include_subagents=ctx.args == ["all"])
+    return CommandResult(
+        "sessions", sessions_text(sessions, ctx.session_id), {"sessions": sessions}
+    )
 
 
 def _branch(ctx: _Context) -> CommandResult:
     if len(ctx.args) > 1:
-        raise CommandError("bad_request", "usage: /branch [new id]")
+        raise CommandError("bad_request", "usage: /branch [session id]")
+    source = ctx.args[0] if ctx.args else ctx.session_id
     try:
-        meta = services.session_branch(
-            session_id=ctx.session_id,
-            owner_id=ctx.owner_id,
-            new_id=ctx.args[0] if ctx.args else None,
-        )
-    except services.SessionIdUnavailable as error:
-        raise CommandError("id_unavailable", str(error)) from error
+        meta = services.session_branch(session_id=source, owner_id=ctx.owner_id)
+    except SessionNotFound as error:
+        raise CommandError("not_found", f"no session {source!r} of yours to branch") from error
     except ValueError as error:  # InvalidSessionId is a ValueError too
         raise CommandError("bad_id", str(error)) from error
     return CommandResult(
         "branch",
-        f"branched into {meta.id} (a copy of {meta.branched_at_seq} entries)",
-        {"session": selectors.session_to_api(meta)},
+        f"branched {source} into {meta.id} (a copy of {meta.branched_at_seq} entries); "
+        "switching to it",
+        # The page opens `switch_to`; the terminal chat continues there.
+        {"session": selectors.session_to_api(meta), "switch_to": meta.id},
+    )
+
+
+def _model(ctx: _Context) -> CommandResult:
+    if len(ctx.args) > 1:
+        raise CommandError("bad_request", f"usage: /model [{MODEL_SPEC_HELP}]")
+    if not ctx.args:
+        meta = selectors.session_get(session_id=ctx.session_id, owner_id=ctx.owner_id)
+        model = model_for_session(agent=meta.agent, model=meta.model)
+        source = "set for this session" if meta.model else "the default"
+        return CommandResult("model", f"model: {model} ({source})", {"model": model})
+    try:
+        meta = services.session_set_model(
+            session_id=ctx.session_id, owner_id=ctx.owner_id, model=ctx.args[0]
+        )
+    except SessionBusy as error:
+        raise CommandError("session_busy", str(error)) from error
+    except ValueError as error:
+        raise CommandError("bad_model", str(error)) from error
+    return CommandResult(
+        "model",
+        f"model: {meta.model} from the next turn on",
+        {"model": meta.model, "session": selectors.session_to_api(meta)},
+    )
+
+
+def _cleanup(ctx: _Context) -> CommandResult:
+    if not ctx.args:
+        plan = cleanup.cleanup_plan(owner_id=ctx.owner_id)
+        sizes = {category: plan.size(category) for category in cleanup.CATEGORIES}
+        return CommandResult("cleanup", cleanup.plan_text(plan), {"would_remove": sizes})
+    category = ctx.args[0]
+    if category not in cleanup.CATEGORIES or ctx.args[1:] not in ([], ["confirm"]):
+        raise CommandError(
+            "bad_request", f"usage: /cleanup [{'|'.join(cleanup.CATEGORIES)} confirm]"
+        )
+    if ctx.args[1:] != ["confirm"]:
+        plan = cleanup.cleanup_plan(owner_id=ctx.owner_id)
+        return CommandResult(
+            "cleanup",
+            f"{cleanup.plan_text(plan)}\n(nothing removed: add 'confirm' to remove {category})",
+            {"would_remove": {category: plan.size(category)}},
+        )
+    progress: list[str] = []
+    report = cleanup.cleanup_run(
+        owner_id=ctx.owner_id, category=category, on_progress=progress.append
+    )
+    return CommandResult(
+        "cleanup",
+        "\n".join([*progress, cleanup.report_text(report)]),
+        {
+            "category": category,
+            "removed": report.removed,
+            "skipped": [list(item) for item in report.skipped],
+        },
     )
 
 
@@ -127,8 +195,22 @@ def _cost(ctx: _Context) -> CommandResult:
 
 COMMANDS: dict[str, tuple[Callable[[_Context], CommandResult], str, str]] = {
     "help": (_help, "", "this list"),
-    "sessions": (_sessions, "", "your sessions, newest first; branches show their parent"),
-    "branch": (_branch, "[id]", "copy this conversation into a new session and switch to it"),
+    "sessions": (
+        _sessions,
+        "[all]",
+        "your sessions, newest first; branches show their parent; all: sub-agents' too",
+    ),
+    "branch": (
+        _branch,
+        "[session id]",
+        "copy a conversation (default: this one) into a new session and switch to it",
+    ),
+    "model": (_model, "[name]", "show or set this session's model (offline, openai:…)"),
+    "cleanup": (
+        _cleanup,
+        "[agents|tests|stm|connections confirm]",
+        "list what can be cleaned up; with a category and confirm, remove it",
+    ),
     "compact": (_compact, "", "summarize older turns so the model's context stays small"),
     "export": (_export, "[md|json]", "write the conversation to the exports folder"),
     "cost": (_cost, "", "tokens and estimated USD per model"),

@@ -37,6 +37,8 @@ CLOSE_NOT_FOUND = 4404
 # The registry lost this connection (its heartbeat lapsed and it was swept): the client should
 # reconnect, which registers it again — or opens a new session if this one was deleted.
 CLOSE_EXPIRED = 4408
+# `?agent=` names another agent than the existing session's (the API's 409 agent_mismatch).
+CLOSE_AGENT_MISMATCH = 4409
 MAX_PROMPT_CHARS = 100_000
 
 
@@ -78,6 +80,16 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self.user_id = user.id
         self.session_id = session_id
         self.group = group_name(session_id)
+        if "agent" in query:
+            existing = await database_sync_to_async(selectors.session_agent_conflict)(
+                session_id=session_id, owner_id=user.id, agent=agent
+            )
+            if existing is not None:
+                await self.accept()
+                await self._error(
+                    "agent_mismatch", f"session {session_id!r} belongs to agent {existing!r}"
+                )
+                return await self.close(code=CLOSE_AGENT_MISMATCH)
         # Join before reading the history: an entry stored in between arrives twice (the
         # page keeps one per seq) instead of never.
         await self.channel_layer.group_add(self.group, self.channel_name)

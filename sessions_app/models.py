@@ -26,6 +26,13 @@ class Session(models.Model):
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField(help_text="last activity")
     last_seq = models.PositiveBigIntegerField(default=0, help_text="highest seq handed out")
+    # "" means the agent's model, else JARVIS_MODEL; changed by /model and PATCH.
+    model = models.CharField(max_length=200, blank=True, default="")
+    # The session whose `delegate` call created this sub-agent session. A plain id, not a
+    # foreign key: it must survive the calling session's delete, so that cleanup can tell
+    # a sub-agent whose parent is gone. NULL (not "") for ordinary sessions, so that the
+    # partial index below holds sub-agent sessions only.
+    spawned_by = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     # Turn lease (DESIGN §5.5): one turn per session across processes. A holder renews the
     # expiry while its turn runs; a crashed holder's lease simply runs out.
     lease_holder = models.CharField(max_length=64, blank=True, default="")
@@ -40,6 +47,11 @@ class Session(models.Model):
             models.Index(fields=["owner", "-updated_at"], name="session_owner_activity"),
             models.Index(fields=["-updated_at"], name="session_activity"),
             models.Index(fields=["agent"], name="session_agent"),
+            models.Index(
+                fields=["spawned_by"],
+                condition=models.Q(spawned_by__isnull=False),
+                name="session_spawned_by",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -36,15 +36,51 @@ def session_to_api(meta: SessionMeta) -> dict[str, Any]:
         "created_at": meta.created_at.isoformat(),
         "updated_at": meta.updated_at.isoformat(),
         "last_seq": meta.last_seq,
+        "model": meta.model,
+        "spawned_by": meta.spawned_by,
     }
 
 
 def session_list(
-    *, owner_id: int, agent: str | None = None, include_tests: bool = True
+    *,
+    owner_id: int | None,
+    agent: str | None = None,
+    include_tests: bool = True,
+    include_subagents: bool = False,
 ) -> list[dict[str, Any]]:
-    """The caller's sessions, newest activity first; reads only metadata, never entries."""
-    metas = get_store().list(owner_id=owner_id, agent=agent, include_tests=include_tests)
+    """The caller's sessions, newest activity first; reads only metadata, never entries.
+
+    Sub-agent sessions (made by `delegate`) are left out unless `include_subagents`.
+    """
+    metas = get_store().list(
+        owner_id=owner_id,
+        agent=agent,
+        include_tests=include_tests,
+        include_subagents=include_subagents,
+    )
     return [session_to_api(meta) for meta in metas]
+
+
+def session_agent_conflict(*, session_id: str, owner_id: int, agent: str) -> str | None:
+    """The agent of the caller's existing session when it is not `agent`, else None.
+
+    A missing session, or another user's, is no conflict here: opening it decides.
+    """
+    meta = get_store().get_meta(validate_session_id(session_id))
+    if meta is None or meta.owner_id != owner_id or meta.agent == agent:
+        return None
+    return meta.agent
+
+
+def session_delivery_target(*, owner_id: int) -> SessionMeta | None:
+    """The conversation that receives what the agent says first (a schedule's result, a goal).
+
+    The user's most recently active session that is neither a test session (test traffic
+    never reaches a real conversation, nor a real result a test one) nor a sub-agent's.
+    None when there is no such session: the caller makes a new one.
+    """
+    metas = get_store().list(owner_id=owner_id, include_tests=False, include_subagents=False)
+    return metas[0] if metas else None
 
 
 def session_detail(*, session_id: str, owner_id: int) -> dict[str, Any]:

@@ -20,6 +20,15 @@ class SessionCreateInput(serializers.Serializer):
 class SessionListQuery(serializers.Serializer):
     agent = serializers.CharField(required=False)
     include_tests = serializers.BooleanField(required=False, default=True)
+    include_subagents = serializers.BooleanField(
+        required=False, default=False, help_text="also list the sessions sub-agents work in"
+    )
+
+
+class SessionPatchInput(serializers.Serializer):
+    model = serializers.CharField(
+        max_length=200, help_text="offline, openai:<model> or anthropic:<model>"
+    )
 
 
 class EntriesQuery(serializers.Serializer):
@@ -61,6 +70,10 @@ class SessionOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     last_seq = serializers.IntegerField()
+    model = serializers.CharField(help_text='the model set with /model or PATCH; "" = default')
+    spawned_by = serializers.CharField(
+        allow_null=True, help_text="the session whose delegate call made this sub-agent session"
+    )
 
 
 class SessionDetailOutput(SessionOutput):

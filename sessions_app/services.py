@@ -38,6 +38,7 @@ from sessions_app.runtime.turns import turn_abort
 from sessions_app.signals import session_deleted, session_ended
 from sessions_app.store import (
     EntryRecord,
+    NewEntry,
     Notice,
     SessionExists,
     SessionMeta,
@@ -161,6 +162,44 @@ def session_branch(
         raise SessionIdUnavailable(f"session id {new_id!r} is already taken") from error
 
 
+def session_set_model(*, session_id: str, owner_id: int | None, model: str) -> SessionMeta:
+    """Set the model the caller's session uses from its next turn on.
+
+    Steps: check the model name and the session; take the turn lease (a change lands between
+    turns, never inside one: SessionBusy after BUSY_GRACE_SEC); store the model and append
+    a `model_change` entry {from, to}, which every open tab receives; release. Setting the
+    model the session already uses changes nothing.
+    """
+    from sessions_app.agents import model_for_session
+    from sessions_app.runtime.lease import lease_acquire
+    from sessions_app.runtime.providers import check_model_spec
+
+    model = check_model_spec(model)
+    selectors.session_get(session_id=session_id, owner_id=owner_id)
+    store = get_store()
+    lease = lease_acquire(session_id=session_id, wait_sec=settings.BUSY_GRACE_SEC)
+    try:
+        meta = store.get_meta(session_id)
+        if meta is None:
+            raise SessionNotFound(session_id)
+        before = model_for_session(agent=meta.agent, model=meta.model)
+        if meta.model == model:
+            return meta
+        with transaction.atomic():
+            meta = store.set_model(session_id, model)
+            if before != model:
+                (entry,) = store.append(
+                    session_id, [NewEntry(kind="model_change", data={"from": before, "to": model})]
+                )
+                session_broadcast_on_commit(
+                    session_id=session_id,
+                    event={"type": "entry", "entry": selectors.entry_to_api(entry)},
+                )
+        return store.get_meta(session_id)
+    finally:
+        lease.release()
+
+
 def _uses_anchor_rows() -> bool:
     return settings.JARVIS_SESSION__PERSISTENCE_BACKEND == "jsonl"
 
@@ -263,7 +302,33 @@ def session_delete(*, session_id: str, owner_id: int) -> bool:
     finally:
         lease.release()
     logger.info("session %s deleted by user %s", session_id, owner_id)
+    session_delete_subagents(parent_id=session_id, owner_id=owner_id)
     return True
+
+
+def session_delete_subagents(*, parent_id: str, owner_id: int | None) -> list[str]:
+    """Delete the per_parent_session sub-agent sessions of a deleted session; their ids.
+
+    Each goes through `session_delete` (memory purged, its own checks), after the parent's
+    delete has committed: a sub-agent session that cannot go now (open in a tab, busy) stays
+    and is removed later by `/cleanup agents`, since its parent is gone. Sub-agents of other
+    policies are not the parent's: per_task sessions are deleted by their call, per_agent
+    ones outlive every conversation.
+    """
+    from sessions_app.agents import per_parent_session_ids
+
+    store = get_store()
+    removed = []
+    for agent, session_id in per_parent_session_ids(parent_id=parent_id):
+        meta = store.get_meta(session_id)
+        if meta is None or meta.spawned_by != parent_id or meta.agent != agent:
+            continue
+        try:
+            if session_delete(session_id=session_id, owner_id=owner_id):
+                removed.append(session_id)
+        except Exception:  # noqa: BLE001 - the parent is gone either way; cleanup finishes
+            logger.exception("sub-agent session %s of %s was not deleted", session_id, parent_id)
+    return removed
 
 
 def _session_remove(store, *, session_id: str, owner_id: int | None) -> None:

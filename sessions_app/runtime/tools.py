@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 ABORTED_RESULT_TEXT = "aborted: the user stopped the turn before this tool finished"
 MAX_WAIT_SEC = 300
+DELEGATE = "delegate"
 
 
 class ToolAborted(Exception):
@@ -177,6 +178,18 @@ def _recall(context: ToolContext, arguments: dict) -> str:
     return json.dumps(memory, ensure_ascii=False) if memory else "working memory is empty"
 
 
+def _delegate(context: ToolContext, arguments: dict) -> str:
+    # Imported here: delegation runs a whole turn, and the turn loop imports this module.
+    from sessions_app.runtime.delegation import delegation_run
+
+    return delegation_run(
+        parent_id=context.session_id,
+        agent=str(arguments.get("agent", "")),
+        task=str(arguments.get("task", "")),
+        abort=context.abort,
+    )
+
+
 TOOLS: dict[str, Tool] = {
     tool.name: tool
     for tool in [
@@ -221,6 +234,19 @@ TOOLS: dict[str, Tool] = {
             "Read a fact (or, without a key, everything) from working memory.",
             {"type": "object", "properties": {"key": {"type": "string"}}},
             _recall,
+        ),
+        Tool(
+            DELEGATE,
+            "Hand a self-contained task to a sub-agent; its final answer is the result.",
+            {
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string", "description": "the sub-agent to ask"},
+                    "task": {"type": "string", "description": "what it should do"},
+                },
+                "required": ["agent", "task"],
+            },
+            _delegate,
         ),
     ]
 }

@@ -15,7 +15,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import partial
 
 from asgiref.sync import async_to_sync
@@ -23,6 +23,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 
+from sessions_app.agents import agent_get, agent_tools, model_for_session
 from sessions_app.ids import group_name, validate_session_id
 from sessions_app.runtime.executors import in_pool, run_for_sync_caller
 from sessions_app.runtime.history import (
@@ -38,9 +39,8 @@ from sessions_app.runtime.lease import (
     lease_acquire,
     lease_request_abort,
 )
-from sessions_app.runtime.prompts import default_system_prompt
 from sessions_app.runtime.providers import Provider, ProviderError, provider_for
-from sessions_app.runtime.tools import TOOLS, ToolContext, TurnAbort, tool_run
+from sessions_app.runtime.tools import ToolContext, TurnAbort, tool_run
 from sessions_app.signals import turn_finished
 from sessions_app.store import EntryRecord, NewEntry, SessionMeta, SessionNotFound, get_store
 
@@ -305,6 +305,8 @@ async def turn_run_async(
         raise ValueError("a turn needs a non-empty message")
     meta = await in_pool("store", _meta, session_id)
     with _user_slot(owner_id if owner_id is not None else meta.owner_id):
+        if provider is None:
+            provider = model_for_session(agent=meta.agent, model=meta.model)
         provider = _resolve(provider)
         lease = await in_pool("store", TurnLease.for_session, session_id)
         await lease.acquire_async(settings.BUSY_GRACE_SEC)
@@ -326,8 +328,9 @@ async def turn_run_async(
 async def _loop(session_id, owner_id, text, provider, abort, pump) -> TurnResult:
     turn_id = f"turn_{uuid.uuid4().hex}"
     meta = await in_pool("store", _meta, session_id)
-    system_prompt = default_system_prompt(meta.agent)
-    tools = dict(TOOLS)
+    agent = agent_get(meta.agent)
+    system_prompt = agent.system_prompt
+    tools = agent_tools(agent)
     specs = [tool.spec() for tool in tools.values()]
     pump.put({"type": "agent_start", "turn_id": turn_id})
     meta, owner_id, history, turn_entries = await in_pool(
@@ -337,7 +340,14 @@ async def _loop(session_id, owner_id, text, provider, abort, pump) -> TurnResult
         owner_id=owner_id,
         turn_id=turn_id,
         text=text,
-        start_data={"model": provider.label, "system_prompt": system_prompt, "tools": list(tools)},
+        # Enough to rebuild the request: model, its settings, prompt, tool schemas.
+        start_data={
+            "model": provider.label,
+            "parameters": provider.parameters,
+            "agent": agent.name,
+            "system_prompt": system_prompt,
+            "tools": [asdict(spec) for spec in specs],
+        },
     )
     incarnation = meta.incarnation
     store = get_store()

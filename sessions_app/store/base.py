@@ -78,6 +78,8 @@ class SessionMeta:
     last_seq: int
     # A new token each time the id is created (see `fenced`).
     incarnation: str = ""
+    model: str = ""  # "" = the agent's model, else JARVIS_MODEL
+    spawned_by: str | None = None  # the calling session of a sub-agent session
 
 
 @dataclass(frozen=True)
@@ -176,7 +178,12 @@ class SessionStore(Protocol):
     """
 
     def create(
-        self, session_id: str, agent: str = "jarvis", owner_id: int | None = None, title: str = ""
+        self,
+        session_id: str,
+        agent: str = "jarvis",
+        owner_id: int | None = None,
+        title: str = "",
+        spawned_by: str | None = None,
     ) -> SessionMeta: ...
 
     def get_meta(self, session_id: str) -> SessionMeta | None: ...
@@ -185,8 +192,14 @@ class SessionStore(Protocol):
         self, session_id: str, title: str, incarnation: str | None = None
     ) -> SessionMeta: ...
 
+    def set_model(self, session_id: str, model: str) -> SessionMeta: ...
+
     def list(
-        self, owner_id: int | None = None, agent: str | None = None, include_tests: bool = True
+        self,
+        owner_id: int | None = None,
+        agent: str | None = None,
+        include_tests: bool = True,
+        include_subagents: bool = True,
     ) -> list[SessionMeta]: ...
 
     def get_messages(

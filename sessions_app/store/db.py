@@ -59,6 +59,8 @@ META_FIELDS = (
     "updated_at",
     "last_seq",
     "incarnation",
+    "model",
+    "spawned_by",
 )
 
 
@@ -148,7 +150,7 @@ class DbSessionStore:
         return records
 
     # --- sessions -----------------------------------------------------------------------
-    def create(self, session_id, agent="jarvis", owner_id=None, title=""):
+    def create(self, session_id, agent="jarvis", owner_id=None, title="", spawned_by=None):
         validate_session_id(session_id)
         existing = self.get_meta(session_id)
         if existing is None:
@@ -161,6 +163,7 @@ class DbSessionStore:
                         agent=agent,
                         owner_id=owner_id,
                         title=title,
+                        spawned_by=spawned_by,
                         created_at=now,
                         updated_at=now,
                         incarnation=new_incarnation(),
@@ -197,13 +200,21 @@ class DbSessionStore:
                 raise SessionNotFound(session_id)
             yield
 
+    def set_model(self, session_id, model):
+        validate_session_id(session_id)
+        if not Session.objects.filter(id=session_id).update(model=model):
+            raise SessionNotFound(session_id)
+        return self.get_meta(session_id)
+
     def get_meta(self, session_id):
         validate_session_id(session_id)
         row = Session.objects.filter(id=session_id).values_list(*META_FIELDS).first()
         return None if row is None else SessionMeta(*row)
 
-    def list(self, owner_id=None, agent=None, include_tests=True):
+    def list(self, owner_id=None, agent=None, include_tests=True, include_subagents=True):
         query = Session.objects.all()
+        if not include_subagents:
+            query = query.filter(spawned_by__isnull=True)
         if owner_id is not None:
             query = query.filter(owner_id=owner_id)
         if agent is not None:
@@ -367,6 +378,7 @@ class DbSessionStore:
                         title=source.title,
                         parent_id=source_id,
                         branched_at_seq=cut,
+                        model=source.model,
                         created_at=now,
                         updated_at=now,
                         last_seq=cut,

@@ -9,7 +9,10 @@ Per session:
   ignored exactly like a torn entry line. Past META_COMPACT_BYTES the file is rewritten as
   one line (write a temporary file, rename over);
 - `<id>.proactive.jsonl` (notices) and `<id>.lock` (an flock that serializes writers across
-  threads and processes).
+  threads and processes);
+- `<id>.branches`: the ids of sessions branched from this one, one per line, so that a
+  delete can clear their `parent_id` (as the db backend's SET_NULL does) without reading
+  every meta file in the directory.
 Session ids never contain '/' and never start with '.', so no id can name a file outside
 the directory (sessions_app.ids).
 """
@@ -142,7 +145,7 @@ class JsonlSessionStore:
         os.write(meta_fd, line.encode() + b"\n")
 
     # --- sessions -----------------------------------------------------------------------
-    def create(self, session_id, agent="jarvis", owner_id=None, title=""):
+    def create(self, session_id, agent="jarvis", owner_id=None, title="", spawned_by=None):
         with self._locked(session_id):
             existing = self._read_meta(session_id)
             if existing is None:
@@ -158,6 +161,7 @@ class JsonlSessionStore:
                     updated_at=now,
                     last_seq=0,
                     incarnation=new_incarnation(),
+                    spawned_by=spawned_by,
                 )
                 self._path(session_id, ".jsonl").touch()
                 self._write_meta(existing, durable=True)
@@ -169,6 +173,12 @@ class JsonlSessionStore:
         with self._locked(session_id):
             meta = self._current_meta(session_id, incarnation)
             meta = replace(meta, title=title[:TITLE_MAX])
+            self._write_meta(meta, durable=True)
+        return meta
+
+    def set_model(self, session_id, model):
+        with self._locked(session_id):
+            meta = replace(self._current_meta(session_id, None), model=model)
             self._write_meta(meta, durable=True)
         return meta
 
@@ -191,7 +201,7 @@ class JsonlSessionStore:
             self._current_meta(session_id, incarnation)
             yield
 
-    def list(self, owner_id=None, agent=None, include_tests=True):
+    def list(self, owner_id=None, agent=None, include_tests=True, include_subagents=True):
         metas = []
         # Only meta files are read: listing never touches a conversation's entries.
         for path in self.root.glob("*.meta.json"):
@@ -202,6 +212,8 @@ class JsonlSessionStore:
             if owner_id is not None and meta.owner_id != owner_id:
                 continue
             if agent is not None and meta.agent != agent:
+                continue
+            if not include_subagents and meta.spawned_by is not None:
                 continue
             if not include_tests and meta.id.startswith(tuple(settings.TEST_SESSION_PREFIXES)):
                 continue
@@ -359,8 +371,25 @@ class JsonlSessionStore:
                     existed = True
                 except FileNotFoundError:
                     pass
+            branches = self._path(session_id, ".branches")
+            try:
+                children = branches.read_text().split()
+            except FileNotFoundError:
+                children = []
             self._path(session_id, ".lock").unlink(missing_ok=True)
+        # Branches outlive their parent without a dangling parent_id (the db's SET_NULL).
+        # Each child is rewritten under its own lock; the index goes last, so a delete cut
+        # short by a crash is finished by the next delete of this id.
+        for child_id in dict.fromkeys(children):
+            self._forget_parent(child_id, session_id)
+        branches.unlink(missing_ok=True)
         return existed
+
+    def _forget_parent(self, child_id: str, parent_id: str) -> None:
+        with self._locked(child_id):
+            meta = self._read_meta(child_id)
+            if meta is not None and meta.parent_id == parent_id:
+                self._write_meta(replace(meta, parent_id=None), durable=True)
 
     def create_branch(self, source_id, new_id=None, at_seq=None, owner_id=None):
         """Copy a session up to `at_seq` into a new, independent session.
@@ -379,6 +408,10 @@ class JsonlSessionStore:
         with self._locked(new_id):
             if self._read_meta(new_id) is not None:
                 raise SessionExists(f"session {new_id!r} already exists")
+            # Indexed before the branch exists: a crash in between leaves an index line
+            # naming no branch (skipped on delete), never a branch the index misses.
+            with open(self._path(source_id, ".branches"), "ab") as handle:
+                handle.write(new_id.encode() + b"\n")
             now = _now()
             path = self._path(new_id, ".jsonl")
             with open(path, "wb") as handle:
@@ -396,6 +429,7 @@ class JsonlSessionStore:
                 updated_at=now,
                 last_seq=cut,
                 incarnation=new_incarnation(),
+                model=source.model,
             )
             if repairs:
                 records = self._write_entries(path, new_id, repairs)

@@ -1,8 +1,10 @@
 """`manage.py chat <session_id>`: talk to the configured model in a session from a terminal.
 
 One input line is one message; the answer streams as it arrives, tool calls and their
-results are shown as they happen. Ctrl-C during an answer aborts the turn (the session stays
-valid); Ctrl-D or /quit ends the conversation. Piped input works the same.
+results are shown as they happen. A line starting with `/` is a slash command, the same as
+in the web chat (`/help` lists them; `/branch` continues in the copy). Ctrl-C during an
+answer aborts the turn (the session stays valid); Ctrl-D or /quit ends the conversation.
+Piped input works the same.
 """
 
 import json
@@ -12,6 +14,8 @@ import threading
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from sessions_app.commands import CommandError as SlashCommandError
+from sessions_app.commands import command_run
 from sessions_app.runtime.turns import SessionBusy, turn_abort, turn_run
 from sessions_app.services import SessionIdUnavailable, session_create
 from sessions_app.store import AgentMismatch, InvalidSessionId, get_store
@@ -51,9 +55,12 @@ class Command(BaseCommand):
                 continue
             if text in {"/quit", "/exit"}:
                 break
+            if text.startswith("/"):
+                session_id = self._command(session_id, owner_id, text)
+                continue
             outcome: dict = {}
 
-            def run(text=text, outcome=outcome):
+            def run(text=text, outcome=outcome, session_id=session_id):
                 try:
                     outcome["result"] = turn_run(
                         session_id=session_id, text=text, on_event=self._show, provider=model
@@ -75,6 +82,20 @@ class Command(BaseCommand):
             elif "result" in outcome and outcome["result"].status != "completed":
                 result = outcome["result"]
                 self.stdout.write(f"[{result.status}] {result.error}".rstrip())
+
+    def _command(self, session_id: str, owner_id: int | None, line: str) -> str:
+        """Run a slash command; returns the session the conversation continues in."""
+        try:
+            result = command_run(session_id=session_id, owner_id=owner_id, line=line)
+        except SlashCommandError as error:
+            self.stderr.write(f"[{error.code}] {error.message}")
+            return session_id
+        self.stdout.write(result.text)
+        switch_to = result.data.get("switch_to")
+        if switch_to:
+            self.stdout.write(f"[now in {switch_to}]")
+            return switch_to
+        return session_id
 
     @staticmethod
     def _owner_id(username):

@@ -1,17 +1,51 @@
-"""Sweep live-connection rows whose worker died (not renewed within the heartbeat timeout).
+"""`manage.py cleanup_sessions`: the `/cleanup` of the chat, for a user or for operators.
 
-Each connect already sweeps its own session's stale rows; this clears all of them, e.g. from
-cron after a crash, so the admin's connection list shows only sockets that are really open.
+Without a category it lists what would be removed; `<category> confirm` removes it, one
+line of progress per session. `--user <name>` cleans that user's sessions only;
+`--all-users` every user's (an operator's sweep, e.g. from cron:
+`cleanup_sessions connections confirm --all-users` clears the rows of dead workers).
 """
 
-from django.core.management.base import BaseCommand
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
 
-from sessions_app.services import LIVE_TIMEOUT_SEC, connection_sweep
+from sessions_app import cleanup
 
 
 class Command(BaseCommand):
-    help = f"Remove live connections not renewed for {LIVE_TIMEOUT_SEC} s (their worker died)."
+    help = "List, then remove: sub-agent sessions, test sessions, working memory, dead connections."
 
-    def handle(self, *args, **options):
-        removed = connection_sweep()
-        self.stdout.write(f"removed {removed} stale connection(s)")
+    def add_arguments(self, parser):
+        parser.add_argument("category", nargs="?", choices=cleanup.CATEGORIES)
+        parser.add_argument(
+            "confirm", nargs="?", choices=["confirm"], help="remove the category (as in the chat)"
+        )
+        owners = parser.add_mutually_exclusive_group(required=True)
+        owners.add_argument("--user", help="clean up this user's sessions (username)")
+        owners.add_argument(
+            "--all-users", action="store_true", help="every user's sessions (operators)"
+        )
+
+    def handle(self, *args, category, confirm, user, all_users, **options):
+        owner_id = None if all_users else self._owner_id(user)
+        if category is None or confirm is None:
+            plan = cleanup.cleanup_plan(owner_id=owner_id)
+            self.stdout.write(cleanup.plan_text(plan, how="manage.py cleanup_sessions"))
+            if category is not None:
+                self.stdout.write(f"(nothing removed: add 'confirm' to remove {category})")
+            return
+        report = cleanup.cleanup_run(
+            owner_id=owner_id, category=category, on_progress=self._progress
+        )
+        self.stdout.write(cleanup.report_text(report))
+
+    def _progress(self, line: str) -> None:
+        self.stdout.write(line)
+        self.stdout.flush()
+
+    @staticmethod
+    def _owner_id(username: str) -> int:
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise CommandError(f"no user named {username!r}")
+        return user.pk

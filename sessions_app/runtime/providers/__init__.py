@@ -4,7 +4,27 @@ from django.conf import settings
 
 from sessions_app.runtime.providers.base import ModelReply, Provider, ProviderError, ToolSpec
 
-__all__ = ["ModelReply", "Provider", "ProviderError", "ToolSpec", "provider_for"]
+__all__ = [
+    "ModelReply",
+    "Provider",
+    "ProviderError",
+    "ToolSpec",
+    "check_model_spec",
+    "provider_for",
+]
+
+MODEL_SPEC_HELP = "offline, openai:<model> or anthropic:<model>"
+
+
+def check_model_spec(spec: object) -> str:
+    """`spec` if it names a model a turn can use, else ValueError saying what would."""
+    if isinstance(spec, str) and len(spec) <= 200:
+        kind, colon, model = spec.partition(":")
+        if spec == "offline" or (
+            kind in {"openai", "anthropic"} and colon and model.strip() == model and model
+        ):
+            return spec
+    raise ValueError(f"unknown model {spec!r:.80}: use {MODEL_SPEC_HELP}")
 
 
 def provider_for(spec: str | None = None) -> Provider:

@@ -72,6 +72,10 @@ def _sdk_errors() -> Iterator[None]:
 class AnthropicProvider(SdkProvider):
     prefix = "anthropic"
 
+    @property
+    def parameters(self) -> dict:
+        return {"max_tokens": MAX_OUTPUT_TOKENS, "stream": True}
+
     def _make_client(self, **options) -> anthropic.Anthropic:
         return anthropic.Anthropic(**options)
 
@@ -83,10 +87,9 @@ class AnthropicProvider(SdkProvider):
         validate_anthropic(messages)
         request: dict = {
             "model": self.model,
-            "max_tokens": MAX_OUTPUT_TOKENS,
             "system": system,
             "messages": messages,
-            "stream": True,
+            **self.parameters,
         }
         if tools:
             request["tools"] = [

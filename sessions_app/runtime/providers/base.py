@@ -110,6 +110,9 @@ class Provider(Protocol):
 
     label: str  # what JARVIS_MODEL says: offline, openai:<model>, anthropic:<model>
     model: str  # what assistant entries record and cost is priced by
+    # The request's settings besides messages and tools (max_tokens, stream, ...); the
+    # turn_start entry keeps them so that the request can be rebuilt.
+    parameters: dict
 
     def complete(
         self,

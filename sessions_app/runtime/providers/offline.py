@@ -32,10 +32,13 @@ RECALL = re.compile(r"what(?:'s| is) my ([\w][\w ]*?)(?=\s+and\s+|[.!?,]|$)")
 CLOCK = re.compile(r"\b(?:what time|the time|time is it|clock|what day|today's date|the date)\b")
 WAIT = re.compile(r"\b(?:wait|sleep)(?:\s+for)?\s+(\d+(?:\.\d+)?)\s*(?:s\b|secs?\b|seconds?\b)?")
 PREVIOUS = re.compile(r"what did i (?:just )?(?:say|ask)")
+# "ask researcher to compute 6*7": the task runs to the end of the sentence.
+DELEGATE = re.compile(r"\bask\s+([a-z0-9][a-z0-9_-]*)\s+to\s+(.+?)\s*(?=[.!?](?:\s|$)|$)")
 
 CAPABILITIES = (
     'I am the offline model: I can calculate ("what is 2+3"), tell the time, wait '
-    '("wait 2 seconds"), and remember things ("remember that my color is blue").'
+    '("wait 2 seconds"), remember things ("remember that my color is blue"), and hand '
+    'a task to a sub-agent ("ask researcher to compute 6*7").'
 )
 
 
@@ -43,7 +46,18 @@ def estimate_tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / 4))
 
 
-def _intents(text: str, offered: set[str]) -> list[tuple[int, str, dict]]:
+def _delegation_targets(tools: Sequence[ToolSpec]) -> dict[str, str]:
+    """Lowercased name -> name of the agents the `delegate` tool's schema offers."""
+    for tool in tools:
+        if tool.name == "delegate":
+            names = tool.parameters.get("properties", {}).get("agent", {}).get("enum", [])
+            return {name.lower(): name for name in names}
+    return {}
+
+
+def _intents(
+    text: str, offered: set[str], agents: dict[str, str] | None = None
+) -> list[tuple[int, str, dict]]:
     """(position, tool, arguments) for every request in the text, in reading order."""
     lowered = text.lower()
     found: list[tuple[int, str, dict]] = []
@@ -53,6 +67,13 @@ def _intents(text: str, offered: set[str]) -> list[tuple[int, str, dict]]:
         if name in offered and not any(s < match.end() and match.start() < e for s, e in taken):
             found.append((match.start(), name, arguments))
             taken.append((match.start(), match.end()))
+
+    # First: a delegated task is the sub-agent's to read, not a request to act on here.
+    for match in DELEGATE.finditer(lowered):
+        agent = (agents or {}).get(match.group(1))
+        if agent is not None:
+            task = text[match.start(2) : match.end(2)].strip()
+            add(match, "delegate", {"agent": agent, "task": task})
 
     for match in REMEMBER.finditer(lowered):
         key = match.group(1).strip()
@@ -82,6 +103,8 @@ def _sentence_for(name: str, arguments: dict, result: str, is_error: bool) -> st
         return f"I {result}."
     if name == "remember":
         return f"Noted: your {arguments.get('key')} is {arguments.get('value')}."
+    if name == "delegate":
+        return f"{arguments.get('agent', 'The sub-agent')} says: {result}"
     if name == "recall":
         key = arguments.get("key")
         if result.startswith(f"{key} = "):
@@ -93,6 +116,10 @@ def _sentence_for(name: str, arguments: dict, result: str, is_error: bool) -> st
 class OfflineProvider:
     label = "offline"
     model = "offline"
+
+    @property
+    def parameters(self) -> dict:
+        return {}
 
     def _plan(self, entries, system_prompt, tools) -> tuple[ModelReply | None, str, int]:
         """Either a reply with tool calls, or the text to stream; and the input tokens."""
@@ -109,7 +136,9 @@ class OfflineProvider:
         request = texts[-1]
         calls = [
             {"id": f"call_{uuid.uuid4().hex[:24]}", "name": name, "arguments": json.dumps(args)}
-            for _, name, args in _intents(request, {tool.name for tool in tools})
+            for _, name, args in _intents(
+                request, {tool.name for tool in tools}, _delegation_targets(tools)
+            )
         ]
         if calls:
             output = sum(estimate_tokens(call["arguments"]) for call in calls)

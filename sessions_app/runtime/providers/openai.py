@@ -74,6 +74,10 @@ def _sdk_errors() -> Iterator[None]:
 class OpenAIProvider(SdkProvider):
     prefix = "openai"
 
+    @property
+    def parameters(self) -> dict:
+        return {"stream": True, "stream_options": {"include_usage": True}}
+
     def _make_client(self, **options) -> openai.OpenAI:
         return openai.OpenAI(**options)
 
@@ -83,12 +87,7 @@ class OpenAIProvider(SdkProvider):
     def _request(self, entries: Sequence[EntryRecord], system_prompt: str, tools) -> dict:
         messages = project_openai(entries, system_prompt)
         validate_openai(messages)
-        request: dict = {
-            "model": self.model,
-            "messages": messages,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+        request: dict = {"model": self.model, "messages": messages, **self.parameters}
         if tools:
             request["tools"] = [
                 {

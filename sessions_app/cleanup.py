@@ -1,0 +1,165 @@
+"""`/cleanup` and `manage.py cleanup_sessions`: what can go, and removing it when confirmed.
+
+Categories:
+- `agents`: sub-agent sessions whose calling session is gone, or idle CLEANUP_AGENT_DAYS;
+  never per_agent sessions (they are kept across conversations on purpose);
+- `tests`: test sessions (ids starting with a TEST_SESSION_PREFIXES prefix);
+- `stm`: working memory (the `remember` scratchpad) of the sessions;
+- `connections`: live-connection rows of workers that died without closing them.
+Sessions go one at a time through `session_delete`, which purges a session's memory before
+it erases the session, in one transaction: a run cut short by a crash leaves whole sessions,
+and the next run removes only what is left. A user cleans only their own sessions;
+`owner_id=None` (`cleanup_sessions --all-users`) is for operators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from memory_app.services import working_memory_clear, working_memory_counts
+from sessions_app import services
+from sessions_app.agents import is_per_agent_session
+from sessions_app.ids import is_test_session
+from sessions_app.models import LiveConnection
+from sessions_app.runtime.lease import SessionBusy
+from sessions_app.store import SessionMeta, SessionNotFound, get_store
+
+CATEGORIES = ("agents", "tests", "stm", "connections")
+
+
+@dataclass(frozen=True)
+class CleanupPlan:
+    agents: list[SessionMeta]
+    tests: list[SessionMeta]
+    stm: dict[str, int]  # session id -> working-memory keys
+    connections: int
+
+    def size(self, category: str) -> int:
+        if category == "stm":
+            return len(self.stm)
+        if category == "connections":
+            return self.connections
+        return len(getattr(self, category))
+
+
+@dataclass
+class CleanupReport:
+    category: str
+    removed: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (what, why)
+
+
+def _stale_connections(owner_id: int | None):
+    cutoff = timezone.now() - timedelta(seconds=services.LIVE_TIMEOUT_SEC)
+    rows = LiveConnection.objects.filter(heartbeat_at__lt=cutoff)
+    return rows if owner_id is None else rows.filter(user_id=owner_id)
+
+
+def cleanup_plan(*, owner_id: int | None, now: datetime | None = None) -> CleanupPlan:
+    """What each category would remove for this user (None: every user). Reads only."""
+    now = now or timezone.now()
+    idle_since = now - timedelta(days=settings.CLEANUP_AGENT_DAYS)
+    metas = get_store().list(owner_id=owner_id)
+    known = {meta.id for meta in metas}
+    agents = [
+        meta
+        for meta in metas
+        if meta.spawned_by is not None
+        and not is_per_agent_session(meta.id, meta.agent)
+        # A calling session is owned by the same user, so it would be in `known`.
+        and (meta.spawned_by not in known or meta.updated_at < idle_since)
+    ]
+    return CleanupPlan(
+        agents=agents,
+        tests=[meta for meta in metas if is_test_session(meta.id)],
+        stm=working_memory_counts(session_ids=sorted(known)),
+        connections=_stale_connections(owner_id).count(),
+    )
+
+
+def cleanup_run(
+    *,
+    owner_id: int | None,
+    category: str,
+    on_progress: Callable[[str], None] = lambda line: None,
+) -> CleanupReport:
+    """Remove one category of the plan, reporting each step to `on_progress`.
+
+    A session that is open in a tab or running a turn right now is skipped (and named),
+    never forced; a rerun picks it up once it is free.
+    """
+    if category not in CATEGORIES:
+        raise ValueError(f"cleanup category is one of {', '.join(CATEGORIES)}, not {category!r}")
+    plan = cleanup_plan(owner_id=owner_id)
+    report = CleanupReport(category=category)
+    if category == "connections":
+        stale = list(_stale_connections(owner_id).values_list("channel_name", flat=True))
+        _stale_connections(owner_id).filter(channel_name__in=stale).delete()
+        report.removed = stale
+        on_progress(f"removed {len(stale)} stale connection row(s)")
+        return report
+    if category == "stm":
+        total = len(plan.stm)
+        for index, session_id in enumerate(sorted(plan.stm), start=1):
+            keys = working_memory_clear(session_id=session_id)
+            report.removed.append(session_id)
+            on_progress(f"[{index}/{total}] {session_id}: forgot {keys} working-memory key(s)")
+        return report
+    doomed = getattr(plan, category)
+    for index, meta in enumerate(doomed, start=1):
+        step = f"[{index}/{len(doomed)}] {meta.id}"
+        try:
+            deleted = services.session_delete(session_id=meta.id, owner_id=meta.owner_id)
+        except services.SessionConnected:
+            report.skipped.append((meta.id, "open in a browser tab"))
+            on_progress(f"{step}: skipped, open in a browser tab")
+            continue
+        except SessionBusy:
+            report.skipped.append((meta.id, "a turn is running"))
+            on_progress(f"{step}: skipped, a turn is running")
+            continue
+        except SessionNotFound:
+            deleted = False
+        if deleted:
+            report.removed.append(meta.id)
+            on_progress(f"{step}: deleted with its memory")
+        else:
+            on_progress(f"{step}: already gone")
+    return report
+
+
+def plan_text(plan: CleanupPlan, how: str = "/cleanup") -> str:
+    """The listing `/cleanup` shows before anything is removed."""
+    days = f"{settings.CLEANUP_AGENT_DAYS:g}"
+    lines = ["/cleanup would remove:"]
+    lines.append(
+        f"  agents: {len(plan.agents)} sub-agent session(s) whose conversation is gone "
+        f"or idle {days}+ days{_ids(plan.agents)}"
+    )
+    lines.append(f"  tests: {len(plan.tests)} test session(s){_ids(plan.tests)}")
+    keys = sum(plan.stm.values())
+    lines.append(f"  stm: {keys} working-memory key(s) in {len(plan.stm)} session(s)")
+    lines.append(f"  connections: {plan.connections} stale connection row(s)")
+    lines.append(f"Remove one with: {how} <{'|'.join(CATEGORIES)}> confirm")
+    return "\n".join(lines)
+
+
+def _ids(metas: list[SessionMeta], shown: int = 10) -> str:
+    if not metas:
+        return ""
+    names = ", ".join(meta.id for meta in metas[:shown])
+    more = f" and {len(metas) - shown} more" if len(metas) > shown else ""
+    return f": {names}{more}"
+
+
+def report_text(report: CleanupReport) -> str:
+    text = f"cleanup {report.category}: removed {len(report.removed)}"
+    if report.skipped:
+        skipped = ", ".join(f"{what} ({why})" for what, why in report.skipped)
+        text += f"; skipped {len(report.skipped)}: {skipped}"
+    return text

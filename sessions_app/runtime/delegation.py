@@ -1,0 +1,135 @@
+"""Delegation: a main agent's `delegate` call runs one whole turn of a sub-agent.
+
+The sub-agent's turn is an ordinary `turn_run` in its own session (lease, pairing, repair —
+every session rule holds), owned by the caller's owner, with `spawned_by` naming the
+calling session. Which session that is follows the sub-agent's memory.stm policy
+(`agents.subagent_session_id`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+
+from django.db import connections
+
+from sessions_app import services
+from sessions_app.agents import PER_TASK, AgentDefinition, delegation_targets, subagent_session_id
+from sessions_app.runtime.tools import ABORTED_RESULT_TEXT, ToolAborted
+from sessions_app.runtime.turns import SessionBusy, TurnResult, turn_abort, turn_run
+from sessions_app.store import AgentMismatch, SessionNotFound, get_store
+
+logger = logging.getLogger(__name__)
+
+MAX_TASK_CHARS = 100_000
+# How often the relay looks at the parent's abort event. An Event cannot be waited on
+# together with "the sub-turn ended", so the relay polls; this bounds the abort's delay.
+RELAY_INTERVAL_SEC = 0.05
+
+
+def delegation_run(*, parent_id: str, agent: str, task: str, abort: threading.Event) -> str:
+    """Run `task` as one turn of sub-agent `agent` for session `parent_id`; its final answer.
+
+    Steps: check the agent and the task; open (or create) the sub-agent's session for the
+    caller's owner, refusing a session of that id owned by someone else or held by another
+    agent; run the turn while a relay thread passes the parent's abort on to it; a per_task
+    session is then deleted with its memory, however the turn ended. Raises ToolAborted
+    when the parent was aborted, and ValueError / RuntimeError (the call's error result)
+    for everything else that keeps the sub-agent from answering.
+    """
+    targets = {target.name: target for target in delegation_targets()}
+    definition = targets.get(agent)
+    if definition is None:
+        raise ValueError(
+            f"no sub-agent named {agent!r}; available: {', '.join(sorted(targets)) or 'none'}"
+        )
+    task = task.strip()
+    if not task or len(task) > MAX_TASK_CHARS or "\x00" in task:
+        raise ValueError(f"a task is 1-{MAX_TASK_CHARS} characters of text")
+    parent = get_store().get_meta(parent_id)
+    if parent is None:
+        raise SessionNotFound(parent_id)
+    owner_id = parent.owner_id
+    session_id = subagent_session_id(
+        definition, parent_id=parent_id, owner_id=owner_id, task_id=uuid.uuid4().hex[:16]
+    )
+    _open(session_id, definition, owner_id=owner_id, parent_id=parent_id)
+    try:
+        if abort.is_set():
+            raise ToolAborted(ABORTED_RESULT_TEXT)
+        result = _run_relaying_abort(session_id, task, owner_id=owner_id, abort=abort)
+    finally:
+        if definition.stm == PER_TASK:
+            _discard(session_id, owner_id=owner_id)
+    return _answer(definition, result, parent_aborted=abort.is_set())
+
+
+def _open(session_id: str, agent: AgentDefinition, *, owner_id: int | None, parent_id: str):
+    store = get_store()
+    unavailable = ValueError(f"the {agent.name} session {session_id!r} is not available")
+    existing = store.get_meta(session_id)
+    if existing is not None and existing.owner_id != owner_id:
+        raise unavailable
+    try:
+        meta = store.create(session_id, agent=agent.name, owner_id=owner_id, spawned_by=parent_id)
+    except AgentMismatch as error:
+        raise ValueError(str(error)) from error
+    if meta.owner_id != owner_id:  # created by someone else in between
+        raise unavailable
+    return meta
+
+
+def _run_relaying_abort(
+    session_id: str, task: str, *, owner_id: int | None, abort: threading.Event
+) -> TurnResult:
+    done = threading.Event()
+
+    def relay():
+        try:
+            while not done.is_set():
+                if abort.wait(RELAY_INTERVAL_SEC):
+                    # Until the sub-turn has registered itself there is nothing to stop yet:
+                    # keep asking until an abort lands or the sub-turn is over.
+                    while not done.is_set() and not turn_abort(session_id=session_id):
+                        done.wait(RELAY_INTERVAL_SEC)
+                    return
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    relay_thread = threading.Thread(target=relay, name=f"delegate-{session_id}", daemon=True)
+    relay_thread.start()
+    try:
+        return turn_run(
+            session_id=session_id,
+            text=task,
+            owner_id=owner_id,
+            # Whoever has the sub-agent's session open watches its turn happen.
+            on_event=services.turn_event_broadcaster(session_id),
+        )
+    except SessionBusy as error:
+        raise RuntimeError(f"{session_id} is busy with another request; try again") from error
+    finally:
+        done.set()
+        relay_thread.join()
+
+
+def _discard(session_id: str, *, owner_id: int | None) -> None:
+    """Delete a per_task session with its memory; one that cannot go now is left to cleanup."""
+    try:
+        services.session_delete(session_id=session_id, owner_id=owner_id)
+    except Exception:  # noqa: BLE001 - the call's own outcome matters more; cleanup finishes
+        logger.exception("per_task session %s was not deleted", session_id)
+
+
+def _answer(agent: AgentDefinition, result: TurnResult, *, parent_aborted: bool) -> str:
+    if result.status == "aborted" and parent_aborted:
+        raise ToolAborted(ABORTED_RESULT_TEXT)
+    if result.status != "completed":
+        detail = f": {result.error}" if result.error else ""
+        raise RuntimeError(f"{agent.name}'s turn ended {result.status}{detail}")
+    for entry in reversed(result.entries):
+        if entry.kind == "message" and entry.role == "assistant" and not entry.tool_calls:
+            if entry.content.strip():
+                return entry.content
+    raise RuntimeError(f"{agent.name} finished without an answer")

@@ -32,6 +32,6 @@ def test_cleanup_sessions_removes_only_connections_of_dead_workers(alice, backen
     LiveConnection.objects.filter(channel_name="dead").update(
         heartbeat_at=timezone.now() - timedelta(seconds=services.LIVE_TIMEOUT_SEC + 5)
     )
-    call_command("cleanup_sessions")
+    call_command("cleanup_sessions", "connections", "confirm", "--all-users")
     assert "removed 1" in capsys.readouterr().out
     assert list(LiveConnection.objects.values_list("channel_name", flat=True)) == ["alive"]

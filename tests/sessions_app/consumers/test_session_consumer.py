@@ -223,15 +223,16 @@ async def test_slash_commands(backend, alice_token, settings):
         help_["data"]["commands"]
     )
 
-    branch = await command("/branch work:1-alt")
+    branch = await command("/branch")
     assert branch["command"] == "branch"
-    assert branch["data"]["session"]["id"] == "work:1-alt"
+    copy_id = branch["data"]["switch_to"]
+    assert branch["data"]["session"]["id"] == copy_id != "work:1"
     assert branch["data"]["session"]["parent_id"] == "work:1"
-    copied = await sync(get_store().get_messages)("work:1-alt")
+    copied = await sync(get_store().get_messages)(copy_id)
     assert len(copied) == len(await sync(get_store().get_messages)("work:1"))
 
     listing = await command("/sessions")
-    assert {row["id"] for row in listing["data"]["sessions"]} == {"work:1", "work:1-alt"}
+    assert {row["id"] for row in listing["data"]["sessions"]} == {"work:1", copy_id}
     assert "← work:1" in listing["text"]
 
     export = await command("/export json")

@@ -32,8 +32,10 @@ def test_plain_answer_streams_and_stores_the_whole_turn(session):
         ("turn_end",),
     ]
     start, user, answer, end = result.entries
-    assert start.data["model"] == "offline" and "calculator" in start.data["tools"]
-    assert start.data["system_prompt"]
+    assert start.data["model"] == "offline" and start.data["parameters"] == {}
+    assert start.data["system_prompt"] and start.data["agent"] == "jarvis"
+    calculator = next(tool for tool in start.data["tools"] if tool["name"] == "calculator")
+    assert calculator["description"] and calculator["parameters"]["required"] == ["expression"]
     assert user.content == "hello there"
     assert "hello there" in answer.content
     assert answer.model == "offline" and answer.usage["output_tokens"] > 0

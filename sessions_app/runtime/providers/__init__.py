@@ -19,9 +19,9 @@ MODEL_SPEC_HELP = "offline, openai:<model> or anthropic:<model>"
 def check_model_spec(spec: object) -> str:
     """`spec` if it names a model a turn can use, else ValueError saying what would."""
     if isinstance(spec, str) and len(spec) <= 200:
-        kind, colon, model = spec.partition(":")
+        kind, _, model = spec.partition(":")
         if spec == "offline" or (
-            kind in {"openai", "anthropic"} and colon and model.strip() == model and model
+            kind in {"openai", "anthropic"} and model and not any(c.isspace() for c in model)
         ):
             return spec
     raise ValueError(f"unknown model {spec!r:.80}: use {MODEL_SPEC_HELP}")

@@ -13,6 +13,7 @@ from sessions_app.ids import validate_session_id
 from sessions_app.runtime import tools
 from sessions_app.runtime.turns import turn_abort, turn_run
 from sessions_app.store import get_store
+from tests.helpers import run_in_threads
 
 from .conftest import assert_history_valid
 
@@ -232,3 +233,25 @@ def test_only_defined_sub_agents_are_delegated_to(backend, alice):
             tools.ToolContext(session_id=parent), {"agent": "researcher", "task": "  "}
         )
     assert [meta.id for meta in get_store().list(include_subagents=True)] == [parent]
+
+
+def test_two_conversations_asking_the_librarian_at_once_take_turns(backend, alice):
+    parents = [conversation(alice, f"chat-{n}") for n in range(2)]
+
+    def ask(index):
+        return turn_run(
+            session_id=parents[index],
+            text=f"ask librarian to remember that my slot{index} is {index}",
+        )
+
+    results = run_in_threads(ask, 2)
+
+    for index, result in enumerate(results):
+        assert answer(result) == f"librarian says: Noted: your slot{index} is {index}."
+    librarian = f"agent_librarian:{alice.id}"
+    ends = [e for e in get_store().get_messages(librarian) if e.kind == "turn_end"]
+    assert [e.data["status"] for e in ends] == ["completed", "completed"]
+    assert_history_valid(librarian)
+    assert [m.id for m in get_store().list(include_subagents=True) if m.agent == "librarian"] == [
+        librarian
+    ]

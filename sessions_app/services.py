@@ -31,9 +31,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from sessions_app import selectors
+from sessions_app.agents import model_for_session, per_parent_session_ids
 from sessions_app.ids import group_name, new_session_id, safe_filename, validate_session_id
 from sessions_app.models import LiveConnection, Session
 from sessions_app.runtime.lease import SessionBusy, TurnLease, lease_acquire
+from sessions_app.runtime.providers import check_model_spec
 from sessions_app.runtime.turns import turn_abort
 from sessions_app.signals import session_deleted, session_ended
 from sessions_app.store import (
@@ -170,10 +172,6 @@ def session_set_model(*, session_id: str, owner_id: int | None, model: str) -> S
     a `model_change` entry {from, to}, which every open tab receives; release. Setting the
     model the session already uses changes nothing.
     """
-    from sessions_app.agents import model_for_session
-    from sessions_app.runtime.lease import lease_acquire
-    from sessions_app.runtime.providers import check_model_spec
-
     model = check_model_spec(model)
     selectors.session_get(session_id=session_id, owner_id=owner_id)
     store = get_store()
@@ -315,8 +313,6 @@ def session_delete_subagents(*, parent_id: str, owner_id: int | None) -> list[st
     policies are not the parent's: per_task sessions are deleted by their call, per_agent
     ones outlive every conversation.
     """
-    from sessions_app.agents import per_parent_session_ids
-
     store = get_store()
     removed = []
     for agent, session_id in per_parent_session_ids(parent_id=parent_id):

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connections
 
 from memory_app.models import Episode, WorkingMemory
 from sessions_app import agents, selectors, services
@@ -184,6 +185,45 @@ def test_deleting_a_conversation_deletes_its_researcher_with_its_memory(backend,
     assert not WorkingMemory.objects.filter(session_id=sub_id).exists()
     assert not Episode.objects.filter(session_id=sub_id).exists()
     assert get_store().get_meta(branch.id).parent_id is None, "a branch outlives its parent"
+
+
+def test_deleting_the_parent_while_its_researcher_works_stops_and_removes_both(
+    backend, alice, monkeypatch
+):
+    waiting = threading.Event()
+    original = tools.TOOLS["wait"]
+
+    def wait_and_tell(context, arguments):
+        waiting.set()
+        return original.run(context, arguments)
+
+    monkeypatch.setitem(tools.TOOLS, "wait", replace(original, run=wait_and_tell))
+    parent = conversation(alice)
+    outcome = {}
+
+    def run():
+        try:
+            outcome["result"] = turn_run(
+                session_id=parent, text="ask researcher to remember that my pin is 7 and wait 120 s"
+            )
+        except Exception as error:  # noqa: BLE001 - the test inspects it
+            outcome["error"] = error
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert waiting.wait(30), "the researcher's wait tool started"
+
+    assert services.session_delete(session_id=parent, owner_id=alice.id) is True
+    thread.join(30)
+    assert not thread.is_alive()
+
+    sub_id = f"agent_researcher__{parent}"
+    assert get_store().get_meta(parent) is None
+    assert get_store().get_meta(sub_id) is None
+    assert not WorkingMemory.objects.filter(session_id=sub_id).exists()
+    assert not Episode.objects.exists()
 
 
 def test_parent_ids_at_the_length_limit_give_valid_distinct_sub_agent_ids(backend, alice):

@@ -8,35 +8,33 @@ calling session. Which session that is follows the sub-agent's memory.stm policy
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import threading
 import uuid
-
-from django.db import connections
 
 from sessions_app import services
 from sessions_app.agents import PER_TASK, AgentDefinition, delegation_targets, subagent_session_id
-from sessions_app.runtime.tools import ABORTED_RESULT_TEXT, ToolAborted
-from sessions_app.runtime.turns import SessionBusy, TurnResult, turn_abort, turn_run
+from sessions_app.runtime.executors import in_pool
+from sessions_app.runtime.tools import ABORTED_RESULT_TEXT, ToolAborted, TurnAbort
+from sessions_app.runtime.turns import SessionBusy, TurnResult, turn_abort_async, turn_run_async
 from sessions_app.store import AgentMismatch, SessionNotFound, get_store
 
 logger = logging.getLogger(__name__)
 
 MAX_TASK_CHARS = 100_000
-# How often the relay looks at the parent's abort event. An Event cannot be waited on
-# together with "the sub-turn ended", so the relay polls; this bounds the abort's delay.
+# How often an abort is offered again to a sub-turn that has not registered itself yet.
 RELAY_INTERVAL_SEC = 0.05
 
 
-def delegation_run(*, parent_id: str, agent: str, task: str, abort: threading.Event) -> str:
+async def delegation_run(*, parent_id: str, agent: str, task: str, abort: TurnAbort) -> str:
     """Run `task` as one turn of sub-agent `agent` for session `parent_id`; its final answer.
 
     Steps: check the agent and the task; open (or create) the sub-agent's session for the
     caller's owner, refusing a session of that id owned by someone else or held by another
-    agent; run the turn while a relay thread passes the parent's abort on to it; a per_task
-    session is then deleted with its memory, however the turn ended. Raises ToolAborted
-    when the parent was aborted, and ValueError / RuntimeError (the call's error result)
-    for everything else that keeps the sub-agent from answering.
+    agent; run the turn, passing the parent's abort on to it; a per_task session is then
+    deleted with its memory, however the turn ended. Raises ToolAborted when the parent was
+    aborted, and ValueError / RuntimeError (the call's error result) for everything else
+    that keeps the sub-agent from answering.
     """
     targets = {target.name: target for target in delegation_targets()}
     definition = targets.get(agent)
@@ -47,21 +45,21 @@ def delegation_run(*, parent_id: str, agent: str, task: str, abort: threading.Ev
     task = task.strip()
     if not task or len(task) > MAX_TASK_CHARS or "\x00" in task:
         raise ValueError(f"a task is 1-{MAX_TASK_CHARS} characters of text")
-    parent = get_store().get_meta(parent_id)
+    parent = await in_pool("store", get_store().get_meta, parent_id)
     if parent is None:
         raise SessionNotFound(parent_id)
     owner_id = parent.owner_id
     session_id = subagent_session_id(
         definition, parent_id=parent_id, owner_id=owner_id, task_id=uuid.uuid4().hex[:16]
     )
-    _open(session_id, definition, owner_id=owner_id, parent_id=parent_id)
+    await in_pool("store", _open, session_id, definition, owner_id=owner_id, parent_id=parent_id)
     try:
         if abort.is_set():
             raise ToolAborted(ABORTED_RESULT_TEXT)
-        result = _run_relaying_abort(session_id, task, owner_id=owner_id, abort=abort)
+        result = await _run_relaying_abort(session_id, task, owner_id=owner_id, abort=abort)
     finally:
         if definition.stm == PER_TASK:
-            _discard(session_id, owner_id=owner_id)
+            await in_pool("store", _discard, session_id, owner_id=owner_id)
     return _answer(definition, result, parent_aborted=abort.is_set())
 
 
@@ -80,38 +78,32 @@ def _open(session_id: str, agent: AgentDefinition, *, owner_id: int | None, pare
     return meta
 
 
-def _run_relaying_abort(
-    session_id: str, task: str, *, owner_id: int | None, abort: threading.Event
+async def _run_relaying_abort(
+    session_id: str, task: str, *, owner_id: int | None, abort: TurnAbort
 ) -> TurnResult:
-    done = threading.Event()
-
-    def relay():
-        try:
-            while not done.is_set():
-                if abort.wait(RELAY_INTERVAL_SEC):
-                    # Until the sub-turn has registered itself there is nothing to stop yet:
-                    # keep asking until an abort lands or the sub-turn is over.
-                    while not done.is_set() and not turn_abort(session_id=session_id):
-                        done.wait(RELAY_INTERVAL_SEC)
-                    return
-        finally:
-            connections.close_all()  # this thread's own connection
-
-    relay_thread = threading.Thread(target=relay, name=f"delegate-{session_id}", daemon=True)
-    relay_thread.start()
-    try:
-        return turn_run(
+    sub_turn = asyncio.ensure_future(
+        turn_run_async(
             session_id=session_id,
             text=task,
             owner_id=owner_id,
             # Whoever has the sub-agent's session open watches its turn happen.
             on_event=services.turn_event_broadcaster(session_id),
         )
+    )
+    parent_aborted = asyncio.ensure_future(abort.wait_async(None))
+    try:
+        await asyncio.wait({sub_turn, parent_aborted}, return_when=asyncio.FIRST_COMPLETED)
+        # Until the sub-turn has registered itself there is nothing to stop yet: keep asking
+        # until an abort lands or the sub-turn is over.
+        while parent_aborted.done() and not sub_turn.done():
+            if await turn_abort_async(session_id=session_id):
+                break
+            await asyncio.wait({sub_turn}, timeout=RELAY_INTERVAL_SEC)
+        return await sub_turn
     except SessionBusy as error:
         raise RuntimeError(f"{session_id} is busy with another request; try again") from error
     finally:
-        done.set()
-        relay_thread.join()
+        parent_aborted.cancel()
 
 
 def _discard(session_id: str, *, owner_id: int | None) -> None:

@@ -55,7 +55,7 @@ class TurnAbort:
         """Block this thread until set (True) or `timeout` passes (False)."""
         return self._flag.wait(timeout)
 
-    async def wait_async(self, timeout: float) -> bool:
+    async def wait_async(self, timeout: float | None) -> bool:
         """Wait without holding a thread until set (True) or `timeout` passes (False)."""
         if self._event is None:
             self._loop, self._event = asyncio.get_running_loop(), asyncio.Event()
@@ -178,11 +178,11 @@ def _recall(context: ToolContext, arguments: dict) -> str:
     return json.dumps(memory, ensure_ascii=False) if memory else "working memory is empty"
 
 
-def _delegate(context: ToolContext, arguments: dict) -> str:
+async def _delegate(context: ToolContext, arguments: dict) -> str:
     # Imported here: delegation runs a whole turn, and the turn loop imports this module.
     from sessions_app.runtime.delegation import delegation_run
 
-    return delegation_run(
+    return await delegation_run(
         parent_id=context.session_id,
         agent=str(arguments.get("agent", "")),
         task=str(arguments.get("task", "")),
@@ -246,7 +246,9 @@ TOOLS: dict[str, Tool] = {
                 },
                 "required": ["agent", "task"],
             },
-            _delegate,
+            # A coroutine: the sub-agent's turn waits for its model like any turn, and the
+            # call holds no thread meanwhile.
+            arun=_delegate,
         ),
     ]
 }

@@ -1,5 +1,6 @@
 """The `delegate` tool on both backends: the three session policies, abort, delete, ids."""
 
+import asyncio
 import json
 import threading
 from dataclasses import replace
@@ -127,12 +128,12 @@ def run_until_aborted(monkeypatch, parent, agent):
     waiting = threading.Event()
     original = tools.TOOLS["wait"]
 
-    def wait_and_tell(context, arguments):
+    async def wait_and_tell(context, arguments):
         if context.session_id.startswith(f"agent_{agent}__"):
             waiting.set()
-        return original.run(context, arguments)
+        return await original.arun(context, arguments)
 
-    monkeypatch.setitem(tools.TOOLS, "wait", replace(original, run=wait_and_tell))
+    monkeypatch.setitem(tools.TOOLS, "wait", replace(original, arun=wait_and_tell))
     outcome = {}
     thread = threading.Thread(
         target=lambda: outcome.setdefault(
@@ -193,11 +194,11 @@ def test_deleting_the_parent_while_its_researcher_works_stops_and_removes_both(
     waiting = threading.Event()
     original = tools.TOOLS["wait"]
 
-    def wait_and_tell(context, arguments):
+    async def wait_and_tell(context, arguments):
         waiting.set()
-        return original.run(context, arguments)
+        return await original.arun(context, arguments)
 
-    monkeypatch.setitem(tools.TOOLS, "wait", replace(original, run=wait_and_tell))
+    monkeypatch.setitem(tools.TOOLS, "wait", replace(original, arun=wait_and_tell))
     parent = conversation(alice)
     outcome = {}
 
@@ -264,13 +265,14 @@ def test_only_defined_sub_agents_are_delegated_to(backend, alice):
     parent = conversation(alice)
     result = turn_run(session_id=parent, text="ask jarvis to compute 6*7")
     assert "delegate" not in [c["name"] for e in result.entries for c in e.tool_calls or ()]
+    delegate = tools.TOOLS["delegate"].arun
     with pytest.raises(ValueError, match="no sub-agent named 'jarvis'"):
-        tools.TOOLS["delegate"].run(
-            tools.ToolContext(session_id=parent), {"agent": "jarvis", "task": "anything"}
+        asyncio.run(
+            delegate(tools.ToolContext(session_id=parent), {"agent": "jarvis", "task": "anything"})
         )
     with pytest.raises(ValueError, match="a task is"):
-        tools.TOOLS["delegate"].run(
-            tools.ToolContext(session_id=parent), {"agent": "researcher", "task": "  "}
+        asyncio.run(
+            delegate(tools.ToolContext(session_id=parent), {"agent": "researcher", "task": "  "})
         )
     assert [meta.id for meta in get_store().list(include_subagents=True)] == [parent]
 

@@ -1,6 +1,7 @@
 """ASGI entry point: `daphne jarvis_site.asgi:application`.
 
-HTTP goes to Django; WebSockets go through origin and auth checks to the Channels routes.
+HTTP goes to Django; WebSockets go through the origin check (sessions_app.origins) and
+authentication to the Channels routes.
 """
 
 import os
@@ -21,15 +22,26 @@ if settings.SERVE_STATIC:
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.urls import re_path  # noqa: E402
 
 from jarvis_site.routing import websocket_urlpatterns  # noqa: E402
+from sessions_app.consumers import UnknownPathConsumer  # noqa: E402
+from sessions_app.origins import OriginCheck  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        "websocket": OriginCheck(
+            AuthMiddlewareStack(
+                URLRouter(
+                    [
+                        *websocket_urlpatterns,
+                        # Any other path (an id with "/" in it, a typo) closes with 4400
+                        # instead of failing the handshake with a server error.
+                        re_path(r"", UnknownPathConsumer.as_asgi()),
+                    ]
+                )
+            )
         ),
     }
 )

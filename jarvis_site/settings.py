@@ -57,6 +57,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so that it sees every answer: errors under /api/ are JSON, whoever made them.
+    "sessions_app.middleware.ApiJsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -128,15 +130,42 @@ TEST_SESSION_PREFIXES = ("test-", "live-", "probe-", "exp-")
 
 # --- Channels -----------------------------------------------------------------------------
 REDIS_URL = env.str("REDIS_URL", default="")
+# channels-redis waits for a socket's next message with BRPOP, 5 s at a time. redis-py's read
+# timeout must be longer than that, or a quiet socket's wait fails with TimeoutError and its
+# WebSocket closes (redis-py 8 defaults to 5 s). Connecting still fails fast.
+REDIS_SOCKET_TIMEOUT_SEC = 30
+REDIS_CONNECT_TIMEOUT_SEC = 5
+# Every WebSocket of a worker process receives through one Redis list ("specific.*" channels),
+# and group_send drops what does not fit, silently. A turn sends ~10 events plus at most 20
+# coalesced `delta`s a second, so 10,000 gives a worker with a hundred busy tabs several
+# seconds of slack. Each socket's own buffer inside the process holds CHANNEL_CAPACITY.
+CHANNEL_CAPACITY = 1_000
+PROCESS_CHANNEL_CAPACITY = 10_000
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": REDIS_SOCKET_TIMEOUT_SEC,
+                        "socket_connect_timeout": REDIS_CONNECT_TIMEOUT_SEC,
+                        "socket_keepalive": True,
+                    }
+                ],
+                "capacity": CHANNEL_CAPACITY,
+                "channel_capacity": {"specific.*": PROCESS_CHANNEL_CAPACITY},
+            },
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "CONFIG": {"capacity": CHANNEL_CAPACITY},
+        }
+    }
 
 # --- Agent runtime ------------------------------------------------------------------------
 JARVIS_MODEL = env.str("JARVIS_MODEL", default="offline")
@@ -201,6 +230,12 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # JSON bodies are bounded in size (DATA_UPLOAD_MAX_MEMORY_SIZE) and nesting depth.
+    "DEFAULT_PARSER_CLASSES": [
+        "sessions_app.parsers.LimitedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_THROTTLE_RATES": {"turns": env.str("TURN_THROTTLE_RATE", default="60/min")},
     # Every error body is {"code", "detail"} (DESIGN §7).
     "EXCEPTION_HANDLER": "sessions_app.api.exception_handler",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -19,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
-from sessions_app import selectors, serializers, services
+from sessions_app import limits, selectors, serializers, services
 from sessions_app.compaction import session_compact
 from sessions_app.runtime.cost import session_cost
 from sessions_app.runtime.history import HistoryInvalid
@@ -40,6 +41,9 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
     SessionBusy: (status.HTTP_409_CONFLICT, "session_busy"),
     TooManyTurns: (status.HTTP_429_TOO_MANY_REQUESTS, "too_many_turns"),
     HistoryInvalid: (status.HTTP_409_CONFLICT, "history_invalid"),
+    limits.InputInvalid: (status.HTTP_400_BAD_REQUEST, "invalid"),
+    # Form bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (JSON ones: sessions_app.parsers).
+    RequestDataTooBig: (status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "too_large"),
 }
 NOT_FOUND_DETAIL = "no such session"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from sessions_app import cleanup, selectors, services
 from sessions_app.agents import model_for_session
@@ -168,14 +169,12 @@ def _export(ctx: _Context) -> CommandResult:
     if len(ctx.args) > 1 or fmt not in services.EXPORT_FORMATS:
         raise CommandError("bad_request", "usage: /export [md|json]")
     export = services.session_export(session_id=ctx.session_id, owner_id=ctx.owner_id, fmt=fmt)
+    # The page and the user get the download link; where the server keeps files is its own.
+    url = f"/api/sessions/{quote(ctx.session_id, safe=':')}/export/?format={fmt}"
     return CommandResult(
         "export",
-        f"exported to {export.path}",
-        {
-            "filename": export.filename,
-            "path": str(export.path),
-            "url": f"/api/sessions/{ctx.session_id}/export/?format={fmt}",
-        },
+        f"exported {export.filename}: download it from {url}",
+        {"filename": export.filename, "url": url},
     )
 
 
@@ -212,7 +211,7 @@ COMMANDS: dict[str, tuple[Callable[[_Context], CommandResult], str, str]] = {
         "list what can be cleaned up; with a category and confirm, remove it",
     ),
     "compact": (_compact, "", "summarize older turns so the model's context stays small"),
-    "export": (_export, "[md|json]", "write the conversation to the exports folder"),
+    "export": (_export, "[md|json]", "export the conversation and show its download link"),
     "cost": (_cost, "", "tokens and estimated USD per model"),
 }
 

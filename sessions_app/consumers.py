@@ -8,17 +8,16 @@ conversation as it happens.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 from django.db import connections
 
-from sessions_app import commands, selectors, services
+from sessions_app import commands, limits, selectors, services
 from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
 from sessions_app.runtime.turns import (
     SessionBusy,
@@ -39,7 +38,6 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_EXPIRED = 4408
 # `?agent=` names another agent than the existing session's (the API's 409 agent_mismatch).
 CLOSE_AGENT_MISMATCH = 4409
-MAX_PROMPT_CHARS = 100_000
 
 
 def _run_in_turn_thread(function, **kwargs):
@@ -72,11 +70,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         except InvalidSessionId:
             return await self._refuse(CLOSE_BAD_ID)
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
-        agent = (query.get("agent") or ["jarvis"])[0][:100] or "jarvis"
         try:
-            after_seq = max(0, int((query.get("after_seq") or ["0"])[0]))
-        except ValueError:
-            after_seq = 0
+            agent = limits.agent_check((query.get("agent") or ["jarvis"])[0])
+            after_seq = limits.seq_check((query.get("after_seq") or ["0"])[0], name="after_seq")
+        except limits.InputInvalid:
+            # The handshake's parameters are part of what it asks for, like the id.
+            return await self._refuse(CLOSE_BAD_ID)
         self.user_id = user.id
         self.session_id = session_id
         self.group = group_name(session_id)
@@ -130,6 +129,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     async def _heartbeat_loop(self):
         while True:
             await asyncio.sleep(services.HEARTBEAT_SEC)
+            # The Redis layer forgets group members after its group_expiry (a day): joining
+            # again keeps a socket that stays open for days in its session's group.
+            await self.channel_layer.group_add(self.group, self.channel_name)
             alive = await database_sync_to_async(services.connection_heartbeat)(
                 channel_name=self.channel_name
             )
@@ -141,7 +143,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     # --- client -> server -----------------------------------------------------------
     async def receive(self, text_data=None, bytes_data=None):
         try:
-            frame = json.loads(text_data) if text_data is not None else None
+            frame = limits.json_loads(text_data) if text_data is not None else None
+        except limits.JsonTooDeep as error:
+            return await self._error("bad_request", str(error))
         except ValueError:
             frame = None
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
@@ -156,10 +160,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             return None
         if kind == "prompt":
             text = frame.get("text")
-            if not isinstance(text, str) or not text.strip() or len(text) > MAX_PROMPT_CHARS:
-                return await self._error(
-                    "bad_request", f"a prompt has a non-empty text of at most {MAX_PROMPT_CHARS}"
-                )
+            if not isinstance(text, str):
+                return await self._error("bad_request", 'a prompt frame has a "text" string')
+            try:
+                limits.prompt_check(text)
+            except limits.InputInvalid as error:
+                return await self._error("invalid", str(error))
             if text.lstrip().startswith("/"):
                 return self._spawn(self._command(text.strip()))
             wait = turn_throttle_wait(self.scope["user"])
@@ -224,3 +230,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         # turn_abort also announces itself to the group. The running turn learns of it
         # through its lease; clients learn from the `agent_end` with status "aborted".
         return None
+
+
+class UnknownPathConsumer(AsyncWebsocketConsumer):
+    """Any WebSocket path without a route: closed with 4400 after the handshake, so the client
+    sees why (a bare refusal would reach it as HTTP 403)."""
+
+    async def connect(self):
+        await self.accept()
+        await self.close(code=CLOSE_BAD_ID)

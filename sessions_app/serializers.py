@@ -6,6 +6,7 @@ the WebSocket and the commands all refuse the same ids with the same message.
 
 from rest_framework import serializers
 
+from sessions_app import limits
 from sessions_app.services import EXPORT_FORMATS
 
 # --- input --------------------------------------------------------------------------------
@@ -13,12 +14,16 @@ from sessions_app.services import EXPORT_FORMATS
 
 class SessionCreateInput(serializers.Serializer):
     id = serializers.CharField(required=False, allow_blank=False, trim_whitespace=False)
-    agent = serializers.CharField(required=False, default="jarvis", max_length=100)
-    title = serializers.CharField(required=False, default="", allow_blank=True, max_length=200)
+    agent = serializers.CharField(
+        required=False, default="jarvis", max_length=limits.AGENT_MAX_CHARS
+    )
+    title = serializers.CharField(
+        required=False, default="", allow_blank=True, max_length=limits.TITLE_MAX_CHARS
+    )
 
 
 class SessionListQuery(serializers.Serializer):
-    agent = serializers.CharField(required=False)
+    agent = serializers.CharField(required=False, max_length=limits.AGENT_MAX_CHARS)
     include_tests = serializers.BooleanField(required=False, default=True)
     include_subagents = serializers.BooleanField(
         required=False, default=False, help_text="also list the sessions sub-agents work in"
@@ -32,7 +37,9 @@ class SessionPatchInput(serializers.Serializer):
 
 
 class EntriesQuery(serializers.Serializer):
-    after_seq = serializers.IntegerField(required=False, default=0, min_value=0)
+    after_seq = serializers.IntegerField(
+        required=False, default=0, min_value=0, max_value=limits.SEQ_MAX
+    )
     limit = serializers.IntegerField(required=False, min_value=1, max_value=1000)
 
 
@@ -45,17 +52,24 @@ class ExportQuery(serializers.Serializer):
 
 
 class MessageInput(serializers.Serializer):
-    text = serializers.CharField(allow_blank=False, trim_whitespace=True)
+    # Counted as sent, like the WebSocket and the chat command count it.
+    text = serializers.CharField(trim_whitespace=False)
+
+    def validate_text(self, value):
+        try:
+            return limits.prompt_check(value)
+        except limits.InputInvalid as error:
+            raise serializers.ValidationError(str(error)) from error
 
 
 class BranchInput(serializers.Serializer):
     id = serializers.CharField(required=False, allow_blank=False, trim_whitespace=False)
-    at_seq = serializers.IntegerField(required=False, min_value=0)
+    at_seq = serializers.IntegerField(required=False, min_value=0, max_value=limits.SEQ_MAX)
 
 
 class ProactiveInput(serializers.Serializer):
-    message_id = serializers.CharField(max_length=200)
-    content = serializers.CharField()
+    message_id = serializers.CharField(max_length=limits.MESSAGE_ID_MAX_CHARS)
+    content = serializers.CharField(max_length=limits.NOTICE_MAX_CHARS)
 
 
 # --- output -------------------------------------------------------------------------------

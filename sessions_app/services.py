@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import tempfile
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -30,7 +33,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from sessions_app import selectors
+from sessions_app import limits, selectors
 from sessions_app.agents import model_for_session, per_parent_session_ids
 from sessions_app.ids import group_name, new_session_id, safe_filename, validate_session_id
 from sessions_app.models import LiveConnection, Session
@@ -100,21 +103,53 @@ def session_broadcast_on_commit(*, session_id: str, event: dict[str, Any]) -> No
     transaction.on_commit(lambda: session_broadcast(session_id=session_id, event=event))
 
 
-def turn_event_broadcaster(session_id: str):
+# Streamed text reaches the group at most once per DELTA_INTERVAL_SEC per turn: one event per
+# token would flood the channel layer (and every tab) long before anyone can read that fast.
+DELTA_INTERVAL_SEC = 0.05
+
+
+def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
     """An `on_event` coroutine for turn_run that forwards the turn's events to the group.
 
-    Entries arrive as EntryRecord objects and leave as the API shows them. The turn's event
-    pump awaits it on the event loop, beside the turn.
+    - Entries arrive as EntryRecord objects and leave as the API shows them.
+    - `delta`s are coalesced: a piece that arrives within DELTA_INTERVAL_SEC of the last
+      `delta` sent waits, and leaves joined with the next piece that arrives after the
+      interval, or just before the turn's next other event, so the order tabs see is the
+      order of the turn.
+
+    The turn's event pump awaits it on the event loop, beside the turn, one event at a time.
     """
     group = group_name(session_id)
+    pending: list[str] = []
+    state: dict[str, Any] = {"turn_id": None, "sent_at": None}
+
+    async def send(event: dict[str, Any]) -> None:
+        layer = get_channel_layer()
+        if layer is not None:
+            await layer.group_send(group, {"type": "session.event", "event": event})
+
+    async def flush() -> None:
+        if pending:
+            text = "".join(pending)
+            pending.clear()
+            state["sent_at"] = clock()
+            await send({"type": "delta", "turn_id": state["turn_id"], "text": text})
 
     async def on_event(event: dict[str, Any]) -> None:
-        layer = get_channel_layer()
-        if layer is None:
+        kind = event.get("type")
+        if kind == "delta":
+            if state["turn_id"] != event.get("turn_id"):
+                await flush()
+                state["turn_id"] = event.get("turn_id")
+            pending.append(event.get("text", ""))
+            sent_at = state["sent_at"]
+            if sent_at is None or clock() - sent_at >= DELTA_INTERVAL_SEC:
+                await flush()
             return
-        if event.get("type") == "entry" and isinstance(event.get("entry"), EntryRecord):
+        await flush()
+        if kind == "entry" and isinstance(event.get("entry"), EntryRecord):
             event = {**event, "entry": selectors.entry_to_api(event["entry"])}
-        await layer.group_send(group, {"type": "session.event", "event": event})
+        await send(event)
 
     return on_event
 
@@ -480,8 +515,13 @@ def proactive_add(
     """Add a 🔔 notice once per message_id; open tabs get a `proactive` event after commit.
 
     `owner_id` given (API calls) restricts the session to that owner; the agent's own
-    callers (schedules, goals) pass None.
+    callers (schedules, goals) pass None. Raises InputInvalid for content or a message_id
+    outside the input limits (NUL characters, too long, empty).
     """
+    limits.text_check(
+        message_id, name="message_id", max_chars=limits.MESSAGE_ID_MAX_CHARS, min_chars=1
+    )
+    limits.text_check(content, name="the notice", max_chars=limits.NOTICE_MAX_CHARS)
     if owner_id is not None:
         selectors.session_get(session_id=session_id, owner_id=owner_id)
     with transaction.atomic():
@@ -497,8 +537,14 @@ def proactive_add(
 # --- export -------------------------------------------------------------------------------
 
 
-def session_export(*, session_id: str, owner_id: int, fmt: str) -> ExportFile:
-    """Render the session as md or json and also write it to EXPORTS_DIR/<safe id>.<fmt>."""
+def session_export(*, session_id: str, owner_id: int | None, fmt: str) -> ExportFile:
+    """Render the session as md or json and also write it to EXPORTS_DIR/<owner>/<safe id>.<fmt>.
+
+    Steps: render; write a temp file with a name of its own in the owner's directory; rename
+    it over the export in one step. Concurrent exports of one session never share a temp
+    file, and a reader never sees half a file. Each user has a directory because safe names
+    collide across ids ("a.1" and "a_1"), and one user's export must never replace another's.
+    """
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"export format is md or json, not {fmt!r}")
     meta = selectors.session_get(session_id=session_id, owner_id=owner_id)
@@ -513,13 +559,19 @@ def session_export(*, session_id: str, owner_id: int, fmt: str) -> ExportFile:
             selectors.export_json(meta, entries, notices), ensure_ascii=False, indent=2
         )
         content_type = "application/json"
+    content = text.encode("utf-8")
     filename = f"{safe_filename(session_id)}.{fmt}"
-    exports_dir = Path(settings.EXPORTS_DIR)
-    exports_dir.mkdir(parents=True, exist_ok=True)
-    path = exports_dir / filename
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return ExportFile(
-        filename=filename, content_type=content_type, content=text.encode(), path=path
+    owner_dir = Path(settings.EXPORTS_DIR) / (
+        str(meta.owner_id) if meta.owner_id is not None else "system"
     )
+    owner_dir.mkdir(parents=True, exist_ok=True)
+    path = owner_dir / filename
+    descriptor, tmp_name = tempfile.mkstemp(dir=owner_dir, prefix=f".{filename}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as tmp:
+            tmp.write(content)
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return ExportFile(filename=filename, content_type=content_type, content=content, path=path)

@@ -14,6 +14,7 @@ import threading
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from sessions_app import limits
 from sessions_app.commands import CommandError as SlashCommandError
 from sessions_app.commands import command_run
 from sessions_app.runtime.turns import SessionBusy, turn_abort, turn_run
@@ -35,12 +36,18 @@ class Command(BaseCommand):
     def handle(self, *args, session_id, agent, model, user, **options):
         owner_id = self._owner_id(user)
         try:
+            limits.agent_check(agent)
             if owner_id is None:
                 # A local conversation without an owner, like the system's own sessions.
                 get_store().create(session_id, agent=agent)
             else:
                 session_create(owner_id=owner_id, session_id=session_id, agent=agent)
-        except (InvalidSessionId, AgentMismatch, SessionIdUnavailable) as error:
+        except (
+            InvalidSessionId,
+            AgentMismatch,
+            SessionIdUnavailable,
+            limits.InputInvalid,
+        ) as error:
             raise CommandError(str(error)) from error
         interactive = sys.stdin.isatty()
         while True:
@@ -55,6 +62,12 @@ class Command(BaseCommand):
                 continue
             if text in {"/quit", "/exit"}:
                 break
+            try:
+                limits.prompt_check(text)
+            except limits.InputInvalid as error:
+                # The same limits as the API and the WebSocket; the conversation goes on.
+                self.stderr.write(f"[invalid] {error}")
+                continue
             if text.startswith("/"):
                 session_id = self._command(session_id, owner_id, text)
                 continue

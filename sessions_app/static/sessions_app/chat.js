@@ -296,6 +296,19 @@
     });
   }
 
+  // agent_end names the session's last seq: fetch any entry this tab did not receive.
+  async function resyncUpTo(lastSeq) {
+    const sessionId = state.sessionId;
+    let after = 0;
+    while (after < lastSeq && state.seen.has(after + 1)) after += 1;
+    while (after < lastSeq) {
+      const result = await api("GET", sessionPath(sessionId) + "entries/?after_seq=" + after);
+      if (!result.ok || sessionId !== state.sessionId || !result.data.entries.length) return;
+      for (const entry of result.data.entries) renderEntry(entry);
+      after = result.data.next_after_seq;
+    }
+  }
+
   function handleEvent(event) {
     switch (event.type) {
       case "session": {
@@ -342,6 +355,7 @@
       case "agent_end":
         removeLive();
         setBusy(false);
+        if (event.last_seq) resyncUpTo(event.last_seq);
         refreshCost();
         refreshSessions();
         break;

@@ -8,6 +8,8 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
+# The chat page's own origin: the handshake's Host, with ws:// as http://.
+HOST = (b"host", b"127.0.0.1")
 ORIGIN = (b"origin", b"http://127.0.0.1")
 RECEIVE_TIMEOUT = 10
 
@@ -43,7 +45,7 @@ def bob_token(bob):
 def communicator(path, token=None, headers=()):
     from jarvis_site.asgi import application
 
-    all_headers = [ORIGIN, *headers]
+    all_headers = [HOST, ORIGIN, *headers]
     if token:
         all_headers.append((b"authorization", f"Token {token}".encode()))
     return WebsocketCommunicator(application, path, headers=all_headers)

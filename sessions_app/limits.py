@@ -1,0 +1,95 @@
+"""Input limits, the same for the HTTP API, the WebSocket and the `chat` command.
+
+One place says how long a prompt, a notice or a title may be, which sequence numbers exist
+and how deep a JSON document may nest, so the three entry points refuse the same input with
+the same words. NUL characters are refused everywhere: PostgreSQL cannot store them in text,
+and SQLite and the jsonl files would keep a value PostgreSQL later refuses to take.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+PROMPT_MAX_CHARS = 100_000
+NOTICE_MAX_CHARS = 20_000
+TITLE_MAX_CHARS = 200
+AGENT_MAX_CHARS = 100
+MESSAGE_ID_MAX_CHARS = 200
+# Sequence numbers are signed 64-bit integers in every database.
+SEQ_MAX = 2**63 - 1
+JSON_MAX_DEPTH = 100
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+class InputInvalid(ValueError):
+    """Input outside the limits: 400 `invalid` on HTTP, an `error` frame on the WebSocket."""
+
+
+class JsonTooDeep(ValueError):
+    """A JSON document nested deeper than JSON_MAX_DEPTH: `bad_request`."""
+
+
+def text_check(value: Any, *, name: str, max_chars: int, min_chars: int = 0) -> str:
+    """Return `value` when it is a string of min..max characters without NUL, else raise."""
+    if not isinstance(value, str):
+        raise InputInvalid(f"{name} must be a string")
+    if "\x00" in value:
+        raise InputInvalid(f"{name} may not contain NUL characters")
+    if len(value) > max_chars:
+        raise InputInvalid(f"{name} has {len(value)} characters; the limit is {max_chars}")
+    if len(value.strip()) < min_chars:
+        raise InputInvalid(f"{name} may not be empty")
+    return value
+
+
+def prompt_check(text: Any) -> str:
+    """A prompt: 1..PROMPT_MAX_CHARS characters, not only whitespace, no NUL."""
+    return text_check(text, name="the prompt", max_chars=PROMPT_MAX_CHARS, min_chars=1)
+
+
+def agent_check(agent: Any) -> str:
+    return text_check(agent, name="the agent", max_chars=AGENT_MAX_CHARS, min_chars=1)
+
+
+def seq_check(value: Any, *, name: str) -> int:
+    """A sequence number given as text or int: 0..SEQ_MAX."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise InputInvalid(f"{name} must be a whole number") from None
+    if not 0 <= number <= SEQ_MAX:
+        raise InputInvalid(f"{name} must be between 0 and {SEQ_MAX}")
+    return number
+
+
+def json_depth(text: str) -> int:
+    """How deeply the arrays and objects of a JSON text nest, strings ignored.
+
+    Python's parser recurses once per level and fails with RecursionError (not ValueError)
+    on deep input, so the depth is measured before parsing. Stripping strings with one
+    regular expression keeps this linear and fast for a 100,000-character prompt.
+    """
+    depth = deepest = 0
+    for bracket in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
+        if bracket.group() in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > JSON_MAX_DEPTH:
+                    return deepest
+        else:
+            depth -= 1
+    return deepest
+
+
+def json_loads(text: str | bytes) -> Any:
+    """json.loads that refuses documents nested deeper than JSON_MAX_DEPTH (JsonTooDeep)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    if json_depth(text) > JSON_MAX_DEPTH:
+        raise JsonTooDeep(f"JSON may nest at most {JSON_MAX_DEPTH} levels deep")
+    return json.loads(text)

@@ -1,0 +1,56 @@
+"""Every error under /api/ is JSON with a `code`, also those that DRF never sees.
+
+DRF shapes the errors of its own views (`sessions_app.api.exception_handler`). Django answers
+the rest — an unknown /api/ path (404), an unhandled exception (500), a request refused before
+any view — with HTML pages made for browsers. This middleware, first in MIDDLEWARE so that it
+sees every response, gives programs the same `{"code", "detail"}` body there too.
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+from django.http import JsonResponse
+
+API_PREFIX = "/api/"
+CODES = {
+    400: "bad_request",
+    401: "not_authenticated",
+    403: "permission_denied",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+    500: "server_error",
+}
+# Headers of the original answer that a client still needs (Allow on 405, the challenge on 401).
+KEPT_HEADERS = ("Allow", "WWW-Authenticate", "Retry-After")
+
+
+def _is_json(response) -> bool:
+    return response.get("Content-Type", "").startswith("application/json")
+
+
+class ApiJsonErrorsMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if (
+            not request.path.startswith(API_PREFIX)
+            or response.status_code < 400
+            or _is_json(response)
+        ):
+            return response
+        status = response.status_code
+        try:
+            phrase = HTTPStatus(status).phrase
+        except ValueError:
+            phrase = "error"
+        code = CODES.get(status, "server_error" if status >= 500 else "error")
+        detail = f"no such API path: {request.path}" if status == 404 else phrase.lower()
+        replacement = JsonResponse({"code": code, "detail": detail}, status=status)
+        for header in KEPT_HEADERS:
+            if header in response:
+                replacement[header] = response[header]
+        return replacement

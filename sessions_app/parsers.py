@@ -1,0 +1,55 @@
+"""The API's JSON parser: bounded in size and in nesting depth.
+
+DRF's own parser streams the body straight into `json.load`, so Django's
+DATA_UPLOAD_MAX_MEMORY_SIZE (enforced only by `request.body` and form parsing) never applies
+to JSON, and a deeply nested document ends in RecursionError, a 500. This one reads at most
+one byte more than the limit and measures nesting before it parses.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from rest_framework import exceptions, status
+from rest_framework.parsers import JSONParser, get_encoding
+from rest_framework.utils import json
+
+from sessions_app import limits
+
+
+class RequestTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "too_large"
+    default_detail = "the request body is too large"
+
+
+def body_limit() -> int | None:
+    return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+
+def too_large() -> RequestTooLarge:
+    return RequestTooLarge(f"the request body is larger than {body_limit()} bytes")
+
+
+class LimitedJSONParser(JSONParser):
+    def parse(self, stream, media_type=None, parser_context=None):
+        if stream is None:
+            return None
+        limit = body_limit()
+        raw = stream.read() if limit is None else stream.read(limit + 1)
+        if limit is not None and len(raw) > limit:
+            raise too_large()
+        encoding = get_encoding(parser_context or {})
+        try:
+            text = raw.decode(encoding)
+        except UnicodeError as error:
+            raise exceptions.ParseError(f"JSON parse error - {error}") from error
+        try:
+            if limits.json_depth(text) > limits.JSON_MAX_DEPTH:
+                raise exceptions.ParseError(
+                    f"JSON may nest at most {limits.JSON_MAX_DEPTH} levels deep",
+                    code="bad_request",
+                )
+            parse_constant = json.strict_constant if self.strict else None
+            return json.loads(text, parse_constant=parse_constant)
+        except ValueError as error:
+            raise exceptions.ParseError(f"JSON parse error - {error}") from error

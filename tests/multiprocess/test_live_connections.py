@@ -15,6 +15,7 @@ from websockets.asyncio.client import connect
 from sessions_app.models import LiveConnection
 from sessions_app.store import NewEntry, get_store
 from tests.conftest import requires_postgres
+from tests.multiprocess.redis_layer import TEST_REDIS_URL, requires_redis
 from tests.multiprocess.servers import daphne
 
 pytestmark = [requires_postgres, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -90,9 +91,10 @@ def test_a_socket_on_one_worker_blocks_delete_on_another(token):
     assert get_store().get_meta(session_id) is None
 
 
+@requires_redis
 def test_tabs_on_two_workers_see_the_same_turn_through_redis(token):
     session_id = f"mp-{uuid.uuid4().hex[:8]}"
-    redis = {"REDIS_URL": "redis://127.0.0.1:6379/0"}
+    redis = {"REDIS_URL": TEST_REDIS_URL}
     with daphne(**redis) as worker_a, daphne(**redis) as worker_b:
 
         async def scenario():

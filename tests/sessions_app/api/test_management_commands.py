@@ -18,7 +18,7 @@ def test_export_session_writes_the_same_file_as_the_api(api, alice, capsys):
     get_store().create("work:1", owner_id=alice.id)
     get_store().append("work:1", [NewEntry(role="user", content="hello there")])
     call_command("export_session", "work:1", "--format", "json")
-    path = settings.EXPORTS_DIR / "work_1.json"
+    path = settings.EXPORTS_DIR / str(alice.id) / "work_1.json"
     assert capsys.readouterr().out.strip() == str(path)
     assert api.get("/api/sessions/work:1/export/?format=json").content.decode() == path.read_text()
     with pytest.raises(CommandError):

@@ -255,7 +255,7 @@ def test_delete_leaves_branches_standing(api):
 # --- GET /api/sessions/{id}/export/ ---------------------------------------------------------
 
 
-def test_export_markdown_is_a_readable_download_also_written_to_exports_dir(api):
+def test_export_markdown_is_a_readable_download_also_written_to_exports_dir(api, alice):
     api.post("/api/sessions/", {"id": "work:1"}, format="json")
     a_turn("work:1")
     response = api.get("/api/sessions/work:1/export/?format=md")
@@ -266,10 +266,10 @@ def test_export_markdown_is_a_readable_download_also_written_to_exports_dir(api)
     assert "Tool call" in text and "calculator" in text
     assert "Tool result" in text and "42" in text
     assert "completed" in text
-    assert (settings.EXPORTS_DIR / "work_1.md").read_text() == text
+    assert (settings.EXPORTS_DIR / str(alice.id) / "work_1.md").read_text() == text
 
 
-def test_export_json_has_every_entry_with_every_field(api):
+def test_export_json_has_every_entry_with_every_field(api, alice):
     api.post("/api/sessions/", {"id": "work:1"}, format="json")
     stored = a_turn("work:1")
     response = api.get("/api/sessions/work:1/export/?format=json")
@@ -277,7 +277,7 @@ def test_export_json_has_every_entry_with_every_field(api):
     body = json.loads(response.content)
     assert body["session"]["id"] == "work:1"
     assert body["entries"] == [record.to_dict() for record in stored]
-    assert json.loads((settings.EXPORTS_DIR / "work_1.json").read_text()) == body
+    assert json.loads((settings.EXPORTS_DIR / str(alice.id) / "work_1.json").read_text()) == body
     assert_error(api.get("/api/sessions/work:1/export/?format=pdf"), 400, "invalid")
 
 

@@ -208,7 +208,7 @@ async def test_malformed_frames_get_bad_request_and_the_socket_stays_open(backen
     await ws.disconnect()
 
 
-async def test_slash_commands(backend, alice_token, settings):
+async def test_slash_commands(backend, alice, alice_token, settings):
     ws, _ = await open_session("/ws/sessions/work:1/", alice_token)
     await ws.send_json_to({"type": "prompt", "text": "what is 6*7?"})
     await events_until(ws, turn_done)
@@ -237,7 +237,7 @@ async def test_slash_commands(backend, alice_token, settings):
 
     export = await command("/export json")
     assert export["data"]["filename"] == "work_1.json"
-    assert (settings.EXPORTS_DIR / "work_1.json").exists()
+    assert (settings.EXPORTS_DIR / str(alice.id) / "work_1.json").exists()
     assert (await command("/export pdf"))["code"] == "bad_request"
 
     cost = await command("/cost")

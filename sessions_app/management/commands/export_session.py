@@ -1,4 +1,4 @@
-"""Export a session as Markdown or JSON into EXPORTS_DIR (the same files as the API's export)."""
+"""Export a session as Markdown or JSON into EXPORTS_DIR/<owner id>/ (the same files as the API's export)."""
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -8,7 +8,7 @@ from sessions_app.store import SessionNotFound, get_store
 
 
 class Command(BaseCommand):
-    help = "Write <EXPORTS_DIR>/<safe id>.md or .json for a session and print its path."
+    help = "Write <EXPORTS_DIR>/<owner id>/<safe id>.md or .json for a session; print its path."
 
     def add_arguments(self, parser):
         parser.add_argument("session_id")

@@ -44,7 +44,7 @@ class LimitedJSONParser(JSONParser):
         except UnicodeError as error:
             raise exceptions.ParseError(f"JSON parse error - {error}") from error
         try:
-            if limits.json_depth(text) > limits.JSON_MAX_DEPTH:
+            if limits.json_too_deep(text):
                 raise exceptions.ParseError(
                     f"JSON may nest at most {limits.JSON_MAX_DEPTH} levels deep",
                     code="bad_request",

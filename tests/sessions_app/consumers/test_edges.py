@@ -195,16 +195,16 @@ async def test_deltas_are_coalesced_to_one_per_interval_and_flushed_before_other
     clock = StepClock()
     on_event = services.turn_event_broadcaster("s1", clock=clock)
 
-    def turn():
-        on_event({"type": "agent_start", "turn_id": "t1"})
+    async def turn():
+        await on_event({"type": "agent_start", "turn_id": "t1"})
         for piece in ("a", "b", "c"):  # within one interval: the first leaves, two wait
-            on_event({"type": "delta", "turn_id": "t1", "text": piece})
+            await on_event({"type": "delta", "turn_id": "t1", "text": piece})
         clock.now += 2 * services.DELTA_INTERVAL_SEC
-        on_event({"type": "delta", "turn_id": "t1", "text": "d"})  # the interval is over
-        on_event({"type": "delta", "turn_id": "t1", "text": "e"})  # waits for the end
-        on_event({"type": "agent_end", "turn_id": "t1", "status": "completed"})
+        await on_event({"type": "delta", "turn_id": "t1", "text": "d"})  # the interval is over
+        await on_event({"type": "delta", "turn_id": "t1", "text": "e"})  # waits for the end
+        await on_event({"type": "agent_end", "turn_id": "t1", "status": "completed", "last_seq": 0})
 
-    await sync(turn)()
+    await turn()
     await layer.group_send(group_name("s1"), {"type": "session.event", "event": "the end"})
     sent = [
         (await asyncio.wait_for(layer.receive(channel), RECEIVE_TIMEOUT))["event"] for _ in range(6)

@@ -44,4 +44,5 @@ async def until_agent_end(ws, timeout=RECEIVE_TIMEOUT):
     events = []
     while not events or events[-1]["type"] != "agent_end":
         events.append(await receive(ws, timeout))
+        assert events[-1]["type"] != "error", events[-1]
     return events

@@ -64,7 +64,10 @@ async def entries_after(base, session_id, token, after_seq):
 def test_twenty_clients_on_two_workers_lose_no_turn_event(token):
     """20 sessions, each with a tab on both workers; one tab prompts 4 times. Every tab gets
     every turn's `agent_end`, and with the `last_seq` it names, the whole history."""
-    with daphne(REDIS_URL=TEST_REDIS_URL) as worker_a, daphne(REDIS_URL=TEST_REDIS_URL) as worker_b:
+    # One user runs all 20 conversations: let each worker run them all at once (the per-user
+    # turn limit is another matter, tested with the runtime).
+    env = {"REDIS_URL": TEST_REDIS_URL, "MAX_TURNS_PER_USER": CLIENTS}
+    with daphne(**env) as worker_a, daphne(**env) as worker_b:
 
         async def client(number):
             session_id = f"load-{number}-{uuid.uuid4().hex[:6]}"

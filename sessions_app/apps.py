@@ -11,6 +11,7 @@ class SessionsAppConfig(AppConfig):
     def ready(self):
         from sessions_app import receivers
         from sessions_app.agents import agent_registry
+        from sessions_app.signals import session_deleted
 
         agent_registry()  # a broken JARVIS_AGENTS_FILE stops start-up with what is wrong
 
@@ -20,4 +21,8 @@ class SessionsAppConfig(AppConfig):
             receivers.remove_sessions_of_deleted_user,
             sender=settings.AUTH_USER_MODEL,
             dispatch_uid="sessions_app.remove_sessions_of_deleted_user",
+        )
+        session_deleted.connect(
+            receivers.purge_outbox_of_deleted_session,
+            dispatch_uid="sessions_app.purge_outbox_of_deleted_session",
         )

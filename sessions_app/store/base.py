@@ -227,3 +227,12 @@ class SessionStore(Protocol):
     ) -> tuple[Notice, bool]: ...
 
     def get_proactive(self, session_id: str) -> list[Notice]: ...
+
+    def mark_proactive_delivered(
+        self, session_id: str, message_id: str, delivered_at: datetime
+    ) -> Notice | None:
+        """Record the first delivery of a notice (a later one keeps the first time).
+
+        Returns the notice, or None when the session or the notice does not exist.
+        """
+        ...

@@ -437,6 +437,14 @@ class DbSessionStore:
         validate_session_id(session_id)
         return [_notice(row) for row in ProactiveNotice.objects.filter(session_id=session_id)]
 
+    def mark_proactive_delivered(self, session_id, message_id, delivered_at):
+        validate_session_id(session_id)
+        notices = ProactiveNotice.objects.filter(session_id=session_id, message_id=message_id)
+        # Conditional update: two deliveries racing keep the first time.
+        notices.filter(delivered_at__isnull=True).update(delivered_at=delivered_at)
+        row = notices.first()
+        return _notice(row) if row is not None else None
+
 
 def _entry_fields(entry: NewEntry) -> dict:
     return {

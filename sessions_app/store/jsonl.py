@@ -529,7 +529,7 @@ class JsonlSessionStore:
             lines = path.read_bytes().split(b"\n")
         except FileNotFoundError:
             return []
-        notices = []
+        notices: dict[str, Notice] = {}
         for number, line in enumerate(lines, start=1):
             if not line:
                 continue
@@ -540,20 +540,47 @@ class JsonlSessionStore:
                     logger.warning("%s:%d: torn last line ignored", path, number)
                     break
                 raise CorruptSessionFile(path, number, f"unreadable notice: {error}") from error
-            notices.append(
-                Notice(
-                    session_id=session_id,
-                    message_id=data["message_id"],
-                    content=data["content"],
-                    created_at=datetime.fromisoformat(data["created_at"]),
-                    delivered_at=(
-                        datetime.fromisoformat(data["delivered_at"])
-                        if data.get("delivered_at")
-                        else None
-                    ),
-                )
+            if "delivered" in data:
+                # A delivery line (mark_proactive_delivered): the first one for a notice wins.
+                notice = notices.get(data["delivered"])
+                if notice is not None and notice.delivered_at is None:
+                    notices[notice.message_id] = replace(
+                        notice, delivered_at=datetime.fromisoformat(data["delivered_at"])
+                    )
+                continue
+            notices[data["message_id"]] = Notice(
+                session_id=session_id,
+                message_id=data["message_id"],
+                content=data["content"],
+                created_at=datetime.fromisoformat(data["created_at"]),
+                delivered_at=(
+                    datetime.fromisoformat(data["delivered_at"])
+                    if data.get("delivered_at")
+                    else None
+                ),
             )
-        return notices
+        return list(notices.values())
+
+    def mark_proactive_delivered(self, session_id, message_id, delivered_at):
+        # The notices file is append-only like the entries: a delivery is one more line, so
+        # a crash mid-write can only tear that line, never a notice.
+        with self._locked(session_id):
+            if self._read_meta(session_id) is None:
+                return None
+            notice = next(
+                (n for n in self.get_proactive(session_id) if n.message_id == message_id), None
+            )
+            if notice is None or notice.delivered_at is not None:
+                return notice
+            line = json.dumps(
+                {"delivered": message_id, "delivered_at": delivered_at.isoformat()},
+                ensure_ascii=False,
+            )
+            with open(self._path(session_id, ".proactive.jsonl"), "ab") as handle:
+                handle.write(line.encode() + b"\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+        return replace(notice, delivered_at=delivered_at)
 
 
 def _last_turn_marker(blob: bytes) -> int:

@@ -192,24 +192,27 @@ def notice_webhook_send(*, outbox_id: int) -> str:
     return "retry"
 
 
-def notice_outbox_recover(*, now: datetime | None = None) -> int:
+def notice_outbox_recover(*, now: datetime | None = None, workers_stopped: bool = False) -> int:
     """Queue again what a dead worker left behind; returns how many rows were queued.
 
     A worker killed mid-task leaves its task RUNNING forever (the database task backend does
     not reclaim it): a `sending` row older than the POST's time limit plus a margin goes back
     to pending, and a pending row whose queued task is no longer waiting gets a new one.
+    `workers_stopped` says no worker runs now: every `sending` row and RUNNING task is dead.
     """
-    from sessions_app.tasks import task_is_waiting
+    from sessions_app.tasks import RUNNING_STALE_SEC, task_is_waiting
 
     now = now or timezone.now()
-    stale = now - timedelta(seconds=settings.NOTIFY_WEBHOOK_TIMEOUT_SEC + SENDING_STALE_MARGIN_SEC)
-    NoticeOutbox.objects.filter(state=NoticeOutbox.SENDING, claimed_at__lt=stale).update(
+    stale_sec = settings.NOTIFY_WEBHOOK_TIMEOUT_SEC + SENDING_STALE_MARGIN_SEC
+    stale = now if workers_stopped else now - timedelta(seconds=stale_sec)
+    running_stale_sec = 0 if workers_stopped else RUNNING_STALE_SEC
+    NoticeOutbox.objects.filter(state=NoticeOutbox.SENDING, claimed_at__lte=stale).update(
         state=NoticeOutbox.PENDING, next_attempt_at=now
     )
     queued = 0
     due = NoticeOutbox.objects.filter(state=NoticeOutbox.PENDING, next_attempt_at__lte=now)
     for row in due:
-        if task_is_waiting(row.task_id):
+        if task_is_waiting(row.task_id, running_stale_sec=running_stale_sec):
             continue
         with transaction.atomic():
             task_id = _enqueue_send(row.id)

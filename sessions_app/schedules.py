@@ -318,20 +318,23 @@ def schedule_fire(*, schedule_id: int, run_at: datetime) -> str:
     return run.outcome
 
 
-def schedules_recover(*, now: datetime | None = None) -> int:
+def schedules_recover(*, now: datetime | None = None, workers_stopped: bool = False) -> int:
     """Queue again the due runs whose task a dead worker took with it; returns how many.
 
     A worker killed while it ran a fire leaves that task RUNNING forever (the database task
     backend does not reclaim it) and the schedule still waiting for the run. Queuing the
-    run again is safe: firing is idempotent.
+    run again is safe: firing is idempotent. `workers_stopped` says no worker runs now, so
+    every RUNNING task is a dead one.
     """
-    from sessions_app.tasks import task_is_waiting
+    from sessions_app.tasks import RUNNING_STALE_SEC, task_is_waiting
+
+    running_stale_sec = 0 if workers_stopped else RUNNING_STALE_SEC
 
     now = now or timezone.now()
     queued = 0
     due = Schedule.objects.filter(state=Schedule.ACTIVE, next_run_at__lte=now)
     for schedule_id, run_at, task_id in due.values_list("id", "next_run_at", "task_id"):
-        if task_is_waiting(task_id):
+        if task_is_waiting(task_id, running_stale_sec=running_stale_sec):
             continue
         with transaction.atomic():
             new_task = _enqueue_fire(schedule_id, run_at)

@@ -52,8 +52,9 @@ def task_cancel_pending(task_id: str) -> bool:
     return bool(deleted)
 
 
-def task_is_waiting(task_id: str) -> bool:
-    """Whether a queued task will still run: READY, or RUNNING in a worker that is alive."""
+def task_is_waiting(task_id: str, *, running_stale_sec: float = RUNNING_STALE_SEC) -> bool:
+    """Whether a queued task will still run: READY, or RUNNING for less than
+    `running_stale_sec` (longer, its worker is taken to be dead)."""
     if not task_id or _database_backend() is None:
         return False
     from django_tasks_db.models import DBTaskResult
@@ -63,5 +64,5 @@ def task_is_waiting(task_id: str) -> bool:
         return False
     if row["status"] == TaskResultStatus.READY:
         return True
-    stale = timezone.now() - timedelta(seconds=RUNNING_STALE_SEC)
+    stale = timezone.now() - timedelta(seconds=running_stale_sec)
     return row["status"] == TaskResultStatus.RUNNING and row["started_at"] > stale

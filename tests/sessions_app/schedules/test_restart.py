@@ -45,3 +45,32 @@ def test_a_restart_between_scheduling_and_firing_loses_nothing(backend):
     assert [n.content for n in get_store().get_proactive("chat-1")] == ["Reminder: stretch"]
     schedule.refresh_from_db()
     assert schedule.state == "done"
+
+
+def test_a_run_whose_worker_was_killed_mid_task_fires_after_recovery(backend, capsys):
+    from django.core.management import call_command
+    from django.utils import timezone
+    from django_tasks_db.models import DBTaskResult
+
+    from sessions_app import services
+    from sessions_app.schedules import schedule_create
+
+    from .conftest import run_due_tasks
+
+    alice = get_user_model().objects.create_user(username="alice", password="pw")
+    services.session_create(owner_id=alice.id, session_id="chat-1")
+    schedule = schedule_create(owner_id=alice.id, session_id="chat-1", text="stretch", in_seconds=9)
+    make_due(schedule)
+    # A worker claimed the run and was killed before it fired: its task stays RUNNING.
+    DBTaskResult.objects.filter(id=schedule.task_id).update(
+        status="RUNNING", started_at=timezone.now()
+    )
+    run_due_tasks()
+    assert get_store().get_proactive("chat-1") == []
+
+    call_command("recover_deliveries")  # a worker may still be running it: left alone
+    assert "0 schedule run(s)" in capsys.readouterr().out
+    call_command("recover_deliveries", "--workers-stopped")  # before workers start again
+    assert "1 schedule run(s)" in capsys.readouterr().out
+    run_due_tasks()
+    assert [n.content for n in get_store().get_proactive("chat-1")] == ["Reminder: stretch"]

@@ -266,6 +266,19 @@ def _schedule_owner(context: ToolContext) -> int:
     return meta.owner_id
 
 
+def _number(value, name: str, cast):
+    # Models now and then send "10" or 2.0 where the schema says a number or an integer.
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} is a number, not {value!r}") from error
+    if cast is int and not number.is_integer():
+        raise ValueError(f"{name} is a whole number, not {value!r}")
+    return cast(number)
+
+
 def _schedule(context: ToolContext, arguments: dict) -> str:
     from sessions_app.schedules import schedule_create, schedule_describe
 
@@ -274,8 +287,8 @@ def _schedule(context: ToolContext, arguments: dict) -> str:
         session_id=context.session_id,
         text=str(arguments.get("text", "")),
         kind=str(arguments.get("kind") or "reminder"),
-        in_seconds=arguments.get("in_seconds"),
-        every=arguments.get("every"),
+        in_seconds=_number(arguments.get("in_seconds"), "in_seconds", float),
+        every=_number(arguments.get("every"), "every", int),
         unit=str(arguments.get("unit") or ""),
     )
     return f"scheduled {schedule_describe(schedule)}"

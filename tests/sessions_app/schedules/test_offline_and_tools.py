@@ -95,3 +95,29 @@ def test_a_session_without_owner_cannot_schedule(backend):
     tool_result = next(e for e in result.entries if e.role == "tool")
     assert tool_result.is_error and "belong to a user" in tool_result.content
     assert not Schedule.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_schedule_tool_takes_numbers_a_model_sends_as_text(alice):
+    import json
+
+    from sessions_app.runtime.tools import TOOLS, ToolContext, tool_run
+
+    services.session_create(owner_id=alice.id, session_id="chat-1")
+    context = ToolContext(session_id="chat-1")
+
+    def call(arguments):
+        return tool_run(
+            call={"id": "c1", "name": "schedule", "arguments": json.dumps(arguments)},
+            context=context,
+            tools=TOOLS,
+        )
+
+    text, is_error = call({"text": "stretch", "in_seconds": "10", "every": 2.0, "unit": "hours"})
+    assert not is_error, text
+    assert Schedule.objects.get().repeat_every == 2
+    text, is_error = call({"text": "stretch", "every": 2.5, "unit": "hours"})
+    assert is_error and "every is a whole number" in text
+    text, is_error = call({"text": "stretch", "in_seconds": "soon"})
+    assert is_error and "in_seconds is a number" in text
+    assert Schedule.objects.count() == 1

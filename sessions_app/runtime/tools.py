@@ -282,15 +282,21 @@ def _number(value, name: str, cast):
 def _schedule(context: ToolContext, arguments: dict) -> str:
     from sessions_app.schedules import schedule_create, schedule_describe
 
-    schedule = schedule_create(
-        owner_id=_schedule_owner(context),
-        session_id=context.session_id,
-        text=str(arguments.get("text", "")),
-        kind=str(arguments.get("kind") or "reminder"),
-        in_seconds=_number(arguments.get("in_seconds"), "in_seconds", float),
-        every=_number(arguments.get("every"), "every", int),
-        unit=str(arguments.get("unit") or ""),
-    )
+    owner_id = _schedule_owner(context)
+    in_seconds = _number(arguments.get("in_seconds"), "in_seconds", float)
+    every = _number(arguments.get("every"), "every", int)
+    # Fenced like every write of a turn: no schedule comes from a turn whose session was
+    # deleted (or re-created) while it ran.
+    with context.fenced():
+        schedule = schedule_create(
+            owner_id=owner_id,
+            session_id=context.session_id,
+            text=str(arguments.get("text", "")),
+            kind=str(arguments.get("kind") or "reminder"),
+            in_seconds=in_seconds,
+            every=every,
+            unit=str(arguments.get("unit") or ""),
+        )
     return f"scheduled {schedule_describe(schedule)}"
 
 

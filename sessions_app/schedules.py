@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 UNIT_SECONDS = {"minutes": 60, "hours": 3600, "days": 86400}
 MAX_TEXT_CHARS = 20_000
+NOTICE_MAX_CHARS = 20_000
 MAX_AHEAD = timedelta(days=3660)
 MAX_REPEAT_EVERY = 10_000
 # A time given as "now" by a slow client is still accepted.
@@ -254,8 +255,13 @@ def schedule_prompt_answer(*, owner_id: int, text: str) -> str:
 
 def _content_of(schedule: Schedule) -> str:
     if schedule.kind == Schedule.PROMPT:
-        return schedule_prompt_answer(owner_id=schedule.owner_id, text=schedule.text)
-    return REMINDER_PREFIX + schedule.text
+        content = schedule_prompt_answer(owner_id=schedule.owner_id, text=schedule.text)
+    else:
+        content = REMINDER_PREFIX + schedule.text
+    # A notice holds at most NOTICE_MAX_CHARS, wherever it comes from.
+    if len(content) > NOTICE_MAX_CHARS:
+        content = content[: NOTICE_MAX_CHARS - 1] + "…"
+    return content
 
 
 def _is_due_run(schedule: Schedule | None, run_at: datetime) -> bool:

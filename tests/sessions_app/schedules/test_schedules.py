@@ -153,3 +153,15 @@ def test_bad_input_is_refused_and_changes_nothing(alice, arguments, message):
         schedule_create(owner_id=alice.id, **arguments)
     assert not Schedule.objects.exists()
     assert ready_tasks("fire_schedule") == []
+
+
+def test_a_notice_never_exceeds_the_notice_limit(alice):
+    services.session_create(owner_id=alice.id, session_id="chat-1")
+    schedule = schedule_create(
+        owner_id=alice.id, session_id="chat-1", text="x" * 20_000, in_seconds=60
+    )
+    make_due(schedule)
+    run_due_tasks()
+    ((_, content),) = notices("chat-1")
+    assert len(content) == 20_000
+    assert content.startswith("Reminder: xxx") and content.endswith("x…")

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-import httpx
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -131,6 +130,8 @@ def _retry_delay(attempts: int) -> timedelta:
 
 def _post(payload: dict) -> str | None:
     """POST once; None on a 2xx, else what went wrong."""
+    import httpx  # here: every process loads this module at start-up, few ever POST
+
     url = settings.NOTIFY_WEBHOOK_URL
     if not url:
         return "NOTIFY_WEBHOOK_URL is not set"

@@ -41,7 +41,8 @@ class Command(BaseCommand):
                 str(port),
                 "jarvis_site.asgi:application",
             ],
-            "task worker": [*manage, "db_worker"],
+            # Polling twice a second: a reminder fires within half a second of its time.
+            "task worker": [*manage, "db_worker", "--interval", "0.5"],
         }
         if "consolidate_memory" in get_commands():
             idle_check_every = max(5, int(settings.CONSOLIDATE_IDLE_SEC // 3))

@@ -99,6 +99,7 @@ def test_a_session_without_owner_cannot_schedule(backend):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_schedule_tool_takes_numbers_a_model_sends_as_text(alice):
+    import asyncio
     import json
 
     from sessions_app.runtime.tools import TOOLS, ToolContext, tool_run
@@ -107,10 +108,12 @@ def test_the_schedule_tool_takes_numbers_a_model_sends_as_text(alice):
     context = ToolContext(session_id="chat-1")
 
     def call(arguments):
-        return tool_run(
-            call={"id": "c1", "name": "schedule", "arguments": json.dumps(arguments)},
-            context=context,
-            tools=TOOLS,
+        return asyncio.run(
+            tool_run(
+                call={"id": "c1", "name": "schedule", "arguments": json.dumps(arguments)},
+                context=context,
+                tools=TOOLS,
+            )
         )
 
     text, is_error = call({"text": "stretch", "in_seconds": "10", "every": 2.0, "unit": "hours"})

@@ -17,7 +17,6 @@ time), executed by `manage.py db_worker`. The schedule row names the run it wait
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,6 +26,7 @@ from django.utils import timezone
 
 from sessions_app.ids import validate_session_id
 from sessions_app.models import Schedule, ScheduleRun
+from sessions_app.store import SessionNotFound
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,8 @@ MAX_REPEAT_EVERY = 10_000
 # A time given as "now" by a slow client is still accepted.
 PAST_TOLERANCE = timedelta(seconds=5)
 REMINDER_PREFIX = "Reminder: "
+# The sub-agent that runs scheduled prompts (a per_task agent: its session goes afterwards).
+PROMPT_AGENT = "scratch"
 
 
 class ScheduleInvalid(ValueError):
@@ -227,35 +229,30 @@ def schedules_cancel_matching(*, owner_id: int, text: str = "") -> list[Schedule
 # --- firing -----------------------------------------------------------------------------------
 
 
-def schedule_prompt_answer(*, owner_id: int, text: str) -> str:
-    """Run a scheduled prompt as one turn of a sub-agent and return its final answer.
+def schedule_prompt_answer(*, parent_id: str, text: str) -> str:
+    """Run a scheduled prompt as one turn of the `scratch` sub-agent; its final answer.
 
-    The turn runs in a scratch session of the user's (`agent_scratch__task_<id>`, the
-    per-task sub-agent naming), deleted with its memory afterwards however the turn ends.
+    Delegated like the main agent's `delegate` call, for the conversation the answer will
+    land in (`parent_id`): the per_task session (`agent_scratch__task_<id>`, owned by the
+    user) is deleted with its memory afterwards however the turn ends. A turn that does not
+    end with an answer gives a notice that says so.
     """
-    from sessions_app.runtime.turns import turn_run
-    from sessions_app.services import session_create, session_delete
+    from sessions_app.runtime.delegation import delegation_run
+    from sessions_app.runtime.executors import run_for_sync_caller
+    from sessions_app.runtime.tools import ToolAborted, TurnAbort
 
-    session_id = f"agent_scratch__task_{uuid.uuid4().hex}"
-    session_create(owner_id=owner_id, session_id=session_id, agent="scratch")
     try:
-        result = turn_run(session_id=session_id, text=text, owner_id=owner_id)
-    finally:
-        session_delete(session_id=session_id, owner_id=owner_id)
-    answers = [
-        entry.content
-        for entry in result.entries
-        if entry.kind == "message" and entry.role == "assistant" and entry.content.strip()
-    ]
-    if result.status == "completed" and answers:
-        return answers[-1]
-    reason = result.error or result.status
-    return f"The scheduled request “{text}” did not finish: {reason}"
+        return run_for_sync_caller(
+            delegation_run, parent_id=parent_id, agent=PROMPT_AGENT, task=text, abort=TurnAbort()
+        )
+    except (ValueError, RuntimeError, ToolAborted, SessionNotFound) as error:
+        logger.warning("scheduled prompt %r did not finish: %s", text[:80], error)
+        return f"The scheduled request “{text}” did not finish: {error}"
 
 
-def _content_of(schedule: Schedule) -> str:
+def _content_of(schedule: Schedule, *, target: str) -> str:
     if schedule.kind == Schedule.PROMPT:
-        content = schedule_prompt_answer(owner_id=schedule.owner_id, text=schedule.text)
+        content = schedule_prompt_answer(parent_id=target, text=schedule.text)
     else:
         content = REMINDER_PREFIX + schedule.text
     # A notice holds at most NOTICE_MAX_CHARS, wherever it comes from.
@@ -277,7 +274,8 @@ def schedule_fire(*, schedule_id: int, run_at: datetime) -> str:
 
     Steps:
     1. without a lock, skip a run that is no longer due (cancelled, already fired);
-    2. make the notice's text — a prompt runs its turn here, with no lock held;
+    2. make the notice's text — a prompt runs its sub-agent turn here, for the target
+       conversation, with no lock held;
     3. in one transaction holding the schedule's row lock: check again that this run is
        the one the schedule waits for; record the run (unique per schedule and run time);
        choose the target conversation and add the notice (message id
@@ -289,9 +287,13 @@ def schedule_fire(*, schedule_id: int, run_at: datetime) -> str:
     from sessions_app.delivery import schedule_target_session
     from sessions_app.services import proactive_add
 
-    if not _is_due_run(Schedule.objects.filter(id=schedule_id).first(), run_at):
+    schedule = Schedule.objects.filter(id=schedule_id).first()
+    if not _is_due_run(schedule, run_at):
         return "skipped"
-    content = _content_of(Schedule.objects.get(id=schedule_id))
+    # Chosen here too, for the prompt's turn: its sub-agent session is spawned by the
+    # conversation its answer goes to. No turn runs for a run that will be dropped.
+    target = schedule_target_session(owner_id=schedule.owner_id, session_id=schedule.session_id)
+    content = _content_of(schedule, target=target) if target is not None else ""
     now = timezone.now()
     with transaction.atomic():
         schedule = Schedule.objects.select_for_update().filter(id=schedule_id).first()
@@ -303,7 +305,7 @@ def schedule_fire(*, schedule_id: int, run_at: datetime) -> str:
         if not created:
             return "skipped"
         target = schedule_target_session(owner_id=schedule.owner_id, session_id=schedule.session_id)
-        if target is None:
+        if target is None or not content:  # no content: it was to be dropped a moment ago
             run.outcome = "dropped"
             logger.info("schedule %s: its test session is gone; run dropped", schedule.id)
         else:

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0002_incarnation_and_worker_heartbeats'),
+        ('sessions_app', '0003_subagents_and_session_model'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench lint migrations-check user venv
+.PHONY: run test bench lint migrations-check user venv screenshots
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,3 +30,7 @@ lint: $(STAMP)
 
 migrations-check: $(STAMP)
 	$(PY) manage.py makemigrations --check --dry-run
+
+# Pictures of the web chat (desktop and phone, light and dark) for docs/screenshots/.
+screenshots: $(STAMP)
+	$(PY) scripts/screenshots.py

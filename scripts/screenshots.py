@@ -36,7 +36,10 @@ LAUNCH_ARGS = [
     "--no-first-run",
 ]
 USERNAME, PASSWORD = "ada", "screenshots only"
-SIZES = {"desktop": ({"width": 1280, "height": 800}, 1), "phone": ({"width": 390, "height": 844}, 2)}
+SIZES = {
+    "desktop": ({"width": 1280, "height": 800}, 1),
+    "phone": ({"width": 390, "height": 844}, 2),
+}
 
 FIRST_QUESTION = "What is 17 × 23? And how would I write that in Python?"
 FIRST_ANSWER = """**17 × 23 = 391** — I checked it with the calculator.
@@ -94,7 +97,16 @@ def manage(env: dict, *args: str) -> None:
 
 def start_server(env: dict, port: int) -> subprocess.Popen:
     server = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "jarvis_site.asgi:application"],
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "jarvis_site.asgi:application",
+        ],
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -17,8 +17,9 @@ export function setupDrawer({ toggle, drawer, closeButton, backdrop, behind }) {
 
   function open() {
     setOpen(true);
-    const first = drawer.querySelector(".session-item.current a, button, a");
-    if (first) first.focus();
+    // Focus lands on the open conversation in the list, or else the drawer's first control.
+    const target = drawer.querySelector(".session-item.current a") || drawer.querySelector("button");
+    if (target) target.focus();
   }
 
   function close({ restoreFocus = false } = {}) {

@@ -36,9 +36,15 @@ LAUNCH_ARGS = [
     "--no-first-run",
 ]
 USERNAME, PASSWORD = "ada", "screenshots only"
+# Browser context options, as a laptop and a phone report themselves.
 SIZES = {
-    "desktop": ({"width": 1280, "height": 800}, 1),
-    "phone": ({"width": 390, "height": 844}, 2),
+    "desktop": {"viewport": {"width": 1440, "height": 900}, "device_scale_factor": 1},
+    "phone": {
+        "viewport": {"width": 390, "height": 844},
+        "device_scale_factor": 2,
+        "has_touch": True,
+        "is_mobile": True,
+    },
 }
 
 FIRST_QUESTION = "What is 17 × 23? And how would I write that in Python?"
@@ -48,22 +54,18 @@ In Python it is one expression; a small function makes it reusable:
 
 ```python
 def multiply(a: int, b: int) -> int:
-    \"\"\"Return the product of a and b.\"\"\"
     return a * b
 
 print(multiply(17, 23))  # 391
 ```"""
 SECOND_QUESTION = "When should I use a list and when a tuple?"
-SECOND_ANSWER = """### Lists and tuples
-
-| | list | tuple |
+SECOND_ANSWER = """| | list | tuple |
 |---|---|---|
 | Can change | yes | no |
 | Written as | `[1, 2, 3]` | `(1, 2, 3)` |
 | Good for | items you add or remove | fixed records |
 
-- Use a **tuple** for a record whose shape never changes, or as a dictionary key.
-- Use a **list** when the collection grows, shrinks or gets sorted."""
+Use a **tuple** as a dictionary key; a **list** when you append or sort."""
 
 
 def free_port() -> int:
@@ -138,7 +140,7 @@ def ask(page, text: str) -> None:
 
 
 def converse(browser, base: str, state: Path) -> str:
-    context = browser.new_context(viewport=SIZES["desktop"][0])
+    context = browser.new_context(**SIZES["desktop"])
     page = context.new_page()
     page.goto(base + "/accounts/login/")
     page.fill("#id_username", USERNAME)
@@ -154,10 +156,7 @@ def converse(browser, base: str, state: Path) -> str:
 
 
 def shoot(browser, url: str, state: Path, size: str, scheme: str) -> Path:
-    viewport, scale = SIZES[size]
-    context = browser.new_context(
-        viewport=viewport, device_scale_factor=scale, color_scheme=scheme, storage_state=str(state)
-    )
+    context = browser.new_context(**SIZES[size], color_scheme=scheme, storage_state=str(state))
     page = context.new_page()
     page.goto(url)
     page.locator("#connection[data-state=open]").wait_for()

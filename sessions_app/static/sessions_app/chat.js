@@ -91,7 +91,7 @@ function showEmptyState() {
   const empty = el("div", "empty");
   empty.appendChild(icon("logo"));
   empty.appendChild(el("h2", "", "How can I help?"));
-  empty.appendChild(el("p", "", "Ask anything. The offline model can calculate, tell the time and remember things."));
+  empty.appendChild(el("p", "", "Ask anything, or start with one of these."));
   const chips = el("div", "suggestions");
   for (const text of SUGGESTIONS) {
     const chip = el("button", "suggestion", text);

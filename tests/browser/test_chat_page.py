@@ -98,7 +98,7 @@ def _walk_through(server, browser, tmp_path, expect, restart):
     expect(page.locator(".msg.user .text")).to_have_text(["what is 17*23?", "what is 2+3?"])
     expect(page.locator(".msg.assistant:not(.streaming) .text").last).to_contain_text("5")
     branch_row = page.locator(f'.session-item[data-session-id="{branch}"]')
-    expect(branch_row.locator(".parent")).to_have_text(f"← {original}")
+    expect(branch_row.locator(".parent")).to_have_text(f"from {original}")
     expect(page.locator(f'.session-item[data-session-id="{original}"]')).to_have_count(1)
 
     # Export both formats as downloads named after the session.

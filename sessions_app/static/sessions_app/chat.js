@@ -681,7 +681,7 @@ function sessionItem(session) {
   if (session.parent_id) {
     const parent = el("span", "parent");
     parent.appendChild(icon("branch"));
-    parent.appendChild(el("span", "", "← " + session.parent_id));
+    parent.appendChild(el("span", "", "from " + session.parent_id));
     link.appendChild(parent);
   }
   item.appendChild(link);

@@ -771,6 +771,19 @@ async function branchCurrent() {
   switchSession(result.data.id);
 }
 
+// The server learns that this tab's socket closed a moment after the browser does, so a
+// refusal with session_connected right after closing it is retried briefly before it counts
+// (another tab that really has the session open still gets the refusal shown).
+async function deleteAfterOwnSocketClosed(sessionId) {
+  let result = await api("DELETE", sessionPath(sessionId));
+  for (let attempt = 0; attempt < 4; attempt += 1) {
+    if (result.ok || !(result.data && result.data.code === "session_connected")) break;
+    await new Promise((resolve) => setTimeout(resolve, 150 * 2 ** attempt));
+    result = await api("DELETE", sessionPath(sessionId));
+  }
+  return result;
+}
+
 async function deleteCurrent() {
   if (!confirm("Delete this session and the memory it produced?")) return;
   // This tab's own socket would make the server refuse (session_connected): close it first.
@@ -782,7 +795,7 @@ async function deleteCurrent() {
       setTimeout(resolve, 2000);
     });
   }
-  const result = await api("DELETE", sessionPath(state.sessionId));
+  const result = await deleteAfterOwnSocketClosed(state.sessionId);
   if (result.ok) {
     window.location.href = "/?deleted=" + encodeURIComponent(state.sessionId);
     return;

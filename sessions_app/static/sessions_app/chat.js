@@ -425,7 +425,11 @@ function regenerate(userBubble) {
 
 // The last answer (or the failure that ended the last turn) offers Regenerate while idle.
 function refreshAnswerActions() {
-  for (const button of log.querySelectorAll(".regenerate")) button.remove();
+  for (const button of log.querySelectorAll(".regenerate")) {
+    const actions = button.parentElement;
+    button.remove();
+    if (!actions.children.length) actions.remove();
+  }
   const users = log.querySelectorAll(".msg.user[data-seq]");
   const lastUser = users[users.length - 1];
   if (state.busy || !lastUser) return;

@@ -14,7 +14,9 @@ def user(transactional_db):
 
 
 @pytest.fixture
-def browser(monkeypatch):
+def browser(user, monkeypatch):
+    """Chromium. It depends on `user` so the user is created before Playwright's event loop is
+    set on this thread (ORM calls made after that get a connection nothing closes)."""
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API keeps an event loop on this thread; the server helper's own

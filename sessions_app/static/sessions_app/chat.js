@@ -27,6 +27,7 @@ const state = {
   liveRenderQueued: false,
   pendingPrompt: null, // text to send once the socket of a freshly switched-to branch is open
   busy: false,
+  turnRunning: false, // between agent_start and agent_end
   attempts: 0,
   reconnectTimer: null,
   closingOnPurpose: false,
@@ -512,6 +513,7 @@ function resetConversation() {
   state.callElements.clear();
   state.live = null;
   state.liveSource = "";
+  state.turnRunning = false;
 }
 
 // --- the socket --------------------------------------------------------------------------
@@ -547,6 +549,7 @@ function connect() {
 function onSocketClosed(socket, closeEvent) {
   if (state.socket !== socket) return;
   state.socket = null;
+  state.turnRunning = false;
   removeLive();
   setBusy(false);
   if (state.closingOnPurpose) {
@@ -594,12 +597,14 @@ function onSessionSnapshot(event) {
   // Opening or resuming a conversation shows its latest turn, as a chat app does.
   if (wasAtBottom || event.entries.length) log.scrollTop = log.scrollHeight;
   if (state.seen.size === 0 && !state.pendingPrompt) showEmptyState();
-  refreshAnswerActions();
   refreshCost();
   if (state.pendingPrompt) {
+    // The branch's copied answer must not offer Regenerate while its new request starts.
     const text = state.pendingPrompt;
     state.pendingPrompt = null;
-    send({ type: "prompt", text });
+    setBusy(send({ type: "prompt", text }));
+  } else {
+    refreshAnswerActions();
   }
 }
 
@@ -609,6 +614,7 @@ function handleEvent(event) {
       onSessionSnapshot(event);
       break;
     case "agent_start":
+      state.turnRunning = true;
       setBusy(true);
       liveBubble();
       announce("Jarvis is answering…");
@@ -620,6 +626,7 @@ function handleEvent(event) {
       renderEntry(event.entry, { live: true });
       break;
     case "agent_end":
+      state.turnRunning = false;
       removeLive();
       setBusy(false);
       refreshCost();
@@ -638,7 +645,8 @@ function handleEvent(event) {
       break;
     case "error":
       showNotice(event.message + " (" + event.code + ")", "error");
-      if (event.code === "session_busy") setBusy(true);
+      // A refused prompt (busy session, too many turns, bad input) starts no turn.
+      if (!state.turnRunning) setBusy(event.code === "session_busy");
       break;
     default:
       break;

@@ -400,3 +400,29 @@ class ScheduleViewSet(ViewSet):
                 status=status.HTTP_404_NOT_FOUND,
             )
         return Response(schedules.schedule_to_api(schedule))
+
+
+@extend_schema(tags=["search"])
+class SearchViewSet(ViewSet):
+    """`GET /api/search/?q=`: the caller's own user and assistant messages, best first."""
+
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+
+    @extend_schema(
+        parameters=[serializers.SearchQuery],
+        responses={
+            200: serializers.SearchOutput,
+            400: OpenApiResponse(serializers.ErrorOutput, description="bad q, limit or offset"),
+            401: ERRORS[401],
+        },
+    )
+    def list(self, request):
+        query = _parse(serializers.SearchQuery, request.query_params)
+        return Response(
+            selectors.search_messages(
+                owner_id=request.user.id,
+                query=query["q"],
+                limit=query["limit"],
+                offset=query["offset"],
+            )
+        )

@@ -22,6 +22,7 @@ from django.utils import timezone
 from sessions_app.ids import new_session_id, validate_session_id
 from sessions_app.models import Entry, LiveConnection, ProactiveNotice, Session
 from sessions_app.runtime.history import repair_entries
+from sessions_app.store import db_search
 from sessions_app.store.base import (
     TITLE_MAX,
     AgentMismatch,
@@ -444,6 +445,12 @@ class DbSessionStore:
         notices.filter(delivered_at__isnull=True).update(delivered_at=delivered_at)
         row = notices.first()
         return _notice(row) if row is not None else None
+
+    # --- search -------------------------------------------------------------------------
+    def search(self, owner_id, query, limit=20, offset=0):
+        # The index is the database's own (migration 0005_search_index): append, branch
+        # and delete keep it current without a line of code here.
+        return db_search.search(self._tables, owner_id, query, int(limit), int(offset))
 
 
 def _entry_fields(entry: NewEntry) -> dict:

@@ -486,8 +486,8 @@ def run_peer(config: str, model_url: str, scratch: Path, args) -> dict | None:
                     text=True,
                 )
             )
-        for process in processes:
-            if process.stdout.readline().strip() != "ready":
+            # One at a time: each creates the tables (if missing) in its untimed warm-up.
+            if processes[-1].stdout.readline().strip() != "ready":
                 raise RuntimeError("a peer process did not get ready")
         for process in processes:  # all at once, as our prompts
             process.stdin.write("go\n")

@@ -120,13 +120,15 @@ async def main(args) -> dict:
     stop.set()
     await sampler
 
-    measured = [r for r in records[1:] if r.get("status") == "completed"]
+    # The cancelled run is the abort's, not part of the load's overheads.
+    timed = records[1:] if args.short_and_abort else records
+    measured = [r for r in timed if r.get("status") == "completed"]
     ends = [r["ended"] for r in records if r.get("ended")]
     head = records[0]
     return {
         "sessions": args.sessions,
         "completed": len(measured),
-        "other_end": sum(1 for r in records[1:] if r.get("ended") and r["status"] != "completed"),
+        "other_end": sum(1 for r in timed if r.get("ended") and r["status"] != "completed"),
         "lost": sum(1 for r in records if not r.get("ended")),
         "overheads_ms": [(r["ended"] - r["started"] - args.latency) * 1000 for r in measured],
         "first_started": min(r["started"] for r in records),
@@ -140,7 +142,7 @@ async def main(args) -> dict:
         "rss_growth_kb": peak[0] - baseline,
         "peak_running": running[1],
         "statuses": sorted(
-            {r["status"] for r in records[1:] if r.get("status") and r["status"] != "completed"}
+            {r["status"] for r in timed if r.get("status") and r["status"] != "completed"}
         ),
     }
 

@@ -186,11 +186,36 @@ def prepare(env: dict, users: int) -> list[str]:
 
 
 def profiled_daphne_main(output: str, daphne_args: list[str]) -> int:
-    """Child: Daphne under cProfile; SIGTERM stops its reactor, then the profile is written."""
+    """Child: Daphne under cProfile; SIGTERM stops its reactor, then the profiles are written.
+
+    cProfile sees one thread only, and turns run in pool threads: the event loop's thread is
+    written to `output`, every turn thread's work to `output`.turns.
+    """
     import cProfile
+    import pstats
+    import threading
 
     from daphne.cli import CommandLineInterface
 
+    sys.path.insert(0, str(REPO))
+    import django
+
+    django.setup()
+    from sessions_app import consumers
+
+    turns: list[pstats.Stats] = []
+    turns_lock = threading.Lock()
+    run_in_turn_thread = consumers._run_in_turn_thread
+
+    def profiled(function, **kwargs):
+        profile = cProfile.Profile()
+        try:
+            return profile.runcall(run_in_turn_thread, function, **kwargs)
+        finally:
+            with turns_lock:
+                turns.append(pstats.Stats(profile))
+
+    consumers._run_in_turn_thread = profiled
     profiler = cProfile.Profile()
     profiler.enable()
     try:
@@ -198,6 +223,11 @@ def profiled_daphne_main(output: str, daphne_args: list[str]) -> int:
     finally:
         profiler.disable()
         profiler.dump_stats(output)
+        if turns:
+            combined = turns[0]
+            for stats in turns[1:]:
+                combined.add(stats)
+            combined.dump_stats(output + ".turns")
     return 0
 
 

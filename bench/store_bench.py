@@ -70,6 +70,7 @@ TARGETS = {
     "load": 1.5,
     "branch": 1.3,
     "delete": 1.5,
+    "list": 1.5,
 }
 
 
@@ -499,23 +500,48 @@ class RawDb:
         decode = self.decode_timestamp
         return [(*row[:6], decode(row[6]), decode(row[7]), row[8]) for row in rows]
 
-    def add_sessions(self, count: int) -> None:
+    def list_card(self, owner_id: int) -> list[dict]:
+        """One owner's sessions in the API's shape, as the web page's list receives them."""
+        rows = self.db.execute(
+            self.sql(
+                f"SELECT {self.META} FROM sessions_app_session WHERE owner_id = %s "
+                "ORDER BY updated_at DESC, id DESC"
+            ),
+            (owner_id,),
+        ).fetchall()
+        return [_card(row, self.decode_timestamp) for row in rows]
+
+    def add_sessions(self, count: int, owner_id: int) -> None:
         now = self.timestamp(datetime.now(UTC))
         rows = [
-            (f"listed-{number:05d}", "jarvis", f"session {number}", now, now)
+            (f"listed-{number:05d}", "jarvis", owner_id, f"session {number}", now, now)
             for number in range(count)
         ]
         with self.transaction():
             for start in range(0, count, 200):
                 chunk = rows[start : start + 200]
                 marks = ", ".join(
-                    ["(" + ", ".join([self.mark] * 5) + ", 0, '', 'bench', '')"] * len(chunk)
+                    ["(" + ", ".join([self.mark] * 6) + ", 0, '', 'bench', '')"] * len(chunk)
                 )
                 self.db.execute(
-                    "INSERT INTO sessions_app_session (id, agent, title, created_at, updated_at, "
-                    f"last_seq, lease_holder, incarnation, model) VALUES {marks}",
+                    "INSERT INTO sessions_app_session (id, agent, owner_id, title, created_at, "
+                    f"updated_at, last_seq, lease_holder, incarnation, model) VALUES {marks}",
                     [value for row in chunk for value in row],
                 )
+
+
+def _card(row, decode) -> dict:
+    session_id, agent, _owner, title, parent_id, branched_at_seq, created, updated, last = row
+    return {
+        "id": session_id,
+        "agent": agent,
+        "title": title,
+        "parent_id": parent_id,
+        "branched_at_seq": branched_at_seq,
+        "created_at": decode(created).isoformat(),
+        "updated_at": decode(updated).isoformat(),
+        "last_seq": last,
+    }
 
 
 class _SqliteImmediate:
@@ -639,6 +665,24 @@ class RawJsonl:
             metas.append(meta)
         metas.sort(key=lambda meta: (meta["updated_at"], meta["id"]), reverse=True)
         return metas
+
+    def list_card(self, owner_id: int) -> list[dict]:
+        cards = []
+        for meta in self.list():
+            if meta.get("owner_id") == owner_id:
+                cards.append(
+                    {
+                        "id": meta["id"],
+                        "agent": meta["agent"],
+                        "title": meta["title"],
+                        "parent_id": meta["parent_id"],
+                        "branched_at_seq": meta["branched_at_seq"],
+                        "created_at": meta["created_at"].isoformat(),
+                        "updated_at": meta["updated_at"].isoformat(),
+                        "last_seq": meta["last_seq"],
+                    }
+                )
+        return cards
 
 
 def read_meta(path: Path) -> dict:
@@ -806,9 +850,11 @@ def child(config: str) -> int:
 
     django.setup()
     from django.conf import settings
+    from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection
 
+    from sessions_app.selectors import session_list
     from sessions_app.store import get_store
 
     if config != "jsonl":
@@ -893,16 +939,37 @@ def child(config: str) -> int:
 
     log(f"{config}: list {LISTED_SESSIONS} sessions")
     if config == "jsonl":
+        owner_id = 1  # jsonl keeps the id; there is no user table to point into
         for number in range(LISTED_SESSIONS - 2):
             session_id = f"listed-{number:05d}"
-            store.create(session_id, title=f"session {number}")
+            store.create(session_id, title=f"session {number}", owner_id=owner_id)
             store.append(session_id, turns[number % TURNS][:1])
     else:
-        raw.add_sessions(LISTED_SESSIONS - 2)
+        owner_id = get_user_model().objects.create(username="bench-owner").id
+        raw.add_sessions(LISTED_SESSIONS - 2, owner_id)
     gc.collect()
     store_times, raw_times = interleaved(LISTS, lambda _: store.list(), lambda _: raw.list())
     assert len(store.list()) == len(raw.list()) == LISTED_SESSIONS
-    rows.append(compare(f"list {LISTED_SESSIONS} sessions", store_times, raw_times, None))
+    rows.append(
+        compare(
+            f"list {LISTED_SESSIONS} sessions",
+            store_times,
+            raw_times,
+            database_target("list", config),
+        )
+    )
+    # What the web page's list reads: the API's selector for one owner, in the API's shape.
+    card = lambda _: session_list(owner_id=owner_id)  # noqa: E731
+    store_times, raw_times = interleaved(LISTS, card, lambda _: raw.list_card(owner_id))
+    assert card(0) == raw.list_card(owner_id) and len(card(0)) == LISTED_SESSIONS - 2
+    rows.append(
+        compare(
+            f"list for the web page ({LISTED_SESSIONS - 2}, API shape)",
+            store_times,
+            raw_times,
+            database_target("list", config),
+        )
+    )
     if config == "jsonl":
         opened = spy_on_opened_paths(store.list)
         reads_no_entry_file = not any(path.endswith(".jsonl") for path in opened)

@@ -57,6 +57,9 @@ DEFAULT_SESSIONS = {"one": 200, "two": 400}
 WORKERS = {"one": 1, "two": 2}
 STARTUP_TIMEOUT_SEC = 60
 CONNECTS_AT_ONCE = 25
+# While turns run, some socket gets a frame every few milliseconds; this long a silence
+# means the turns still open will not end.
+QUIET_SEC = 20
 SINGLE_TURNS = 60
 SINGLE_WARMUP = 5
 SINGLE_TURNS_PER_SESSION = 20
@@ -99,8 +102,27 @@ def fake_server_main(latency: float, chunks: int) -> int:
 
     with FakeLLMServer(responder=respond) as server:
         print(server.openai_url, flush=True)
-        sys.stdin.read()
+        while sys.stdin.readline().strip() == "lateness":
+            # How late the fake itself was: a model slower than asked would count as overhead.
+            lateness, server.lateness = server.lateness, []
+            print(json.dumps({"streams": len(lateness), "p99_ms": p99_ms(lateness)}), flush=True)
     return 0
+
+
+def p99_ms(seconds: list[float]) -> float | None:
+    return None if not seconds else percentile([value * 1000 for value in seconds], 99)
+
+
+@dataclass
+class FakeModel:
+    url: str
+    process: subprocess.Popen
+
+    def lateness(self) -> dict:
+        """The fake's own lateness since the last call: its streams and their p99."""
+        self.process.stdin.write("lateness\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
 
 
 @contextlib.contextmanager
@@ -115,7 +137,7 @@ def fake_model(latency: float, chunks: int):
         url = process.stdout.readline().strip()
         if not url.startswith("http://127.0.0.1:"):
             raise RuntimeError("the fake model server did not start")
-        yield url
+        yield FakeModel(url, process)
     finally:
         process.stdin.close()
         stop(process)
@@ -315,6 +337,13 @@ def memory_kb(pid: int, field_name: str = "VmRSS") -> int:
 
 
 @dataclass
+class Progress:
+    in_flight: int = 0  # agent_start seen, agent_end not yet
+    peak: int = 0
+    last_frame: float = field(default_factory=time.monotonic)
+
+
+@dataclass
 class Conversation:
     base: str
     session_id: str
@@ -352,7 +381,7 @@ class Conversation:
         await self.ws.send(json.dumps({"type": "abort"}))
         return sent
 
-    async def until_end(self, deadline: float, running: list[int]) -> None:
+    async def until_end(self, deadline: float, progress: Progress) -> None:
         from websockets.exceptions import ConnectionClosed
 
         try:
@@ -362,18 +391,19 @@ class Conversation:
                     return
                 raw = await asyncio.wait_for(self.ws.recv(), remaining)
                 self.frames += 1
+                progress.last_frame = time.monotonic()
                 # Only the few frames that matter are decoded: the client shares the CPUs.
                 if '"agent_' not in raw and '"error"' not in raw:
                     continue
                 frame = json.loads(raw)
                 if frame["type"] == "agent_start":
                     self.started = time.monotonic()
-                    running[0] += 1
-                    running[1] = max(running[1], running[0])
+                    progress.in_flight += 1
+                    progress.peak = max(progress.peak, progress.in_flight)
                 elif frame["type"] == "agent_end":
                     self.ended = time.monotonic()
                     self.status = frame.get("status", "")
-                    running[0] -= 1
+                    progress.in_flight -= 1
                     return
                 elif frame["type"] == "error":
                     self.ended = time.monotonic()
@@ -424,22 +454,22 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
     peaks: dict[int, int] = dict(baseline)
     stop_sampling = asyncio.Event()
     sampler = asyncio.create_task(sample_peak_rss(pids, peaks, stop_sampling))
-    running = [0, 0]  # in flight now, at most
+    progress = Progress()
 
     log(f"  {count} prompts at once")
     deadline = time.monotonic() + args.timeout
     readers = []
     for conversation in load:
         await conversation.prompt(LONG_PROMPT)
-        readers.append(asyncio.create_task(conversation.until_end(deadline, running)))
+        readers.append(asyncio.create_task(conversation.until_end(deadline, progress)))
     first_sent = load[0].sent
     # A quarter into the model time every turn should be streaming: a short turn and an
     # abort now show whether the worker still answers at once.
     await asyncio.sleep(max(0.0, first_sent + args.latency / 4 - time.monotonic()))
     await short.prompt(SHORT_PROMPT)
-    short_reader = asyncio.create_task(short.until_end(deadline, [0, 0]))
+    short_reader = asyncio.create_task(short.until_end(deadline, Progress()))
     abort_sent = await load[0].abort()
-    await asyncio.gather(*readers, short_reader)
+    await until_done_or_quiet([*readers, short_reader], progress)
     stop_sampling.set()
     await sampler
     log("  closing the sockets")
@@ -463,9 +493,22 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
         "abort_ms": (load[0].ended - abort_sent) * 1000 if load[0].ended else None,
         "abort_status": load[0].status or "lost",
         "rss_per_turn_kb": growth_kb / count,
-        "peak_running": running[1],
+        "peak_running": progress.peak,
         "statuses": sorted({c.status for c in load[1:] if c.status and c.status != "completed"}),
     }
+
+
+async def until_done_or_quiet(readers: list[asyncio.Task], progress: Progress) -> None:
+    """Wait for every reader; once no socket got a frame for QUIET_SEC, the rest are lost."""
+    pending = set(readers)
+    while pending:
+        _, pending = await asyncio.wait(pending, timeout=1)
+        if pending and time.monotonic() - progress.last_frame > QUIET_SEC:
+            log(f"  {len(pending)} sockets silent for {QUIET_SEC} s: their turns count as lost")
+            for reader in pending:
+                reader.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            return
 
 
 def percentile(values: list[float], pct: float) -> float | None:
@@ -585,7 +628,8 @@ def run_config(config: str, scratch: Path, args) -> list[dict]:
         extra["REDIS_URL"] = REDIS_URL
     rows = []
     try:
-        with fake_model(args.latency, args.chunks) as model_url:
+        with fake_model(args.latency, args.chunks) as model:
+            model_url = model.url
             env = app_env(
                 scratch,
                 database_url,
@@ -601,14 +645,16 @@ def run_config(config: str, scratch: Path, args) -> list[dict]:
                     for index in range(workers)
                 ]
                 result = asyncio.run(run_load(running, tokens, args))
-            rows.append({"config": config, "system": "jarvis", **result})
+            rows.append({"config": config, "system": "jarvis", "fake": model.lateness(), **result})
             if config != "one":
                 postgres_drop()
                 database_url = None
             log("  the peer, same workload")
             peer = run_peer(config, model_url, scratch, args)
             if peer is not None:
-                rows.append({"config": config, "system": "openai-agents", **peer})
+                rows.append(
+                    {"config": config, "system": "openai-agents", "fake": model.lateness(), **peer}
+                )
     finally:
         if config != "one" and database_url is not None:
             postgres_drop()
@@ -622,7 +668,7 @@ async def single_turns(base: str, token: str) -> list[float]:
         await conversation.open()
         for _ in range(SINGLE_TURNS_PER_SESSION):
             await conversation.prompt(SHORT_PROMPT)
-            await conversation.until_end(time.monotonic() + 30, [0, 0])
+            await conversation.until_end(time.monotonic() + 30, Progress())
             if conversation.status != "completed":
                 raise RuntimeError(f"a single turn ended {conversation.status or 'lost'}")
             times.append((conversation.ended - conversation.sent) * 1000)
@@ -711,6 +757,11 @@ def print_table(rows: list[dict], args) -> None:
         for row in (ours, peer):
             if row and row["statuses"]:
                 print(f"{config} {row['system']}: other endings: {', '.join(row['statuses'])}")
+            if row and row.get("fake", {}).get("p99_ms") is not None:
+                print(
+                    f"{config} {row['system']}: the fake model's own lateness over "
+                    f"{row['fake']['streams']} streams: p99 {row['fake']['p99_ms']:.0f} ms"
+                )
     print(
         f"model: {args.latency} s, {args.chunks} chunks per turn. Targets: all complete, 0 lost, "
         f"0 drops, wall {TARGETS['wall']}, p99 {TARGETS['p99']}, short {TARGETS['short']}, "

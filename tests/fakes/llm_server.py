@@ -168,6 +168,8 @@ class FakeLLMServer:
         self._lock = threading.Lock()
         self.requests: list[dict] = []
         self.refusals: list[dict] = []
+        # For each reply with a latency: seconds its last word left after its deadline.
+        self.lateness: list[float] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -325,6 +327,8 @@ class FakeLLMServer:
             words = reply.text.split(" ") if reply.text else []
             for index, word in paced(words, reply.latency, started):
                 yield chunk({"content": word if index == 0 else " " + word})
+            if reply.latency:
+                self.lateness.append(time.monotonic() - started - reply.latency)
             for index, call in enumerate(calls):
                 arguments = call["function"]["arguments"]
                 yield chunk(
@@ -426,6 +430,8 @@ class FakeLLMServer:
                             "content_block_delta",
                             {"index": index, "delta": {"type": "text_delta", "text": piece}},
                         )
+                    if reply.latency:
+                        self.lateness.append(time.monotonic() - started - reply.latency)
                 else:
                     yield event(
                         "content_block_start",

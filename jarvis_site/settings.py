@@ -132,7 +132,10 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            # The layer waits for messages with 5-second blocking pops; redis-py 8 cuts reads
+            # off after 5 seconds by default, which closed every idle socket with 1011. A
+            # longer read timeout lets the pops finish and still notices a dead server.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}]},
         }
     }
 else:

@@ -56,7 +56,7 @@ LONG_PROMPT = "tell me a long story"
 DEFAULT_SESSIONS = {"one": 200, "two": 400}
 WORKERS = {"one": 1, "two": 2}
 STARTUP_TIMEOUT_SEC = 60
-CONNECTS_AT_ONCE = 25
+CONNECTS_AT_ONCE = 10
 # While turns run, some socket gets a frame every few milliseconds; this long a silence
 # means the turns still open will not end.
 QUIET_SEC = 20
@@ -294,6 +294,15 @@ def daphne(env: dict, log_path: Path, profile: str | None = None):
         stop(process)
 
 
+def log_tail(path: Path, lines: int = 15) -> None:
+    """The worker's last warnings and errors, for a run that lost turns or sockets."""
+    kept = [line for line in path.read_text(errors="replace").splitlines() if " - - [" not in line]
+    kept = [line for line in kept if "HTTP Request:" not in line]
+    log(f"  last lines of {path.name}:")
+    for line in kept[-lines:]:
+        log(f"    {line}")
+
+
 def postgres_create() -> str | None:
     try:
         import psycopg
@@ -354,6 +363,7 @@ class Conversation:
     ended: float = 0.0
     status: str = ""
     dropped: bool = False
+    open_error: str = ""
     frames: int = 0
     extra: dict = field(default_factory=dict)
 
@@ -420,13 +430,21 @@ class Conversation:
 
 
 async def open_all(conversations: list[Conversation]) -> None:
+    """Open every socket, a few at a time; one that cannot open is a drop, not a crash."""
     gate = asyncio.Semaphore(CONNECTS_AT_ONCE)
 
     async def open_one(conversation):
         async with gate:
-            await conversation.open()
+            try:
+                await conversation.open()
+            except Exception as error:  # noqa: BLE001 - reported in the table
+                conversation.open_error = f"{type(error).__name__}: {error}"
+                conversation.dropped = True
 
     await asyncio.gather(*(open_one(c) for c in conversations))
+    failed = [c for c in conversations if c.open_error]
+    if failed:
+        log(f"  {len(failed)} sockets did not open, e.g. {failed[0].open_error}")
 
 
 async def sample_peak_rss(pids: list[int], peaks: dict[int, int], stop_event: asyncio.Event):
@@ -460,16 +478,19 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
     deadline = time.monotonic() + args.timeout
     readers = []
     for conversation in load:
+        if conversation.open_error:
+            continue
         await conversation.prompt(LONG_PROMPT)
         readers.append(asyncio.create_task(conversation.until_end(deadline, progress)))
     first_sent = load[0].sent
     # A quarter into the model time every turn should be streaming: a short turn and an
     # abort now show whether the worker still answers at once.
     await asyncio.sleep(max(0.0, first_sent + args.latency / 4 - time.monotonic()))
-    await short.prompt(SHORT_PROMPT)
-    short_reader = asyncio.create_task(short.until_end(deadline, Progress()))
-    abort_sent = await load[0].abort()
-    await until_done_or_quiet([*readers, short_reader], progress)
+    if not short.open_error:
+        await short.prompt(SHORT_PROMPT)
+        readers.append(asyncio.create_task(short.until_end(deadline, Progress())))
+    abort_sent = None if load[0].open_error else await load[0].abort()
+    await until_done_or_quiet(readers, progress)
     stop_sampling.set()
     await sampler
     log("  closing the sockets")
@@ -483,14 +504,15 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
         "sessions": count,
         "completed": len(measured),
         "other_end": sum(1 for c in load[1:] if c.ended and c.status != "completed"),
-        "lost": sum(1 for c in load if not c.ended),
+        "lost": sum(1 for c in load if not c.ended and not c.open_error),
+        "open_failures": sum(1 for c in [*load, short] if c.open_error),
         "drops": sum(1 for c in [*load, short] if c.dropped),
         "wall_s": (max(ends) - first_sent) if ends else None,
         "p50_ms": percentile(overheads, 50),
         "p99_ms": percentile(overheads, 99),
         "short_ms": (short.ended - short.sent) * 1000 if short.ended else None,
         "short_status": short.status or "lost",
-        "abort_ms": (load[0].ended - abort_sent) * 1000 if load[0].ended else None,
+        "abort_ms": (load[0].ended - abort_sent) * 1000 if abort_sent and load[0].ended else None,
         "abort_status": load[0].status or "lost",
         "rss_per_turn_kb": growth_kb / count,
         "peak_running": progress.peak,
@@ -645,6 +667,17 @@ def run_config(config: str, scratch: Path, args) -> list[dict]:
                     for index in range(workers)
                 ]
                 result = asyncio.run(run_load(running, tokens, args))
+            if (
+                result["open_failures"]
+                or result["lost"]
+                or "lost"
+                in (
+                    result["short_status"],
+                    result["abort_status"],
+                )
+            ):
+                for index in range(workers):
+                    log_tail(scratch / f"daphne-{index}.log")
             rows.append({"config": config, "system": "jarvis", "fake": model.lateness(), **result})
             if config != "one":
                 postgres_drop()
@@ -755,6 +788,8 @@ def print_table(rows: list[dict], args) -> None:
                 f"{ratio(ours['p50_ms'], peer['p50_ms'])}, p99 {ratio(ours['p99_ms'], peer['p99_ms'])}"
             )
         for row in (ours, peer):
+            if row and row.get("open_failures"):
+                print(f"{config} {row['system']}: {row['open_failures']} sockets did not open")
             if row and row["statuses"]:
                 print(f"{config} {row['system']}: other endings: {', '.join(row['statuses'])}")
             if row and row.get("fake", {}).get("p99_ms") is not None:

@@ -135,7 +135,14 @@ if REDIS_URL:
             # The layer waits for messages with 5-second blocking pops; redis-py 8 cuts reads
             # off after 5 seconds by default, which closed every idle socket with 1011. A
             # longer read timeout lets the pops finish and still notices a dead server.
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}]},
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+                # Every socket of a worker process shares one inbox in Redis, and the capacity
+                # counts that whole inbox: at the default of 100, a few turns streaming deltas
+                # at once filled it and group sends were dropped (lost events). Messages still
+                # expire after a minute, which bounds what a stalled worker can pile up.
+                "capacity": 10_000,
+            },
         }
     }
 else:

@@ -135,8 +135,10 @@ if REDIS_URL:
             # The layer waits for messages with 5-second blocking pops; redis-py 8 cuts reads
             # off after 5 seconds by default, which closed every idle socket with 1011. A
             # longer read timeout lets the pops finish and still notices a dead server.
+            # redis-py 8 also caps a pool at 100 connections (7 had no cap): a worker with
+            # a couple of hundred sockets ran out, and its group sends failed.
             "CONFIG": {
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 15, "max_connections": 1000}],
                 # Every socket of a worker process shares one inbox in Redis, and the capacity
                 # counts that whole inbox: at the default of 100, a few turns streaming deltas
                 # at once filled it and group sends were dropped (lost events). Messages still

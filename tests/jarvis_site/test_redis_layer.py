@@ -2,8 +2,9 @@
 
 channels_redis waits for messages with 5-second blocking pops; redis-py 8 gives up reading
 after 5 seconds by default, so every idle WebSocket was closed with 1011 (server error)
-after a few seconds. And every socket of a worker shares one inbox whose capacity was 100
-messages: a few streaming turns filled it and their events were dropped.
+after a few seconds. Every socket of a worker shares one inbox whose capacity was 100
+messages: a few streaming turns filled it and their events were dropped. And redis-py 8 caps
+a pool at 100 connections, fewer than a busy worker's layer uses at once.
 """
 
 import os
@@ -59,6 +60,28 @@ asyncio.run(burst())
 """
 
 
+CROWD = """
+import asyncio, django
+django.setup()
+from channels.layers import get_channel_layer
+
+async def crowd():
+    layer = get_channel_layer()
+
+    async def wait(number):
+        try:
+            await asyncio.wait_for(layer.receive(f"crowd-{number}"), 2)
+        except asyncio.TimeoutError:
+            return "waited"
+        return "received"
+
+    outcomes = await asyncio.gather(*(wait(n) for n in range(150)), return_exceptions=True)
+    print(sorted({str(outcome) for outcome in outcomes}))
+
+asyncio.run(crowd())
+"""
+
+
 def run_with_redis(code: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", code],
@@ -97,3 +120,9 @@ def test_a_burst_of_events_for_several_sockets_of_one_worker_is_delivered_whole(
     done = run_with_redis(BURST)
     assert done.returncode == 0, done.stderr
     assert "received 450" in done.stdout
+
+
+def test_a_hundred_and_fifty_waits_at_once_each_get_a_connection():
+    done = run_with_redis(CROWD)
+    assert done.returncode == 0, done.stderr
+    assert "['waited']" in done.stdout, done.stdout

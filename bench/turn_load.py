@@ -210,8 +210,9 @@ def prepare(env: dict, users: int) -> list[str]:
 def profiled_daphne_main(output: str, daphne_args: list[str]) -> int:
     """Child: Daphne under cProfile; SIGTERM stops its reactor, then the profiles are written.
 
-    cProfile sees one thread only, and turns run in pool threads: the event loop's thread is
-    written to `output`, every turn thread's work to `output`.turns.
+    cProfile sees one thread only. The event loop's thread, where turns run, is written to
+    `output`; the work the consumer hands to pool threads (`_run_in_turn_thread`) is profiled
+    call by call and written to `output`.turns.
     """
     import cProfile
     import pstats

@@ -179,7 +179,12 @@ class FakeLLMServer:
                 pass
 
             def do_POST(self):  # noqa: N802 - http.server's naming
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                length = int(self.headers["Content-Length"])
+                raw = self.rfile.read(length)
+                if len(raw) < length:
+                    self.close_connection = True
+                    return  # the client went away before sending its whole request
+                body = json.loads(raw)
                 path = self.path.split("?")[0]
                 if path.endswith("/chat/completions"):
                     server._openai(self, body)

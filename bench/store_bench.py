@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -313,7 +314,8 @@ class RawDb:
         "turn_id, data, created_at"
     )
     META = (
-        "id, agent, owner_id, title, parent_id, branched_at_seq, created_at, updated_at, last_seq"
+        "id, agent, owner_id, title, parent_id, branched_at_seq, created_at, updated_at, "
+        "last_seq, incarnation, model, spawned_by"
     )
 
     def __init__(self, vendor: str, settings_dict: dict):
@@ -452,19 +454,32 @@ class RawDb:
     def branch(self, source_id: str, new_id: str) -> None:
         now = self.timestamp(datetime.now(UTC))
         with self.transaction():
-            agent, owner_id, title, last_seq = self.db.execute(
+            agent, owner_id, title, last_seq, model = self.db.execute(
                 self.sql(
-                    "SELECT agent, owner_id, title, last_seq FROM sessions_app_session WHERE id = %s"
+                    "SELECT agent, owner_id, title, last_seq, model FROM sessions_app_session "
+                    "WHERE id = %s"
                 ),
                 (source_id,),
             ).fetchone()
             self.db.execute(
                 self.sql(
                     "INSERT INTO sessions_app_session (id, agent, owner_id, title, parent_id, "
-                    "branched_at_seq, created_at, updated_at, last_seq, lease_holder, "
-                    "incarnation, model) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, '', %s, '')"
+                    "branched_at_seq, created_at, updated_at, last_seq, lease_holder, model, "
+                    "incarnation) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, '', %s, %s)"
                 ),
-                (new_id, agent, owner_id, title, source_id, last_seq, now, now, last_seq, "bench"),
+                (
+                    new_id,
+                    agent,
+                    owner_id,
+                    title,
+                    source_id,
+                    last_seq,
+                    now,
+                    now,
+                    last_seq,
+                    model,
+                    uuid.uuid4().hex,
+                ),
             )
             self.db.execute(
                 self.sql(
@@ -498,14 +513,14 @@ class RawDb:
             f"SELECT {self.META} FROM sessions_app_session ORDER BY updated_at DESC, id DESC"
         ).fetchall()
         decode = self.decode_timestamp
-        return [(*row[:6], decode(row[6]), decode(row[7]), row[8]) for row in rows]
+        return [(*row[:6], decode(row[6]), decode(row[7]), *row[8:]) for row in rows]
 
     def list_card(self, owner_id: int) -> list[dict]:
-        """One owner's sessions in the API's shape, as the web page's list receives them."""
+        """One owner's sessions (sub-agents' left out) in the API's shape, as the page gets them."""
         rows = self.db.execute(
             self.sql(
                 f"SELECT {self.META} FROM sessions_app_session WHERE owner_id = %s "
-                "ORDER BY updated_at DESC, id DESC"
+                "AND spawned_by IS NULL ORDER BY updated_at DESC, id DESC"
             ),
             (owner_id,),
         ).fetchall()
@@ -521,7 +536,7 @@ class RawDb:
             for start in range(0, count, 200):
                 chunk = rows[start : start + 200]
                 marks = ", ".join(
-                    ["(" + ", ".join([self.mark] * 6) + ", 0, '', 'bench', '')"] * len(chunk)
+                    ["(" + ", ".join([self.mark] * 6) + ", 0, '', '', '')"] * len(chunk)
                 )
                 self.db.execute(
                     "INSERT INTO sessions_app_session (id, agent, owner_id, title, created_at, "
@@ -531,7 +546,20 @@ class RawDb:
 
 
 def _card(row, decode) -> dict:
-    session_id, agent, _owner, title, parent_id, branched_at_seq, created, updated, last = row
+    (
+        session_id,
+        agent,
+        _owner,
+        title,
+        parent_id,
+        branched_at_seq,
+        created,
+        updated,
+        last,
+        _incarnation,
+        model,
+        spawned_by,
+    ) = row
     return {
         "id": session_id,
         "agent": agent,
@@ -541,6 +569,8 @@ def _card(row, decode) -> dict:
         "created_at": decode(created).isoformat(),
         "updated_at": decode(updated).isoformat(),
         "last_seq": last,
+        "model": model,
+        "spawned_by": spawned_by,
     }
 
 
@@ -669,7 +699,7 @@ class RawJsonl:
     def list_card(self, owner_id: int) -> list[dict]:
         cards = []
         for meta in self.list():
-            if meta.get("owner_id") == owner_id:
+            if meta.get("owner_id") == owner_id and meta.get("spawned_by") is None:
                 cards.append(
                     {
                         "id": meta["id"],
@@ -680,6 +710,8 @@ class RawJsonl:
                         "created_at": meta["created_at"].isoformat(),
                         "updated_at": meta["updated_at"].isoformat(),
                         "last_seq": meta["last_seq"],
+                        "model": meta.get("model", ""),
+                        "spawned_by": meta.get("spawned_by"),
                     }
                 )
         return cards

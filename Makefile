@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench lint migrations-check user venv
+.PHONY: run test bench bench-turns lint migrations-check user venv screenshots
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,8 +25,26 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/store_bench.py
 
+# The peer of the turn benchmark lives in a virtualenv of its own: openai-agents requires
+# websockets<17, the app pins websockets 17. BENCH_ARGS passes options, e.g.
+# `make bench-turns BENCH_ARGS="--config one --sessions 50"`.
+PEER_VENV := bench/.venv-peer
+PEER_STAMP := $(PEER_VENV)/.installed
+
+$(PEER_STAMP): bench/requirements.txt
+	test -x $(PEER_VENV)/bin/python || $(PYTHON) -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/python -m pip install --quiet -r bench/requirements.txt
+	touch $(PEER_STAMP)
+
+bench-turns: $(STAMP) $(PEER_STAMP)
+	$(PY) bench/turn_load.py --peer-python $(PEER_VENV)/bin/python $(BENCH_ARGS)
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 migrations-check: $(STAMP)
 	$(PY) manage.py makemigrations --check --dry-run
+
+# Pictures of the web chat (desktop and phone, light and dark) for docs/screenshots/.
+screenshots: $(STAMP)
+	$(PY) scripts/screenshots.py

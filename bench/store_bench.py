@@ -11,9 +11,18 @@ What the raw side does (docs/performance.md says the same):
   (jsonl: open, append the lines, flush, fsync);
 - load: SELECT in seq order, and decode the JSON columns and timestamps into Python values,
   so it returns what the store returns minus the dataclasses (jsonl: read, split, json.loads);
-- branch: insert the session row + `INSERT … SELECT` (jsonl: copy the bytes, fsync, write meta);
-- delete: the same DELETE statements as the store (jsonl: unlink the files);
+- branch: insert the session row + `INSERT … SELECT` (jsonl: copy the bytes, fsync, write meta,
+  copy the rows in the search index);
+- delete: the same DELETE statements as the store (jsonl: remove the rows from the search
+  index, unlink the files);
 - list: SELECT the meta columns newest first (jsonl: read and decode every meta file).
+
+The entry table the raw side writes is the project's own, search index included (the
+generated column and GIN index on PostgreSQL, the FTS5 triggers on SQLite); the raw jsonl
+append writes the same rows into the same FTS5 index file. What the index itself costs is
+one more row: the raw append into the indexed table against the raw append into a copy of
+the table without the index. Search has no raw side: its rows are the p50 of each query
+over 100,000 entries (1,000 sessions of 100), against an absolute target.
 
 The script exits 0 even when a target is missed: it reports, it does not gate.
 """
@@ -26,12 +35,15 @@ import gc
 import io
 import json
 import os
+import random
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -46,12 +58,20 @@ COPIES = 20
 LISTED_SESSIONS = 1000
 LISTS = 20
 
+SEARCH_SESSIONS = 1000
+SEARCH_TURNS = 25  # per session, 4 entries each: 100 entries per session
+SEARCH_RUNS = 30
+SEARCH_TARGET_MS = 50
+SEARCH_VOCABULARY = 5000
+UNINDEXED_ENTRY = "bench_unindexed_entry"
+
 TARGETS = {
     "append": 1.5,
     "append flat": 1.25,
     "load": 1.5,
     "branch": 1.3,
     "delete": 1.5,
+    "list": 1.5,
 }
 
 
@@ -294,7 +314,8 @@ class RawDb:
         "turn_id, data, created_at"
     )
     META = (
-        "id, agent, owner_id, title, parent_id, branched_at_seq, created_at, updated_at, last_seq"
+        "id, agent, owner_id, title, parent_id, branched_at_seq, created_at, updated_at, "
+        "last_seq, incarnation, model, spawned_by"
     )
 
     def __init__(self, vendor: str, settings_dict: dict):
@@ -336,7 +357,7 @@ class RawDb:
             return self.db.transaction()
         return _SqliteImmediate(self.db)
 
-    def append(self, session_id: str, entries) -> None:
+    def append(self, session_id: str, entries, table: str = "sessions_app_entry") -> None:
         now = datetime.now(UTC)
         stamp = self.timestamp(now)
         row_marks = "(" + ", ".join([self.mark] * 14) + ")"
@@ -356,10 +377,34 @@ class RawDb:
                 params.extend(entry_columns(entry))
                 params.append(stamp)
             self.db.execute(
-                f"INSERT INTO sessions_app_entry (session_id, {self.COLUMNS}) VALUES "
+                f"INSERT INTO {table} (session_id, {self.COLUMNS}) VALUES "
                 + ", ".join([row_marks] * len(entries)),
                 params,
             )
+
+    def create_unindexed_entry_table(self) -> None:
+        """A copy of the entry table (columns, constraints, indexes) without the search index."""
+        if self.vendor == "postgresql":
+            self.db.execute(
+                f"CREATE TABLE {UNINDEXED_ENTRY} (LIKE sessions_app_entry INCLUDING ALL)"
+            )
+            # Dropping the generated column drops its GIN index with it.
+            self.db.execute(f"ALTER TABLE {UNINDEXED_ENTRY} DROP COLUMN search_vector")
+            self.db.execute(
+                f"ALTER TABLE {UNINDEXED_ENTRY} ADD FOREIGN KEY (session_id) "
+                "REFERENCES sessions_app_session (id) DEFERRABLE INITIALLY DEFERRED"
+            )
+            return
+        # SQLite: the table's own CREATE statements; the FTS5 triggers are not copied.
+        statements = self.db.execute(
+            "SELECT type, sql FROM sqlite_master WHERE tbl_name = 'sessions_app_entry' "
+            "AND type IN ('table', 'index') AND sql IS NOT NULL ORDER BY type DESC"
+        ).fetchall()
+        for kind, statement in statements:
+            statement = statement.replace('"sessions_app_entry"', f'"{UNINDEXED_ENTRY}"')
+            if kind == "index":
+                statement = re.sub(r'INDEX "([^"]+)"', r'INDEX "bench_\1"', statement, count=1)
+            self.db.execute(statement)
 
     def load(self, session_id: str) -> list:
         rows = self.db.execute(
@@ -409,19 +454,32 @@ class RawDb:
     def branch(self, source_id: str, new_id: str) -> None:
         now = self.timestamp(datetime.now(UTC))
         with self.transaction():
-            agent, owner_id, title, last_seq = self.db.execute(
+            agent, owner_id, title, last_seq, model = self.db.execute(
                 self.sql(
-                    "SELECT agent, owner_id, title, last_seq FROM sessions_app_session WHERE id = %s"
+                    "SELECT agent, owner_id, title, last_seq, model FROM sessions_app_session "
+                    "WHERE id = %s"
                 ),
                 (source_id,),
             ).fetchone()
             self.db.execute(
                 self.sql(
                     "INSERT INTO sessions_app_session (id, agent, owner_id, title, parent_id, "
-                    "branched_at_seq, created_at, updated_at, last_seq, lease_holder) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, '')"
+                    "branched_at_seq, created_at, updated_at, last_seq, lease_holder, model, "
+                    "incarnation) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, '', %s, %s)"
                 ),
-                (new_id, agent, owner_id, title, source_id, last_seq, now, now, last_seq),
+                (
+                    new_id,
+                    agent,
+                    owner_id,
+                    title,
+                    source_id,
+                    last_seq,
+                    now,
+                    now,
+                    last_seq,
+                    model,
+                    uuid.uuid4().hex,
+                ),
             )
             self.db.execute(
                 self.sql(
@@ -455,23 +513,65 @@ class RawDb:
             f"SELECT {self.META} FROM sessions_app_session ORDER BY updated_at DESC, id DESC"
         ).fetchall()
         decode = self.decode_timestamp
-        return [(*row[:6], decode(row[6]), decode(row[7]), row[8]) for row in rows]
+        return [(*row[:6], decode(row[6]), decode(row[7]), *row[8:]) for row in rows]
 
-    def add_sessions(self, count: int) -> None:
+    def list_card(self, owner_id: int) -> list[dict]:
+        """One owner's sessions (sub-agents' left out) in the API's shape, as the page gets them."""
+        rows = self.db.execute(
+            self.sql(
+                f"SELECT {self.META} FROM sessions_app_session WHERE owner_id = %s "
+                "AND spawned_by IS NULL ORDER BY updated_at DESC, id DESC"
+            ),
+            (owner_id,),
+        ).fetchall()
+        return [_card(row, self.decode_timestamp) for row in rows]
+
+    def add_sessions(self, count: int, owner_id: int) -> None:
         now = self.timestamp(datetime.now(UTC))
         rows = [
-            (f"listed-{number:05d}", "jarvis", f"session {number}", now, now)
+            (f"listed-{number:05d}", "jarvis", owner_id, f"session {number}", now, now)
             for number in range(count)
         ]
         with self.transaction():
             for start in range(0, count, 200):
                 chunk = rows[start : start + 200]
-                marks = ", ".join(["(" + ", ".join([self.mark] * 5) + ", 0, '')"] * len(chunk))
+                marks = ", ".join(
+                    ["(" + ", ".join([self.mark] * 6) + ", 0, '', '', '')"] * len(chunk)
+                )
                 self.db.execute(
-                    "INSERT INTO sessions_app_session (id, agent, title, created_at, updated_at, "
-                    f"last_seq, lease_holder) VALUES {marks}",
+                    "INSERT INTO sessions_app_session (id, agent, owner_id, title, created_at, "
+                    f"updated_at, last_seq, lease_holder, incarnation, model) VALUES {marks}",
                     [value for row in chunk for value in row],
                 )
+
+
+def _card(row, decode) -> dict:
+    (
+        session_id,
+        agent,
+        _owner,
+        title,
+        parent_id,
+        branched_at_seq,
+        created,
+        updated,
+        last,
+        _incarnation,
+        model,
+        spawned_by,
+    ) = row
+    return {
+        "id": session_id,
+        "agent": agent,
+        "title": title,
+        "parent_id": parent_id,
+        "branched_at_seq": branched_at_seq,
+        "created_at": decode(created).isoformat(),
+        "updated_at": decode(updated).isoformat(),
+        "last_seq": last,
+        "model": model,
+        "spawned_by": spawned_by,
+    }
 
 
 class _SqliteImmediate:
@@ -492,9 +592,11 @@ class RawJsonl:
 
     def __init__(self, root: Path):
         self.root = root
+        self.index = None
 
-    def append(self, session_id: str, entries, first_seq: int) -> None:
-        stamp = datetime.now(UTC).isoformat()
+    def append(self, session_id: str, entries, first_seq: int, indexed: bool = True) -> None:
+        now = datetime.now(UTC)
+        stamp = now.isoformat()
         payload = b"".join(
             json.dumps(
                 {"seq": first_seq + offset, **_entry_dict(entry), "created_at": stamp},
@@ -507,6 +609,38 @@ class RawJsonl:
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
+        if indexed:
+            self.add_to_index(session_id, entries, first_seq, stamp)
+
+    def index_db(self):
+        if self.index is None:
+            import sqlite3
+
+            from sessions_app.store.jsonl_search import INDEX_FILE
+
+            self.index = sqlite3.connect(self.root / INDEX_FILE, isolation_level=None)
+            self.index.execute("PRAGMA synchronous=NORMAL")
+        return self.index
+
+    def add_to_index(self, session_id: str, entries, first_seq: int, stamp: str) -> None:
+        """The same rows, in the same transaction shape, as the store's search index."""
+        db = self.index_db()
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("SELECT indexed_seq FROM session WHERE id = ?", (session_id,)).fetchone()
+        db.executemany(
+            "INSERT INTO entry (session_id, seq, role, created_at, content) VALUES (?, ?, ?, ?, ?)",
+            [
+                (session_id, first_seq + offset, entry.role, stamp, entry.content)
+                for offset, entry in enumerate(entries)
+                if entry.kind == "message" and entry.role in ("user", "assistant") and entry.content
+            ],
+        )
+        db.execute(
+            "INSERT INTO session (id, owner_id, indexed_seq) VALUES (?, NULL, ?) "
+            "ON CONFLICT (id) DO UPDATE SET indexed_seq = excluded.indexed_seq",
+            (session_id, first_seq + len(entries) - 1),
+        )
+        db.execute("COMMIT")
 
     def load(self, session_id: str) -> list:
         records = []
@@ -530,8 +664,25 @@ class RawJsonl:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, self.root / f"{new_id}.meta.json")
+        db = self.index_db()
+        db.execute("BEGIN IMMEDIATE")
+        db.execute(
+            "INSERT INTO entry (session_id, seq, role, created_at, content) "
+            "SELECT ?, seq, role, created_at, content FROM entry WHERE session_id = ? AND seq <= ?",
+            (new_id, source_id, meta["last_seq"]),
+        )
+        db.execute(
+            "INSERT INTO session (id, owner_id, indexed_seq) VALUES (?, NULL, ?)",
+            (new_id, meta["last_seq"]),
+        )
+        db.execute("COMMIT")
 
     def delete(self, session_id: str) -> None:
+        db = self.index_db()
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("DELETE FROM entry WHERE session_id = ?", (session_id,))
+        db.execute("DELETE FROM session WHERE id = ?", (session_id,))
+        db.execute("COMMIT")
         for suffix in (".jsonl", ".meta.json", ".proactive.jsonl"):
             (self.root / f"{session_id}{suffix}").unlink(missing_ok=True)
 
@@ -544,6 +695,26 @@ class RawJsonl:
             metas.append(meta)
         metas.sort(key=lambda meta: (meta["updated_at"], meta["id"]), reverse=True)
         return metas
+
+    def list_card(self, owner_id: int) -> list[dict]:
+        cards = []
+        for meta in self.list():
+            if meta.get("owner_id") == owner_id and meta.get("spawned_by") is None:
+                cards.append(
+                    {
+                        "id": meta["id"],
+                        "agent": meta["agent"],
+                        "title": meta["title"],
+                        "parent_id": meta["parent_id"],
+                        "branched_at_seq": meta["branched_at_seq"],
+                        "created_at": meta["created_at"].isoformat(),
+                        "updated_at": meta["updated_at"].isoformat(),
+                        "last_seq": meta["last_seq"],
+                        "model": meta.get("model", ""),
+                        "spawned_by": meta.get("spawned_by"),
+                    }
+                )
+        return cards
 
 
 def read_meta(path: Path) -> dict:
@@ -559,15 +730,163 @@ def _entry_dict(entry) -> dict:
     return {field: getattr(entry, field) for field in entry.__dataclass_fields__}
 
 
+def search_vocabulary(rng: random.Random) -> list[str]:
+    """Made-up words, so that no stemmer or stop-word list treats them specially."""
+    consonants, vowels = "bcdfghjklmnprstvz", "aeiou"
+    seen: set[str] = set()
+    words: list[str] = []
+    while len(words) < SEARCH_VOCABULARY:
+        syllables = rng.randint(2, 4)
+        word = "".join(rng.choice(consonants) + rng.choice(vowels) for _ in range(syllables))
+        if word not in seen:
+            seen.add(word)
+            words.append(word)
+    return words
+
+
+def search_corpus():
+    """1,000 sessions of 25 turns (100 entries), and the queries to time.
+
+    Word frequencies follow Zipf's law, as in real text, so the queries can be chosen by how
+    many messages contain them: a rare word (~10 messages), a word in ~1% and in ~10% of the
+    entries, two words together, a quoted phrase and an `or`.
+    """
+    from collections import Counter
+    from itertools import accumulate
+
+    from sessions_app.store import NewEntry
+
+    rng = random.Random(42)
+    words = search_vocabulary(rng)
+    weights = list(accumulate(1 / rank for rank in range(1, len(words) + 1)))
+
+    def sentence(low: int, high: int) -> str:
+        return " ".join(rng.choices(words, cum_weights=weights, k=rng.randint(low, high)))
+
+    sessions = []
+    messages_with: Counter[str] = Counter()
+    for _ in range(SEARCH_SESSIONS):
+        entries = []
+        for turn in range(SEARCH_TURNS):
+            call = {"id": f"call_{turn}", "name": "search_notes", "arguments": "{}"}
+            question, intro, answer = sentence(8, 40), sentence(4, 12), sentence(15, 60)
+            entries += [
+                NewEntry(role="user", content=question),
+                NewEntry(role="assistant", content=intro, tool_calls=[call]),
+                NewEntry(
+                    role="tool",
+                    tool_call_id=call["id"],
+                    name="search_notes",
+                    content=sentence(30, 80),
+                ),
+                NewEntry(role="assistant", content=answer),
+            ]
+            for text in (question, intro, answer):
+                messages_with.update(set(text.split()))
+        sessions.append(entries)
+
+    def near(count: int, skip: tuple[str, ...] = ()) -> str:
+        return min(
+            (word for word in messages_with if word not in skip),
+            key=lambda word: (abs(messages_with[word] - count), word),
+        )
+
+    rare, one, ten = near(10), near(1000), near(10_000)
+    other = near(1000, skip=(one,))
+    phrase = " ".join(sessions[SEARCH_SESSIONS // 2][0].content.split()[:2])
+    queries = [
+        (rare, f"a rare word ({messages_with[rare]} messages)"),
+        (one, f"a word in {messages_with[one]} messages"),
+        (ten, f"a word in {messages_with[ten]} messages"),
+        (f"{one} {other}", "two words, both"),
+        (f'"{phrase}"', "a quoted phrase"),
+        (f"{rare} or {one}", "one word or another"),
+    ]
+    return sessions, queries
+
+
+def search_rows(store, config: str) -> list[dict]:
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    sessions, queries = search_corpus()
+    # The jsonl child has no migrated database, and jsonl meta files need no user row.
+    owner = 1 if config == "jsonl" else get_user_model().objects.create_user("bench-search").id
+    for number, entries in enumerate(sessions):
+        session_id = f"search-{number:04d}"
+        store.create(session_id, owner_id=owner, title=f"conversation {number}")
+        store.append(session_id, entries)
+    if config == "postgres":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")  # what autovacuum does after a bulk load
+    total = SEARCH_SESSIONS * SEARCH_TURNS * 4
+    rows = []
+    every: list[int] = []
+    clock = time.perf_counter_ns
+    for query, label in queries:
+        assert store.search(owner, query, 21, 0), f"no hits for {query!r}"
+        gc.collect()
+        times = []
+        for _ in range(SEARCH_RUNS):
+            started = clock()
+            store.search(owner, query, 21, 0)  # a page of 20, plus one to see if more follow
+            times.append(clock() - started)
+        every += times
+        rows.append(search_row(f"search {total:,} entries: {label}", times))
+    rows.append(search_row(f"search {total:,} entries: all queries", every))
+    return rows
+
+
+def search_row(operation: str, times: list[int]) -> dict:
+    p50 = median_ms(times)
+    return {
+        "operation": operation,
+        "store": p50,
+        "raw": "",
+        "target": f"p50 <= {SEARCH_TARGET_MS} ms",
+        "result": "ok" if p50 <= SEARCH_TARGET_MS else "MISSED",
+    }
+
+
+def index_cost_row(config: str, store, raw, turns) -> dict:
+    """The raw append into the indexed entry table against one into a copy without it."""
+    if config == "jsonl":
+
+        def indexed(turn):
+            raw.append("cost-indexed", turns[turn], turn * 4 + 1)
+
+        def unindexed(turn):
+            raw.append("cost-unindexed", turns[turn], turn * 4 + 1, indexed=False)
+
+    else:
+        raw.create_unindexed_entry_table()
+        store.create("cost-indexed")
+        store.create("cost-unindexed")
+
+        def indexed(turn):
+            raw.append("cost-indexed", turns[turn])
+
+        def unindexed(turn):
+            raw.append("cost-unindexed", turns[turn], table=UNINDEXED_ENTRY)
+
+    gc.collect()
+    with_index, without_index = interleaved(TURNS, indexed, unindexed)
+    return compare(
+        "append cost of the search index (raw: with / without)", with_index, without_index, None
+    )
+
+
 def child(config: str) -> int:
     sys.path.insert(0, str(REPO))  # run as a script, bench/ is first on the path
     import django
 
     django.setup()
     from django.conf import settings
+    from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection
 
+    from sessions_app.selectors import session_list
     from sessions_app.store import get_store
 
     if config != "jsonl":
@@ -582,6 +901,7 @@ def child(config: str) -> int:
         raw_append = lambda session_id, entries, turn: raw.append(session_id, entries)  # noqa: E731
 
     rows = []
+    store.search(0, "nothing")  # opens every index, so the raw side finds the jsonl one
     store.create("bench-store", title="appended by the store")
     store.create("bench-raw", title="appended by the raw driver")
     turns = [turn_entries(turn) for turn in range(TURNS)]
@@ -651,16 +971,37 @@ def child(config: str) -> int:
 
     log(f"{config}: list {LISTED_SESSIONS} sessions")
     if config == "jsonl":
+        owner_id = 1  # jsonl keeps the id; there is no user table to point into
         for number in range(LISTED_SESSIONS - 2):
             session_id = f"listed-{number:05d}"
-            store.create(session_id, title=f"session {number}")
+            store.create(session_id, title=f"session {number}", owner_id=owner_id)
             store.append(session_id, turns[number % TURNS][:1])
     else:
-        raw.add_sessions(LISTED_SESSIONS - 2)
+        owner_id = get_user_model().objects.create(username="bench-owner").id
+        raw.add_sessions(LISTED_SESSIONS - 2, owner_id)
     gc.collect()
     store_times, raw_times = interleaved(LISTS, lambda _: store.list(), lambda _: raw.list())
     assert len(store.list()) == len(raw.list()) == LISTED_SESSIONS
-    rows.append(compare(f"list {LISTED_SESSIONS} sessions", store_times, raw_times, None))
+    rows.append(
+        compare(
+            f"list {LISTED_SESSIONS} sessions",
+            store_times,
+            raw_times,
+            database_target("list", config),
+        )
+    )
+    # What the web page's list reads: the API's selector for one owner, in the API's shape.
+    card = lambda _: session_list(owner_id=owner_id)  # noqa: E731
+    store_times, raw_times = interleaved(LISTS, card, lambda _: raw.list_card(owner_id))
+    assert card(0) == raw.list_card(owner_id) and len(card(0)) == LISTED_SESSIONS - 2
+    rows.append(
+        compare(
+            f"list for the web page ({LISTED_SESSIONS - 2}, API shape)",
+            store_times,
+            raw_times,
+            database_target("list", config),
+        )
+    )
     if config == "jsonl":
         opened = spy_on_opened_paths(store.list)
         reads_no_entry_file = not any(path.endswith(".jsonl") for path in opened)
@@ -673,6 +1014,11 @@ def child(config: str) -> int:
                 "result": "ok" if reads_no_entry_file else "MISSED",
             }
         )
+    log(f"{config}: what the search index costs an append")
+    rows.append(index_cost_row(config, store, raw, turns))
+
+    log(f"{config}: search over {SEARCH_SESSIONS * SEARCH_TURNS * 4:,} entries")
+    rows.extend(search_rows(store, config))
     print(json.dumps({"config": config, "rows": rows}))
     return 0
 

@@ -145,6 +145,8 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # redis-py 8 caps a pool at 100 connections (7 had no cap): a worker with a
+            # couple of hundred sockets ran out, and its group sends failed.
             "CONFIG": {
                 "hosts": [
                     {
@@ -152,6 +154,7 @@ if REDIS_URL:
                         "socket_timeout": REDIS_SOCKET_TIMEOUT_SEC,
                         "socket_connect_timeout": REDIS_CONNECT_TIMEOUT_SEC,
                         "socket_keepalive": True,
+                        "max_connections": 1000,
                     }
                 ],
                 "capacity": CHANNEL_CAPACITY,
@@ -219,8 +222,20 @@ MODEL_PRICES_PER_MTOK = {
     "claude-haiku-4-5": (1.0, 5.0),
 }
 
-# --- Tasks (consolidation) ----------------------------------------------------------------
+# --- Tasks (consolidation, schedules, webhook deliveries) ---------------------------------
 TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+
+# --- Outbound delivery of notices ---------------------------------------------------------
+# Unset: notices stay in the app. Set: every notice of a non-test session is POSTed here.
+NOTIFY_WEBHOOK_URL = env.str("NOTIFY_WEBHOOK_URL", default="")
+if NOTIFY_WEBHOOK_URL and not NOTIFY_WEBHOOK_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured(
+        f"NOTIFY_WEBHOOK_URL must be an http:// or https:// URL, not {NOTIFY_WEBHOOK_URL!r}"
+    )
+NOTIFY_WEBHOOK_TIMEOUT_SEC = _positive("NOTIFY_WEBHOOK_TIMEOUT_SEC", 10.0)
+# A failed POST is retried after RETRY_BASE, then twice as long each time, at most RETRY_MAX.
+NOTIFY_WEBHOOK_RETRY_BASE_SEC = _positive("NOTIFY_WEBHOOK_RETRY_BASE_SEC", 5.0)
+NOTIFY_WEBHOOK_RETRY_MAX_SEC = _positive("NOTIFY_WEBHOOK_RETRY_MAX_SEC", 3600.0)
 
 # --- REST framework -----------------------------------------------------------------------
 REST_FRAMEWORK = {

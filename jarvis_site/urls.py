@@ -8,10 +8,12 @@ from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from sessions_app.api import SessionViewSet
+from sessions_app.api import ScheduleViewSet, SearchViewSet, SessionViewSet
 
 router = DefaultRouter()
 router.register("sessions", SessionViewSet, basename="session")
+router.register("schedules", ScheduleViewSet, basename="schedule")
+router.register("search", SearchViewSet, basename="search")
 
 # The chat page's script sends the CSRF token from the cookie with every API write.
 chat_page = login_required(ensure_csrf_cookie(TemplateView.as_view(template_name="chat.html")))

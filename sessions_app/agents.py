@@ -48,6 +48,8 @@ SESSION_ID_MAX = 200
 HASH_CHARS = 16
 
 _BASE_TOOLS = ("calculator", "clock", "wait", "remember", "recall")
+# The main agent's reminders and scheduled prompts (sessions_app.schedules).
+_SCHEDULE_TOOLS = ("schedule", "unschedule")
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ DEFAULT_AGENTS: dict[str, AgentDefinition] = {
                 "with `delegate` when one fits it better. When a tool fails, say so instead "
                 "of inventing its result."
             ),
-            tools=(*_BASE_TOOLS, DELEGATE),
+            tools=(*_BASE_TOOLS, DELEGATE, *_SCHEDULE_TOOLS),
         ),
         AgentDefinition(
             name="researcher",

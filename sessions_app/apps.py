@@ -1,5 +1,6 @@
 from django.apps import AppConfig
 from django.conf import settings
+from django.db.backends.signals import connection_created
 from django.db.models.signals import pre_delete
 
 
@@ -9,10 +10,14 @@ class SessionsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
+        from jarvis_site.sqlite_wal import keep_wal_open
         from sessions_app import receivers
         from sessions_app.agents import agent_registry
+        from sessions_app.signals import session_deleted
 
         agent_registry()  # a broken JARVIS_AGENTS_FILE stops start-up with what is wrong
+
+        connection_created.connect(keep_wal_open, dispatch_uid="jarvis_site.keep_wal_open")
 
         # pre_delete runs inside the user's delete transaction, before the database cascade:
         # a purge that fails keeps the account and everything it owns.
@@ -20,4 +25,8 @@ class SessionsAppConfig(AppConfig):
             receivers.remove_sessions_of_deleted_user,
             sender=settings.AUTH_USER_MODEL,
             dispatch_uid="sessions_app.remove_sessions_of_deleted_user",
+        )
+        session_deleted.connect(
+            receivers.purge_outbox_of_deleted_session,
+            dispatch_uid="sessions_app.purge_outbox_of_deleted_session",
         )

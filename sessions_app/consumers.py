@@ -15,9 +15,10 @@ from urllib.parse import parse_qs
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
+from channels.layers import InMemoryChannelLayer
 from django.db import connections
 
-from sessions_app import commands, limits, selectors, services
+from sessions_app import commands, delivery, limits, selectors, services
 from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
 from sessions_app.runtime.turns import (
     SessionBusy,
@@ -38,6 +39,7 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_EXPIRED = 4408
 # `?agent=` names another agent than the existing session's (the API's 409 agent_mismatch).
 CLOSE_AGENT_MISMATCH = 4409
+NOTICE_POLL_SEC = 0.5
 
 
 def _run_in_turn_thread(function, **kwargs):
@@ -62,6 +64,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
         self.tasks: set[asyncio.Task] = set()
         self.heartbeat: asyncio.Task | None = None
+        self.notice_poll: asyncio.Task | None = None
+        self.notices_sent: set[str] = set()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             return await self._refuse(CLOSE_UNAUTHENTICATED)
@@ -109,6 +113,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         )
         await self.send_json({"type": "session", **snapshot})
         self.heartbeat = asyncio.create_task(self._heartbeat_loop())
+        if isinstance(self.channel_layer, InMemoryChannelLayer):
+            self.notice_poll = asyncio.create_task(self._notice_poll_loop(snapshot["notices"]))
 
     async def _refuse(self, code: int):
         # Accept first: a close before the handshake completes reaches the client as a bare
@@ -119,6 +125,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code):
         if self.heartbeat is not None:
             self.heartbeat.cancel()
+        if self.notice_poll is not None:
+            self.notice_poll.cancel()
         if self.session_id is None:
             return
         await self.channel_layer.group_discard(self.group, self.channel_name)
@@ -224,7 +232,38 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     # --- channel layer -> client ----------------------------------------------------
     async def session_event(self, message):
-        await self.send_json(message["event"])
+        event = message["event"]
+        if event.get("type") == "proactive":
+            return await self._send_notice(event["notice"])
+        await self.send_json(event)
+
+    async def _send_notice(self, notice: dict):
+        # A notice can arrive twice (the group and the poll below): each tab shows it once.
+        if notice["message_id"] in self.notices_sent:
+            return
+        self.notices_sent.add(notice["message_id"])
+        await self.send_json({"type": "proactive", "notice": notice})
+        if notice.get("delivered_at") is None:
+            # This socket received it: the notice counts as delivered.
+            await database_sync_to_async(delivery.notice_mark_delivered)(
+                session_id=self.session_id, message_id=notice["message_id"]
+            )
+
+    async def _notice_poll_loop(self, known: list[dict]):
+        """Without REDIS_URL the channel layer lives in one process, and notices made by the
+        task worker (another process) cannot reach this socket through it; so each socket
+        looks for new notices of its session every NOTICE_POLL_SEC instead."""
+        self.notices_sent.update(notice["message_id"] for notice in known)
+        while True:
+            await asyncio.sleep(NOTICE_POLL_SEC)
+            try:
+                notices = await database_sync_to_async(selectors.session_notices)(
+                    session_id=self.session_id, owner_id=self.user_id
+                )
+            except SessionNotFound:
+                return  # deleted: the heartbeat closes this socket
+            for notice in notices:
+                await self._send_notice(notice)
 
     async def turn_abort(self, message):
         # turn_abort also announces itself to the group. The running turn learns of it

@@ -9,12 +9,26 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
+from html import escape
 from typing import Any
 
 from sessions_app.ids import validate_session_id
-from sessions_app.store import EntryRecord, Notice, SessionMeta, SessionNotFound, get_store
+from sessions_app.store import (
+    EntryRecord,
+    Notice,
+    SearchHit,
+    SessionMeta,
+    SessionNotFound,
+    get_store,
+)
 
 MAX_ENTRIES_PAGE = 1000
+SEARCH_QUERY_MAX_CHARS = 200
+SEARCH_PAGE_DEFAULT = 20
+SEARCH_PAGE_MAX = 50
+SEARCH_OFFSET_MAX = 10_000
+# Every stored field of an entry but its session id: the URL or the socket already names it.
+ENTRY_API_FIELDS = tuple(name for name in EntryRecord.__dataclass_fields__ if name != "session_id")
 
 
 def session_get(*, session_id: str, owner_id: int) -> SessionMeta:
@@ -96,9 +110,14 @@ def session_detail(*, session_id: str, owner_id: int) -> dict[str, Any]:
 
 
 def entry_to_api(entry: EntryRecord) -> dict[str, Any]:
-    """An entry as the API and WebSocket show it: every stored field, times in ISO 8601."""
-    data = entry.to_dict()
-    del data["session_id"]  # the URL or the socket already names the session
+    """An entry as the API and WebSocket show it: every stored field, times in ISO 8601.
+
+    A shallow copy, not `dataclasses.asdict`: every streamed entry of a turn passes through
+    here, and asdict's deep copy of the JSON fields was most of the cost. The result is
+    only ever serialised, never changed, so sharing the record's nested values is safe.
+    """
+    data = {field: getattr(entry, field) for field in ENTRY_API_FIELDS}
+    data["created_at"] = entry.created_at.isoformat()
     return data
 
 
@@ -261,3 +280,42 @@ def _markdown_entry(entry: EntryRecord) -> list[str]:
             f"> {str(data.get('summary', '')).replace(chr(10), chr(10) + '> ')}",
         ]
     return [f"### {entry.kind} ({stamp})", "", _fence(json.dumps(entry.to_dict(), indent=2))]
+
+
+# --- search -------------------------------------------------------------------------------
+
+
+def search_snippet_html(hit: SearchHit) -> str:
+    """The snippet as HTML a page can insert: every character of the message escaped, and
+    the matched words wrapped in <mark> — the only tags it ever contains."""
+    return "".join(
+        f"<mark>{escape(text)}</mark>" if matched else escape(text) for text, matched in hit.snippet
+    )
+
+
+def search_hit_to_api(hit: SearchHit) -> dict[str, Any]:
+    return {
+        "session_id": hit.session_id,
+        "title": hit.title,
+        "seq": hit.seq,
+        "role": hit.role,
+        "created_at": hit.created_at.isoformat(),
+        "rank": hit.rank,
+        "snippet": search_snippet_html(hit),
+    }
+
+
+def search_messages(
+    *, owner_id: int, query: str, limit: int = SEARCH_PAGE_DEFAULT, offset: int = 0
+) -> dict[str, Any]:
+    """A page of the owner's user and assistant messages matching `query`, best first.
+
+    Only the owner's sessions are searched (the store filters by owner inside the query).
+    One hit more than the page is asked for, to tell whether another page follows.
+    """
+    hits = get_store().search(owner_id, query, limit + 1, offset)
+    return {
+        "query": query,
+        "hits": [search_hit_to_api(hit) for hit in hits[:limit]],
+        "next_offset": offset + limit if len(hits) > limit else None,
+    }

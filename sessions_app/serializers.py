@@ -7,6 +7,12 @@ the WebSocket and the commands all refuse the same ids with the same message.
 from rest_framework import serializers
 
 from sessions_app import limits
+from sessions_app.selectors import (
+    SEARCH_OFFSET_MAX,
+    SEARCH_PAGE_DEFAULT,
+    SEARCH_PAGE_MAX,
+    SEARCH_QUERY_MAX_CHARS,
+)
 from sessions_app.services import EXPORT_FORMATS
 
 # --- input --------------------------------------------------------------------------------
@@ -175,3 +181,42 @@ class NoticeOutput(serializers.Serializer):
 class ErrorOutput(serializers.Serializer):
     code = serializers.CharField()
     detail = serializers.CharField()
+
+
+# --- search -------------------------------------------------------------------------------
+
+
+class SearchQuery(serializers.Serializer):
+    # CharField refuses NUL (and lone surrogate) characters on its own.
+    q = serializers.CharField(
+        max_length=SEARCH_QUERY_MAX_CHARS,
+        trim_whitespace=True,
+        help_text='words to find; "quoted words" together, `or` between alternatives, '
+        "-word to exclude",
+    )
+    limit = serializers.IntegerField(
+        required=False, default=SEARCH_PAGE_DEFAULT, min_value=1, max_value=SEARCH_PAGE_MAX
+    )
+    offset = serializers.IntegerField(
+        required=False, default=0, min_value=0, max_value=SEARCH_OFFSET_MAX
+    )
+
+
+class SearchHitOutput(serializers.Serializer):
+    session_id = serializers.CharField()
+    title = serializers.CharField()
+    seq = serializers.IntegerField()
+    role = serializers.ChoiceField(choices=["user", "assistant"])
+    created_at = serializers.DateTimeField()
+    rank = serializers.FloatField(help_text="higher is better; comparable within one query")
+    snippet = serializers.CharField(
+        help_text="HTML: the text is escaped, matched words are in <mark> (the only tags)"
+    )
+
+
+class SearchOutput(serializers.Serializer):
+    query = serializers.CharField()
+    hits = SearchHitOutput(many=True)
+    next_offset = serializers.IntegerField(
+        allow_null=True, help_text="the offset of the next page; null on the last one"
+    )

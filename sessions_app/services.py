@@ -527,6 +527,10 @@ def proactive_add(
     with transaction.atomic():
         notice, created = get_store().append_proactive(session_id, message_id, content)
         if created:
+            # Imported here: delivery imports this module to create target conversations.
+            from sessions_app.delivery import notice_outbound_enqueue
+
+            notice_outbound_enqueue(session_id=session_id, notice=notice)
             session_broadcast_on_commit(
                 session_id=session_id,
                 event={"type": "proactive", "notice": selectors.notice_to_api(notice)},

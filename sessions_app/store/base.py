@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from sessions_app.ids import InvalidSessionId  # re-exported: stores raise it for bad ids
+from sessions_app.store.search import SearchHit  # re-exported: what `search` returns
 
 __all__ = [
     "AgentMismatch",
@@ -21,6 +22,7 @@ __all__ = [
     "InvalidSessionId",
     "NewEntry",
     "Notice",
+    "SearchHit",
     "SessionMeta",
     "SessionExists",
     "SessionNotFound",
@@ -227,3 +229,19 @@ class SessionStore(Protocol):
     ) -> tuple[Notice, bool]: ...
 
     def get_proactive(self, session_id: str) -> list[Notice]: ...
+
+    def mark_proactive_delivered(
+        self, session_id: str, message_id: str, delivered_at: datetime
+    ) -> Notice | None:
+        """Record the first delivery of a notice (a later one keeps the first time).
+
+        Returns the notice, or None when the session or the notice does not exist.
+        """
+        ...
+
+    def search(
+        self, owner_id: int, query: str, limit: int = 20, offset: int = 0
+    ) -> list[SearchHit]:
+        """The owner's user and assistant messages matching `query` (websearch syntax),
+        best rank first, then newest; `limit` hits from `offset`."""
+        ...

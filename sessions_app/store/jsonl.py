@@ -13,6 +13,8 @@ Per session:
 - `<id>.branches`: the ids of sessions branched from this one, one per line, so that a
   delete can clear their `parent_id` (as the db backend's SET_NULL does) without reading
   every meta file in the directory.
+The directory also holds the search index, `search.sqlite3` (jsonl_search.py), which
+append, branch and delete keep current while they hold the session's lock.
 Session ids never contain '/' and never start with '.', so no id can name a file outside
 the directory (sessions_app.ids).
 """
@@ -46,6 +48,7 @@ from sessions_app.store.base import (
     record_from_fields,
 )
 from sessions_app.store.db import BRANCH_RESULT_TEXT, BRANCH_TURN_ERROR
+from sessions_app.store.jsonl_search import JsonlSearchIndex, search_hit
 
 logger = logging.getLogger(__name__)
 TAIL_BYTES = 4096
@@ -61,6 +64,13 @@ class JsonlSessionStore:
     def __init__(self, root: Path | str | None = None):
         self.root = Path(root if root is not None else settings.SESSIONS_DIR)
         self.root.mkdir(parents=True, exist_ok=True)
+        self._search = JsonlSearchIndex(
+            self.root,
+            read_entries=lambda session_id, after_seq: self.get_messages(
+                session_id, after_seq=after_seq
+            ),
+            all_sessions=lambda: [(meta.id, meta.owner_id) for meta in self.list()],
+        )
 
     # --- paths and locking --------------------------------------------------------------
     def _path(self, session_id: str, suffix: str) -> Path:
@@ -163,6 +173,9 @@ class JsonlSessionStore:
                     incarnation=new_incarnation(),
                     spawned_by=spawned_by,
                 )
+                # Rows an earlier session of this id left behind (its files removed outside
+                # the store, a crash mid-branch) must not show up in the new one.
+                self._search.remove(session_id)
                 self._path(session_id, ".jsonl").touch()
                 self._write_meta(existing, durable=True)
         if existing.agent != agent:
@@ -338,7 +351,11 @@ class JsonlSessionStore:
                 self._record_activity(session_id, meta_fd, records[-1])
             finally:
                 os.close(meta_fd)
+            self._search.add(session_id, records, owner_id=lambda: self._owner_id(session_id))
         return records
+
+    def _owner_id(self, session_id: str) -> int | None:
+        return self._read_meta(session_id).owner_id
 
     def _write_entries(self, path, session_id, entries: list[NewEntry]) -> list[EntryRecord]:
         now = _now()
@@ -364,6 +381,9 @@ class JsonlSessionStore:
 
     def delete(self, session_id):
         with self._locked(session_id):
+            # The index first: a crash between the two can leave a conversation unfound,
+            # never a deleted one found.
+            self._search.remove(session_id)
             existed = False
             for suffix in (".jsonl", ".meta.json", ".proactive.jsonl"):
                 try:
@@ -431,9 +451,11 @@ class JsonlSessionStore:
                 incarnation=new_incarnation(),
                 model=source.model,
             )
+            self._search.copy(source_id, new_id, cut, meta.owner_id)
             if repairs:
                 records = self._write_entries(path, new_id, repairs)
                 meta = SessionMeta(**{**asdict(meta), "last_seq": records[-1].seq})
+                self._search.add(new_id, records, owner_id=lambda: meta.owner_id)
             self._write_meta(meta, durable=True)
         return meta
 
@@ -529,7 +551,7 @@ class JsonlSessionStore:
             lines = path.read_bytes().split(b"\n")
         except FileNotFoundError:
             return []
-        notices = []
+        notices: dict[str, Notice] = {}
         for number, line in enumerate(lines, start=1):
             if not line:
                 continue
@@ -540,20 +562,62 @@ class JsonlSessionStore:
                     logger.warning("%s:%d: torn last line ignored", path, number)
                     break
                 raise CorruptSessionFile(path, number, f"unreadable notice: {error}") from error
-            notices.append(
-                Notice(
-                    session_id=session_id,
-                    message_id=data["message_id"],
-                    content=data["content"],
-                    created_at=datetime.fromisoformat(data["created_at"]),
-                    delivered_at=(
-                        datetime.fromisoformat(data["delivered_at"])
-                        if data.get("delivered_at")
-                        else None
-                    ),
-                )
+            if "delivered" in data:
+                # A delivery line (mark_proactive_delivered): the first one for a notice wins.
+                notice = notices.get(data["delivered"])
+                if notice is not None and notice.delivered_at is None:
+                    notices[notice.message_id] = replace(
+                        notice, delivered_at=datetime.fromisoformat(data["delivered_at"])
+                    )
+                continue
+            notices[data["message_id"]] = Notice(
+                session_id=session_id,
+                message_id=data["message_id"],
+                content=data["content"],
+                created_at=datetime.fromisoformat(data["created_at"]),
+                delivered_at=(
+                    datetime.fromisoformat(data["delivered_at"])
+                    if data.get("delivered_at")
+                    else None
+                ),
             )
-        return notices
+        return list(notices.values())
+
+    def mark_proactive_delivered(self, session_id, message_id, delivered_at):
+        # The notices file is append-only like the entries: a delivery is one more line, so
+        # a crash mid-write can only tear that line, never a notice.
+        with self._locked(session_id):
+            if self._read_meta(session_id) is None:
+                return None
+            notice = next(
+                (n for n in self.get_proactive(session_id) if n.message_id == message_id), None
+            )
+            if notice is None or notice.delivered_at is not None:
+                return notice
+            line = json.dumps(
+                {"delivered": message_id, "delivered_at": delivered_at.isoformat()},
+                ensure_ascii=False,
+            )
+            with open(self._path(session_id, ".proactive.jsonl"), "ab") as handle:
+                handle.write(line.encode() + b"\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+        return replace(notice, delivered_at=delivered_at)
+
+    # --- search ---------------------------------------------------------------------------
+    def search(self, owner_id, query, limit=20, offset=0):
+        hits = []
+        titles: dict[str, str | None] = {}
+        for row in self._search.search(owner_id, query, int(limit), int(offset)):
+            session_id = row[0]
+            if session_id not in titles:
+                meta = self._read_meta(session_id)
+                ok = meta is not None and meta.owner_id == owner_id
+                titles[session_id] = meta.title if ok else None
+            # A session whose files went away outside the store is never shown.
+            if titles[session_id] is not None:
+                hits.append(search_hit(row, titles[session_id]))
+        return hits
 
 
 def _last_turn_marker(blob: bytes) -> int:

@@ -1,77 +1,19 @@
 """The web chat in a real Chromium against a real Daphne: what a person using it sees."""
 
 import contextlib
-import os
 import re
-import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
-from django.contrib.auth import get_user_model
-from django.db import connections
 from django.utils import timezone
 
 from sessions_app import services
 from sessions_app.models import LiveConnection
+from tests.browser.helpers import TIMEOUT_MS, browser_test, in_thread, session_of
 from tests.multiprocess.servers import daphne, free_port
 
-CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--no-first-run",
-]
-TIMEOUT_MS = 15_000
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        not os.path.exists(CHROMIUM),
-        reason=f"no Chromium at {CHROMIUM}: install the distribution's chromium package",
-    ),
-]
-
-
-@pytest.fixture
-def user(transactional_db):
-    return get_user_model().objects.create_user(username="alice", password="correct horse")
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop on this thread; the server helper's own
-    # database check at shutdown is plain synchronous code and safe here.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-def in_thread(function):
-    """Run ORM code off this thread: while Playwright's loop is set here, Django would give it a
-    connection of its own that nothing closes, and the test database could not be dropped."""
-    result = {}
-
-    def run():
-        try:
-            result["value"] = function()
-        finally:
-            connections.close_all()
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    worker.join(30)
-    return result.get("value")
+pytestmark = browser_test
 
 
 def wait_until_detached(session_id: str, timeout: float = 10) -> None:
@@ -80,12 +22,6 @@ def wait_until_detached(session_id: str, timeout: float = 10) -> None:
     while in_thread(lambda: services.live_connection_count(session_id=session_id)):
         assert time.monotonic() < deadline, f"{session_id} still has a live connection"
         time.sleep(0.05)
-
-
-def session_of(page) -> str:
-    match = re.search(r"[?&]session=([^&]+)", page.url)
-    assert match, page.url
-    return match.group(1)
 
 
 def test_chat_reload_restart_branch_delete_and_export(user, browser, tmp_path):
@@ -162,7 +98,7 @@ def _walk_through(server, browser, tmp_path, expect, restart):
     expect(page.locator(".msg.user .text")).to_have_text(["what is 17*23?", "what is 2+3?"])
     expect(page.locator(".msg.assistant:not(.streaming) .text").last).to_contain_text("5")
     branch_row = page.locator(f'.session-item[data-session-id="{branch}"]')
-    expect(branch_row.locator(".parent")).to_have_text(f"← {original}")
+    expect(branch_row.locator(".parent")).to_have_text(f"from {original}")
     expect(page.locator(f'.session-item[data-session-id="{original}"]')).to_have_count(1)
 
     # Export both formats as downloads named after the session.
@@ -182,12 +118,12 @@ def _walk_through(server, browser, tmp_path, expect, restart):
     expect(other_tab.locator("#connection")).to_have_text("live")
     original_row = page.locator(f'.session-item[data-session-id="{original}"]')
     original_row.hover()
-    original_row.locator("button.icon").click()
+    original_row.locator("button.delete-session").click()
     expect(original_row.locator(".row-error")).to_contain_text("session_connected")
     other_tab.close()
     wait_until_detached(original)
     original_row.hover()
-    original_row.locator("button.icon").click()
+    original_row.locator("button.delete-session").click()
     expect(original_row).to_have_count(0)
 
     # Deleting the open session closes its socket first, then moves on to a fresh one.

@@ -9,6 +9,11 @@ own validators, so a projection bug cannot hide behind itself.
         server.script(Reply(calls=[("calculator", {"expression": "2+3"})]), Reply(text="5"))
         ... OpenAI(base_url=server.openai_url, api_key="test") ...
         server.requests  # every request body received, in order
+
+Unscripted requests get `Reply(text="ok")`, or whatever `FakeLLMServer(responder=...)` returns
+for the request body. A reply with `latency` streams its text's words evenly over that many
+seconds, paced against a deadline (thread scheduling delays do not add up), so a load
+benchmark knows each stream's model time exactly.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -31,6 +37,8 @@ class Reply:
     status: int = 200  # anything else: an error response with `error` as its message
     error: str = ""
     delay_per_chunk: float = 0.0
+    # Seconds from the request to the last word of the text (streamed replies only).
+    latency: float = 0.0
 
 
 class HistoryRefused(Exception):
@@ -137,12 +145,31 @@ def anthropic_check(messages: list[dict]) -> None:
                 )
 
 
+def paced(pieces: list[str], latency: float, started: float):
+    """Yield the pieces so that piece i of n leaves at started + latency * (i + 1) / n."""
+    for index, piece in enumerate(pieces):
+        if latency:
+            wait = started + latency * (index + 1) / len(pieces) - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+        yield index, piece
+
+
+class _Server(ThreadingHTTPServer):
+    # A load benchmark opens hundreds of streams at once; the default backlog of 5 would
+    # drop their connection attempts into TCP's one-second retries.
+    request_queue_size = 1024
+
+
 class FakeLLMServer:
-    def __init__(self):
+    def __init__(self, responder: Callable[[dict], Reply] | None = None):
+        self._responder = responder
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         self.requests: list[dict] = []
         self.refusals: list[dict] = []
+        # For each reply with a latency: seconds its last word left after its deadline.
+        self.lateness: list[float] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -152,7 +179,12 @@ class FakeLLMServer:
                 pass
 
             def do_POST(self):  # noqa: N802 - http.server's naming
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                length = int(self.headers["Content-Length"])
+                raw = self.rfile.read(length)
+                if len(raw) < length:
+                    self.close_connection = True
+                    return  # the client went away before sending its whole request
+                body = json.loads(raw)
                 path = self.path.split("?")[0]
                 if path.endswith("/chat/completions"):
                     server._openai(self, body)
@@ -185,7 +217,7 @@ class FakeLLMServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client stopped reading (an abort)
 
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._http = _Server(("127.0.0.1", 0), Handler)
         self._http.daemon_threads = True
         self._thread = threading.Thread(
             target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -216,7 +248,9 @@ class FakeLLMServer:
     def _next(self, body: dict) -> Reply:
         with self._lock:
             self.requests.append(body)
-            return self._replies.popleft() if self._replies else Reply(text="ok")
+            if self._replies:
+                return self._replies.popleft()
+        return self._responder(body) if self._responder else Reply(text="ok")
 
     # --- OpenAI Chat Completions ----------------------------------------------------------
     def _openai(self, handler, body):
@@ -225,6 +259,7 @@ class FakeLLMServer:
         except HistoryRefused as refused:
             self.refusals.append(refused.body)
             return handler._json(400, refused.body)
+        started = time.monotonic()
         reply = self._next(body)
         if reply.status != 200:
             return handler._json(
@@ -294,8 +329,11 @@ class FakeLLMServer:
 
         def events():
             yield chunk({"role": "assistant", "content": ""})
-            for index, word in enumerate(reply.text.split(" ") if reply.text else []):
+            words = reply.text.split(" ") if reply.text else []
+            for index, word in paced(words, reply.latency, started):
                 yield chunk({"content": word if index == 0 else " " + word})
+            if reply.latency:
+                self.lateness.append(time.monotonic() - started - reply.latency)
             for index, call in enumerate(calls):
                 arguments = call["function"]["arguments"]
                 yield chunk(
@@ -327,6 +365,7 @@ class FakeLLMServer:
         except HistoryRefused as refused:
             self.refusals.append(refused.body)
             return handler._json(400, refused.body)
+        started = time.monotonic()
         reply = self._next(body)
         if reply.status != 200:
             return handler._json(
@@ -389,12 +428,15 @@ class FakeLLMServer:
                         "content_block_start",
                         {"index": index, "content_block": {"type": "text", "text": ""}},
                     )
-                    for position, word in enumerate(block["text"].split(" ")):
+                    words = block["text"].split(" ")
+                    for position, word in paced(words, reply.latency, started):
                         piece = word if position == 0 else " " + word
                         yield event(
                             "content_block_delta",
                             {"index": index, "delta": {"type": "text_delta", "text": piece}},
                         )
+                    if reply.latency:
+                        self.lateness.append(time.monotonic() - started - reply.latency)
                 else:
                     yield event(
                         "content_block_start",

@@ -2,7 +2,9 @@
 
 Starts, as child processes of this one:
 - Daphne on 127.0.0.1:8000 (HTTP + WebSockets, `jarvis_site.asgi:application`);
-- the task worker (`db_worker`) that runs memory consolidation;
+- the task worker (`db_worker`) that runs memory consolidation, fires schedules and POSTs
+  notices to NOTIFY_WEBHOOK_URL (before it starts, `recover_deliveries --workers-stopped`
+  queues again what a worker killed last time was in the middle of);
 - the idle-consolidation loop (`consolidate_memory --idle --loop`).
 Ctrl-C (or SIGTERM) stops all of them; if one dies, the others are stopped too, so a
 half-running install never looks healthy.
@@ -14,7 +16,7 @@ import sys
 import time
 
 from django.conf import settings
-from django.core.management import get_commands
+from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand
 
 
@@ -27,6 +29,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, host, port, **options):
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
+        call_command("recover_deliveries", "--workers-stopped")
         programs = {
             "daphne": [
                 sys.executable,
@@ -38,7 +41,8 @@ class Command(BaseCommand):
                 str(port),
                 "jarvis_site.asgi:application",
             ],
-            "task worker": [*manage, "db_worker"],
+            # Polling twice a second: a reminder fires within half a second of its time.
+            "task worker": [*manage, "db_worker", "--interval", "0.5"],
         }
         if "consolidate_memory" in get_commands():
             idle_check_every = max(5, int(settings.CONSOLIDATE_IDLE_SEC // 3))

@@ -35,10 +35,38 @@ PREVIOUS = re.compile(r"what did i (?:just )?(?:say|ask)")
 # "ask researcher to compute 6*7": the task runs to the end of the sentence.
 DELEGATE = re.compile(r"\bask\s+([a-z0-9][a-z0-9_-]*)\s+to\s+(.+?)\s*(?=[.!?](?:\s|$)|$)")
 
+# Schedules: "remind me in 10 seconds to stretch", "every 2 hours remind me to drink water",
+# "in 30 seconds, what is 6*7" (a prompt run later), and their cancellation.
+_AMOUNT = r"(?P<n>\d+(?:\.\d+)?|an?|one)"
+_UNIT = r"(?P<u>seconds?|secs?|minutes?|mins?|hours?|hrs?|days?)"
+_LINK = r"(?:to |that |about |of )?"
+_TEXT = r"(?P<text>.+)"
+SCHEDULES = [
+    ("reminder", True, re.compile(rf"\bevery (?:{_AMOUNT} )?{_UNIT},? remind me {_LINK}{_TEXT}")),
+    ("reminder", True, re.compile(rf"\bremind me every (?:{_AMOUNT} )?{_UNIT},? {_LINK}{_TEXT}")),
+    ("reminder", False, re.compile(rf"\bremind me in {_AMOUNT} {_UNIT},? {_LINK}{_TEXT}")),
+    ("reminder", False, re.compile(rf"\bremind me {_LINK}(?P<text>.+?) in {_AMOUNT} {_UNIT}\W*$")),
+    ("prompt", True, re.compile(rf"^\W*every (?:{_AMOUNT} )?{_UNIT},?\s+{_TEXT}")),
+    ("prompt", False, re.compile(rf"^\W*in {_AMOUNT} {_UNIT},?\s+{_TEXT}")),
+]
+UNSCHEDULE_ID = re.compile(
+    r"\b(?:cancel|delete|remove|stop) (?:the |my )?(?:reminder|schedule) #?(\d+)"
+)
+UNSCHEDULE_ALL = re.compile(
+    r"\b(?:cancel|delete|remove|stop|clear) (?:all (?:of )?)?(?:my |the )?(?:reminders|schedules)\b"
+)
+UNSCHEDULE_TEXT = re.compile(
+    r"\b(?:(?:cancel|delete|remove) (?:the |my )?(?:reminder|schedule) (?:to |about |for |of )?"
+    r"|stop reminding me (?:to |about |of )?)(?P<text>.+)"
+)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_UNIT_NAMES = {"m": "minutes", "h": "hours", "d": "days", "s": "seconds"}
+
 CAPABILITIES = (
     'I am the offline model: I can calculate ("what is 2+3"), tell the time, wait '
-    '("wait 2 seconds"), remember things ("remember that my color is blue"), and hand '
-    'a task to a sub-agent ("ask researcher to compute 6*7").'
+    '("wait 2 seconds"), remember things ("remember that my color is blue"), set '
+    'reminders ("remind me in 10 minutes to stretch"), and hand a task to a sub-agent '
+    '("ask researcher to compute 6*7").'
 )
 
 
@@ -75,6 +103,16 @@ def _intents(
             task = text[match.start(2) : match.end(2)].strip()
             add(match, "delegate", {"agent": agent, "task": task})
 
+    for kind, repeats, pattern in SCHEDULES:
+        if match := pattern.search(lowered):
+            add(match, "schedule", _schedule_arguments(text, match, kind=kind, repeats=repeats))
+            break
+    if match := (
+        UNSCHEDULE_ID.search(lowered)
+        or UNSCHEDULE_ALL.search(lowered)
+        or UNSCHEDULE_TEXT.search(lowered)
+    ):
+        add(match, "unschedule", _unschedule_arguments(text, match))
     for match in REMEMBER.finditer(lowered):
         key = match.group(1).strip()
         value = text[match.start(2) : match.end(2)].strip()
@@ -90,6 +128,27 @@ def _intents(
     for match in CLOCK.finditer(lowered):
         add(match, "clock", {})
     return sorted(found, key=lambda item: item[0])
+
+
+def _schedule_arguments(text: str, match: re.Match, *, kind: str, repeats: bool) -> dict:
+    amount = match.group("n") or "1"
+    number = 1.0 if amount in {"a", "an", "one"} else float(amount)
+    unit = match.group("u")[0]  # s, m, h, d
+    what = text[match.start("text") : match.end("text")].strip().rstrip(".! ").strip()
+    arguments: dict = {"text": what, "kind": kind}
+    if repeats:
+        arguments.update(every=int(number), unit=_UNIT_NAMES[unit])
+    else:
+        arguments["in_seconds"] = number * _UNIT_SECONDS[unit]
+    return arguments
+
+
+def _unschedule_arguments(text: str, match: re.Match) -> dict:
+    if match.re is UNSCHEDULE_ID:
+        return {"id": int(match.group(1))}
+    if match.re is UNSCHEDULE_ALL:
+        return {"all": True}
+    return {"text": text[match.start("text") : match.end("text")].strip().rstrip(".!? ")}
 
 
 def _sentence_for(name: str, arguments: dict, result: str, is_error: bool) -> str:
@@ -110,6 +169,14 @@ def _sentence_for(name: str, arguments: dict, result: str, is_error: bool) -> st
         if result.startswith(f"{key} = "):
             return f"Your {key} is {result.split(' = ', 1)[1]}."
         return f"I don't know your {key} yet."
+    if name == "schedule":
+        return f"OK, {result}."
+    if name == "unschedule":
+        return (
+            "There was no active schedule to cancel."
+            if result.startswith("no ")
+            else f"Done: {result}."
+        )
     return f"{name}: {result}"
 
 

@@ -1,576 +1,914 @@
 // The web chat: one session per page (its id in the URL, so a reload reopens it), talking to
-// the server over the session's WebSocket (DESIGN §8) and the JSON API (DESIGN §7).
-// Plain JS, no build step. Every text from the server goes into the page through
-// textContent, never as HTML.
-"use strict";
+// the server over the session's WebSocket and the JSON API (docs/api.md).
+// Plain JS modules, no build step. Text from the server goes into the page through
+// textContent; only assistant answers are rendered, as sanitized markdown (markdown.js).
 
-(function () {
-  const $ = (id) => document.getElementById(id);
-  const log = $("log");
-  const promptBox = $("prompt");
-  const sendButton = $("send");
-  const abortButton = $("abort");
+import { api, errorText, loginUrl, sessionPath } from "./api.js";
+import { $, el, icon, iconButton } from "./dom.js";
+import { setupDrawer } from "./drawer.js";
+import { renderMarkdownInto } from "./markdown.js";
 
-  const state = {
-    sessionId: null,
-    socket: null,
-    lastSeq: 0,
-    seen: new Set(), // seqs already on the page: a reconnect or a broadcast never doubles one
-    callElements: new Map(), // tool_call_id -> the <details> showing that call
-    live: null, // the bubble that streamed text is written into
-    busy: false,
-    attempts: 0,
-    reconnectTimer: null,
-    closingOnPurpose: false,
-  };
+const log = $("log");
+const promptBox = $("prompt");
+const sendButton = $("send");
+const abortButton = $("abort");
 
-  // --- HTTP -------------------------------------------------------------------------------
+const SUGGESTIONS = ["what is 17*23?", "remember that my color is blue", "what time is it?"];
 
-  function csrfToken() {
-    const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-    return match ? decodeURIComponent(match[1]) : "";
+const state = {
+  sessionId: null,
+  socket: null,
+  lastSeq: 0,
+  seen: new Set(), // seqs already on the page: a reconnect or a broadcast never doubles one
+  turnStarts: new Map(), // turn_id -> seq of its turn_start: where an edit or regenerate branches
+  callElements: new Map(), // tool_call_id -> the <details> showing that call
+  live: null, // the bubble streamed text is written into; it becomes the stored answer
+  liveSource: "",
+  liveRenderQueued: false,
+  pendingPrompt: null, // text to send once the socket of a freshly switched-to branch is open
+  busy: false,
+  turnRunning: false, // between agent_start and agent_end
+  attempts: 0,
+  reconnectTimer: null,
+  closingOnPurpose: false,
+};
+
+// --- notices, announcements, scrolling ---------------------------------------------------
+
+function showNotice(text, kind) {
+  const notice = $("notice");
+  notice.textContent = "";
+  notice.dataset.kind = kind || "error";
+  notice.hidden = !text;
+  if (!text) return;
+  notice.appendChild(icon("alert"));
+  notice.appendChild(el("span", "", text));
+}
+
+// Screen readers hear the start and the finished text of an answer from this polite live
+// region, not every streamed word.
+function announce(text) {
+  $("announcer").textContent = text;
+}
+
+function atBottom() {
+  return log.scrollHeight - log.scrollTop - log.clientHeight < 80;
+}
+
+// The header can change height after the history is shown (the cost arrives, buttons wrap);
+// a reader who was at the latest message stays there when the log shrinks.
+let followLatest = true;
+log.addEventListener("scroll", () => {
+  followLatest = atBottom();
+});
+new ResizeObserver(() => {
+  if (followLatest) log.scrollTop = log.scrollHeight;
+}).observe(log);
+
+function append(node) {
+  const stick = atBottom();
+  removeEmptyState();
+  if (state.live && state.live.parentNode === log) {
+    log.insertBefore(node, state.live);
+  } else {
+    log.appendChild(node);
   }
+  if (stick) log.scrollTop = log.scrollHeight;
+}
 
-  async function api(method, path, body) {
-    const options = {
-      method,
-      credentials: "same-origin",
-      headers: { Accept: "application/json" },
-    };
-    if (method !== "GET") {
-      options.headers["X-CSRFToken"] = csrfToken();
-    }
-    if (body !== undefined) {
-      options.headers["Content-Type"] = "application/json";
-      options.body = JSON.stringify(body);
-    }
-    const response = await fetch(path, options);
-    let data = null;
-    try {
-      data = await response.json();
-    } catch (error) {
-      data = null;
-    }
-    if (response.status === 401 || response.status === 403) {
-      if (data && data.code === "not_authenticated") {
-        window.location.href = "/accounts/login/?next=" + encodeURIComponent(location.pathname + location.search);
-      }
-    }
-    return { status: response.status, ok: response.ok, data };
+function actionsOf(node) {
+  let actions = node.querySelector(":scope > .msg-actions");
+  if (!actions) {
+    actions = el("div", "msg-actions");
+    node.appendChild(actions);
   }
+  return actions;
+}
 
-  const sessionPath = (id) => "/api/sessions/" + encodeURIComponent(id) + "/";
+// --- the empty conversation --------------------------------------------------------------
 
-  function errorText(result) {
-    if (result.data && result.data.detail) {
-      return result.data.detail + (result.data.code ? " (" + result.data.code + ")" : "");
-    }
-    return "the server answered " + result.status;
+function showEmptyState() {
+  if (log.querySelector(".empty")) return;
+  const empty = el("div", "empty");
+  empty.appendChild(icon("logo"));
+  empty.appendChild(el("h2", "", "How can I help?"));
+  empty.appendChild(el("p", "", "Ask anything, or start with one of these."));
+  const chips = el("div", "suggestions");
+  for (const text of SUGGESTIONS) {
+    const chip = el("button", "suggestion", text);
+    chip.type = "button";
+    chip.addEventListener("click", () => {
+      promptBox.value = text;
+      submitPrompt();
+    });
+    chips.appendChild(chip);
   }
+  empty.appendChild(chips);
+  log.appendChild(empty);
+}
 
-  // --- small DOM helpers -------------------------------------------------------------------
+function removeEmptyState() {
+  const empty = log.querySelector(".empty");
+  if (empty) empty.remove();
+}
 
-  function el(tag, className, text) {
-    const node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = text;
-    return node;
+// --- tool calls --------------------------------------------------------------------------
+
+function prettyArguments(raw) {
+  try {
+    return JSON.stringify(JSON.parse(raw), null, 2);
+  } catch (error) {
+    return raw;
   }
+}
 
-  function showNotice(text, kind) {
-    const notice = $("notice");
-    notice.textContent = text;
-    notice.dataset.kind = kind || "error";
-    notice.hidden = !text;
+function shortArguments(raw) {
+  const text = prettyArguments(raw).replace(/\s+/g, " ");
+  return text.length > 60 ? text.slice(0, 57) + "…" : text;
+}
+
+function toolCallElement(call) {
+  const details = el("details", "tool");
+  details.dataset.callId = call.id;
+  const summary = el("summary");
+  summary.appendChild(icon("chevron"));
+  summary.appendChild(icon("tool"));
+  summary.appendChild(el("span", "tool-name", call.name));
+  summary.appendChild(el("span", "tool-args", shortArguments(call.arguments)));
+  summary.appendChild(el("span", "tool-state", "running…"));
+  details.appendChild(summary);
+  details.appendChild(el("div", "label", "Arguments"));
+  details.appendChild(el("pre", "arguments", prettyArguments(call.arguments)));
+  return details;
+}
+
+function renderToolResult(entry) {
+  const details = state.callElements.get(entry.tool_call_id);
+  if (!details) {
+    const orphan = el("details", "tool" + (entry.is_error ? " error" : ""));
+    const summary = el("summary");
+    summary.appendChild(icon("chevron"));
+    summary.appendChild(icon("tool"));
+    summary.appendChild(el("span", "tool-name", entry.name + " result"));
+    orphan.appendChild(summary);
+    orphan.appendChild(el("pre", "result", entry.content));
+    append(orphan);
+    return;
   }
+  details.querySelector(".tool-state").textContent = entry.is_error ? "failed" : "done";
+  details.classList.toggle("error", Boolean(entry.is_error));
+  details.classList.add("finished");
+  details.appendChild(el("div", "label", entry.is_error ? "Error" : "Result"));
+  details.appendChild(el("pre", "result", entry.content));
+}
 
-  function atBottom() {
-    return log.scrollHeight - log.scrollTop - log.clientHeight < 80;
+// --- messages ----------------------------------------------------------------------------
+
+function assistantShell() {
+  const bubble = el("article", "msg assistant");
+  const who = el("div", "who");
+  who.appendChild(icon("logo"));
+  who.appendChild(el("span", "who-name", "Jarvis"));
+  bubble.appendChild(who);
+  bubble.appendChild(el("div", "text markdown"));
+  return bubble;
+}
+
+function renderUserMessage(entry) {
+  const bubble = el("article", "msg user");
+  bubble.dataset.seq = entry.seq;
+  bubble.setAttribute("aria-label", "You");
+  // An edit or a regenerate branches just before this message's turn, so the branch never
+  // holds half a turn. The turn_start is stored right before its user message.
+  const turnStart = state.turnStarts.get(entry.turn_id) ?? entry.seq;
+  bubble.dataset.branchAt = String(turnStart - 1);
+  bubble.appendChild(el("div", "text", entry.content));
+  const edit = iconButton("edit", "Edit", "msg-action edit-message");
+  edit.setAttribute("aria-label", "Edit message");
+  edit.addEventListener("click", () => startEditing(bubble));
+  actionsOf(bubble).appendChild(edit);
+  append(bubble);
+}
+
+function renderAssistantMessage(entry, { live }) {
+  const streamed = takeLiveBubble();
+  const bubble = streamed || assistantShell();
+  bubble.dataset.seq = entry.seq;
+  bubble.setAttribute("aria-label", "Jarvis");
+  if (entry.model) bubble.querySelector(".who").appendChild(el("span", "who-model", entry.model));
+  const text = bubble.querySelector(".text");
+  if (entry.content) {
+    renderMarkdownInto(text, entry.content);
+  } else {
+    text.remove();
   }
+  for (const call of entry.tool_calls || []) {
+    const details = toolCallElement(call);
+    bubble.appendChild(details);
+    state.callElements.set(call.id, details);
+  }
+  if (!streamed) append(bubble);
+  if (live && entry.content) announce("Jarvis answered: " + text.textContent);
+  // A tool step is followed by more work: keep showing that Jarvis is busy.
+  if (state.busy && (entry.tool_calls || []).length) liveBubble();
+}
 
-  // The header can change height after the history is shown (the cost arrives, buttons
-  // wrap); a reader who was at the latest message stays there when the log shrinks.
-  let followLatest = true;
-  log.addEventListener("scroll", () => {
-    followLatest = atBottom();
-  });
-  new ResizeObserver(() => {
-    if (followLatest) log.scrollTop = log.scrollHeight;
-  }).observe(log);
+const STATUS_TEXT = {
+  aborted: "Stopped before the answer was finished.",
+  max_turns: "Stopped: this request used all of its steps.",
+  error: "The answer failed",
+  interrupted: "Interrupted: the server stopped while answering.",
+};
 
-  function append(node) {
+function renderTurnEnd(entry, { live }) {
+  const status = (entry.data && entry.data.status) || "unknown";
+  if (status === "completed") return;
+  const line = el("div", "turn-status");
+  line.dataset.status = status;
+  line.appendChild(icon("alert"));
+  const detail = entry.data && entry.data.error ? ": " + entry.data.error : "";
+  const text = (STATUS_TEXT[status] || "Turn ended: " + status) + (status === "error" ? detail : "");
+  line.appendChild(el("span", "", text));
+  append(line);
+  if (live) announce(text);
+}
+
+function renderCompaction(entry) {
+  const details = el("details", "compaction");
+  const summary = el("summary");
+  summary.appendChild(icon("chevron"));
+  summary.appendChild(icon("summary"));
+  summary.appendChild(el("span", "", "Earlier turns summarized"));
+  details.appendChild(summary);
+  details.appendChild(el("pre", "", (entry.data && entry.data.summary) || ""));
+  append(details);
+}
+
+// agent_end names the session's last seq: fetch any entry this tab did not receive.
+async function resyncUpTo(lastSeq) {
+  const sessionId = state.sessionId;
+  let after = 0;
+  while (after < lastSeq && state.seen.has(after + 1)) after += 1;
+  while (after < lastSeq) {
+    const result = await api("GET", sessionPath(sessionId) + "entries/?after_seq=" + after);
+    if (!result.ok || sessionId !== state.sessionId || !result.data.entries.length) return;
+    for (const entry of result.data.entries) renderEntry(entry);
+    after = result.data.next_after_seq;
+  }
+}
+
+function renderEntry(entry, { live = false } = {}) {
+  if (state.seen.has(entry.seq)) return;
+  state.seen.add(entry.seq);
+  state.lastSeq = Math.max(state.lastSeq, entry.seq);
+  if (entry.kind === "turn_start") {
+    // The user message right after it says everything a reader needs.
+    state.turnStarts.set(entry.turn_id, entry.seq);
+  } else if (entry.kind === "message" && entry.role === "user") {
+    renderUserMessage(entry);
+  } else if (entry.kind === "message" && entry.role === "assistant") {
+    renderAssistantMessage(entry, { live });
+  } else if (entry.kind === "message" && entry.role === "tool") {
+    renderToolResult(entry);
+  } else if (entry.kind === "turn_end") {
+    renderTurnEnd(entry, { live });
+  } else if (entry.kind === "compaction") {
+    renderCompaction(entry);
+  } else if (entry.kind === "model_change") {
+    const data = entry.data || {};
+    append(el("div", "system-note", "Model changed to " + (data.to || "?")));
+  } else {
+    append(el("div", "system-note", entry.kind + " #" + entry.seq));
+  }
+}
+
+function renderNotice(notice) {
+  if (state.seen.has("notice:" + notice.message_id)) return;
+  state.seen.add("notice:" + notice.message_id);
+  const bubble = el("article", "msg assistant proactive");
+  bubble.setAttribute("aria-label", "Notice from Jarvis");
+  const who = el("div", "who");
+  who.appendChild(icon("bell"));
+  who.appendChild(el("span", "who-name", "Jarvis · notice"));
+  bubble.appendChild(who);
+  const text = el("div", "text markdown");
+  renderMarkdownInto(text, notice.content);
+  bubble.appendChild(text);
+  append(bubble);
+}
+
+function renderCommandResult(event) {
+  const box = el("div", "command-result");
+  box.appendChild(el("div", "label", "/" + event.command));
+  box.appendChild(el("pre", "", event.text));
+  if (event.command === "export" && event.data && event.data.url) {
+    const link = el("a", "", "download " + event.data.filename);
+    link.href = event.data.url;
+    link.setAttribute("download", event.data.filename);
+    box.appendChild(link);
+  }
+  append(box);
+}
+
+// --- the streaming answer ----------------------------------------------------------------
+
+function liveBubble() {
+  if (!state.live) {
+    removeEmptyState();
+    state.live = assistantShell();
+    state.live.classList.add("pending");
+    state.live.setAttribute("aria-busy", "true");
+    state.live.querySelector(".text").appendChild(typingDots());
     const stick = atBottom();
-    if (state.live && state.live.parentNode === log) {
-      log.insertBefore(node, state.live);
-    } else {
-      log.appendChild(node);
-    }
+    log.appendChild(state.live);
     if (stick) log.scrollTop = log.scrollHeight;
   }
+  return state.live;
+}
 
-  function prettyArguments(raw) {
-    try {
-      return JSON.stringify(JSON.parse(raw), null, 2);
-    } catch (error) {
-      return raw;
+function typingDots() {
+  const dots = el("span", "typing");
+  dots.setAttribute("aria-label", "Jarvis is working");
+  dots.setAttribute("role", "img");
+  for (let index = 0; index < 3; index += 1) dots.appendChild(el("span"));
+  return dots;
+}
+
+function appendDelta(text) {
+  const bubble = liveBubble();
+  if (!state.liveSource) {
+    bubble.classList.remove("pending");
+    bubble.classList.add("streaming");
+  }
+  state.liveSource += text;
+  // Deltas can arrive faster than the screen refreshes: render at most once per frame.
+  if (state.liveRenderQueued) return;
+  state.liveRenderQueued = true;
+  requestAnimationFrame(renderLive);
+}
+
+function renderLive() {
+  state.liveRenderQueued = false;
+  if (!state.live || !state.liveSource) return;
+  const stick = atBottom();
+  renderMarkdownInto(state.live.querySelector(".text"), state.liveSource);
+  if (stick) log.scrollTop = log.scrollHeight;
+}
+
+// The stored answer takes over the bubble its text streamed into, so it does not blink.
+function takeLiveBubble() {
+  const bubble = state.live;
+  state.live = null;
+  state.liveSource = "";
+  if (!bubble) return null;
+  bubble.classList.remove("pending", "streaming");
+  bubble.removeAttribute("aria-busy");
+  const dots = bubble.querySelector(".typing");
+  if (dots) dots.remove();
+  return bubble;
+}
+
+function removeLive() {
+  if (state.live) state.live.remove();
+  state.live = null;
+  state.liveSource = "";
+}
+
+// --- edit, regenerate, copy --------------------------------------------------------------
+
+function startEditing(bubble) {
+  if (bubble.classList.contains("editing")) return;
+  const text = bubble.querySelector(".text");
+  const form = el("form", "edit-form");
+  const box = el("textarea");
+  box.value = text.textContent;
+  box.setAttribute("aria-label", "Edited message");
+  box.rows = Math.min(10, box.value.split("\n").length + 1);
+  const buttons = el("div", "edit-buttons");
+  const cancel = el("button", "", "Cancel");
+  cancel.type = "button";
+  const save = el("button", "primary", "Send");
+  save.type = "submit";
+  buttons.append(cancel, save);
+  form.append(box, buttons);
+  bubble.classList.add("editing");
+  bubble.insertBefore(form, text);
+
+  const stop = () => {
+    form.remove();
+    bubble.classList.remove("editing");
+    bubble.querySelector(".edit-message").focus();
+  };
+  cancel.addEventListener("click", stop);
+  box.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") {
+      event.stopPropagation();
+      stop();
+    } else if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      form.requestSubmit();
     }
+  });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const edited = box.value.trim();
+    if (!edited) return;
+    save.disabled = true;
+    if (!(await branchAndSend(Number(bubble.dataset.branchAt), edited))) save.disabled = false;
+  });
+  box.focus();
+  box.setSelectionRange(box.value.length, box.value.length);
+}
+
+// Edit and regenerate never rewrite history: the conversation is copied up to just before the
+// turn, the text is sent in the copy, and the page moves to it. The original stays as it was.
+async function branchAndSend(atSeq, text) {
+  showNotice("");
+  const result = await api("POST", sessionPath(state.sessionId) + "branch/", { at_seq: atSeq });
+  if (!result.ok) {
+    showNotice("Could not branch: " + errorText(result), "error");
+    return false;
   }
+  switchSession(result.data.id, { prompt: text });
+  return true;
+}
 
-  function shortArguments(raw) {
-    const text = prettyArguments(raw).replace(/\s+/g, " ");
-    return text.length > 60 ? text.slice(0, 57) + "…" : text;
+function regenerate(userBubble) {
+  return branchAndSend(Number(userBubble.dataset.branchAt), userBubble.querySelector(".text").textContent);
+}
+
+// The last answer (or the failure that ended the last turn) offers Regenerate while idle.
+function refreshAnswerActions() {
+  for (const button of log.querySelectorAll(".regenerate")) {
+    const actions = button.parentElement;
+    button.remove();
+    if (!actions.children.length) actions.remove();
   }
-
-  // --- rendering entries -------------------------------------------------------------------
-
-  function renderEntry(entry) {
-    if (state.seen.has(entry.seq)) return;
-    state.seen.add(entry.seq);
-    state.lastSeq = Math.max(state.lastSeq, entry.seq);
-
-    if (entry.kind === "message" && entry.role === "user") {
-      const bubble = el("div", "msg user");
-      bubble.dataset.seq = entry.seq;
-      bubble.appendChild(el("div", "who", "You"));
-      bubble.appendChild(el("div", "text", entry.content));
-      append(bubble);
-    } else if (entry.kind === "message" && entry.role === "assistant") {
-      removeLive();
-      const bubble = el("div", "msg assistant");
-      bubble.dataset.seq = entry.seq;
-      bubble.appendChild(el("div", "who", "Jarvis" + (entry.model ? " · " + entry.model : "")));
-      if (entry.content) bubble.appendChild(el("div", "text", entry.content));
-      for (const call of entry.tool_calls || []) {
-        const details = el("details", "tool");
-        details.dataset.callId = call.id;
-        const summary = el("summary");
-        summary.appendChild(el("span", "tool-name", "🔧 " + call.name));
-        summary.appendChild(el("span", "tool-args", shortArguments(call.arguments)));
-        summary.appendChild(el("span", "tool-state", "running…"));
-        details.appendChild(summary);
-        details.appendChild(el("div", "label", "arguments"));
-        details.appendChild(el("pre", "", prettyArguments(call.arguments)));
-        bubble.appendChild(details);
-        state.callElements.set(call.id, details);
-      }
-      append(bubble);
-    } else if (entry.kind === "message" && entry.role === "tool") {
-      const details = state.callElements.get(entry.tool_call_id);
-      if (details) {
-        details.querySelector(".tool-state").textContent = entry.is_error ? "failed" : "done";
-        details.classList.toggle("error", entry.is_error);
-        details.appendChild(el("div", "label", entry.is_error ? "error" : "result"));
-        details.appendChild(el("pre", "result", entry.content));
-      } else {
-        const orphan = el("details", "tool" + (entry.is_error ? " error" : ""));
-        orphan.appendChild(el("summary", "", "🔧 " + entry.name + " result"));
-        orphan.appendChild(el("pre", "result", entry.content));
-        append(orphan);
-      }
-    } else if (entry.kind === "turn_end") {
-      const status = (entry.data && entry.data.status) || "unknown";
-      if (status !== "completed") {
-        const error = entry.data && entry.data.error ? ": " + entry.data.error : "";
-        append(el("div", "turn-status status-" + status, "turn " + status + error));
-      }
-    } else if (entry.kind === "turn_start") {
-      // The user message right after it says everything a reader needs.
-    } else if (entry.kind === "compaction") {
-      const details = el("details", "compaction");
-      details.appendChild(el("summary", "", "🗜 Earlier turns summarized"));
-      details.appendChild(el("pre", "", (entry.data && entry.data.summary) || ""));
-      append(details);
-    } else {
-      append(el("div", "system-note", entry.kind + " #" + entry.seq));
-    }
-  }
-
-  function renderNotice(notice) {
-    const bubble = el("div", "msg proactive");
-    bubble.appendChild(el("div", "who", "🔔 Jarvis"));
-    bubble.appendChild(el("div", "text", notice.content));
-    append(bubble);
-  }
-
-  function renderCommandResult(event) {
-    const box = el("div", "command-result");
-    box.appendChild(el("div", "label", "/" + event.command));
-    box.appendChild(el("pre", "", event.text));
-    if (event.command === "export" && event.data && event.data.url) {
-      const link = el("a", "", "download " + event.data.filename);
-      link.href = event.data.url;
-      link.setAttribute("download", event.data.filename);
-      box.appendChild(link);
-    }
-    append(box);
-  }
-
-  function liveBubble() {
-    if (!state.live) {
-      state.live = el("div", "msg assistant streaming");
-      state.live.appendChild(el("div", "who", "Jarvis"));
-      state.live.appendChild(el("div", "text"));
-      log.appendChild(state.live);
-    }
-    return state.live;
-  }
-
-  function removeLive() {
-    if (state.live) {
-      state.live.remove();
-      state.live = null;
-    }
-  }
-
-  function setBusy(busy) {
-    state.busy = busy;
-    abortButton.disabled = !busy;
-    sendButton.disabled = busy;
-  }
-
-  function resetConversation() {
-    log.textContent = "";
-    state.lastSeq = 0;
-    state.seen.clear();
-    state.callElements.clear();
-    state.live = null;
-  }
-
-  // --- the socket --------------------------------------------------------------------------
-
-  function setConnection(stateName, text) {
-    const badge = $("connection");
-    badge.dataset.state = stateName;
-    badge.textContent = text;
-  }
-
-  function connect() {
-    clearTimeout(state.reconnectTimer);
-    const scheme = location.protocol === "https:" ? "wss://" : "ws://";
-    const url =
-      scheme + location.host + "/ws/sessions/" + encodeURIComponent(state.sessionId) + "/" +
-      (state.lastSeq ? "?after_seq=" + state.lastSeq : "");
-    setConnection("connecting", "connecting…");
-    const socket = new WebSocket(url);
-    state.socket = socket;
-    state.closingOnPurpose = false;
-
-    socket.addEventListener("message", (message) => {
-      let event;
-      try {
-        event = JSON.parse(message.data);
-      } catch (error) {
-        return;
-      }
-      handleEvent(event);
+  const users = log.querySelectorAll(".msg.user[data-seq]");
+  const lastUser = users[users.length - 1];
+  if (state.busy || !lastUser) return;
+  const endings = log.querySelectorAll(".msg.assistant[data-seq]:not(.proactive), .turn-status");
+  const last = endings[endings.length - 1];
+  if (!last || !(lastUser.compareDocumentPosition(last) & Node.DOCUMENT_POSITION_FOLLOWING)) return;
+  const button = iconButton("regenerate", "Regenerate", "msg-action regenerate");
+  button.setAttribute("aria-label", "Regenerate answer");
+  button.addEventListener("click", () => {
+    button.disabled = true;
+    regenerate(lastUser).then((switched) => {
+      button.disabled = switched;
     });
+  });
+  actionsOf(last).appendChild(button);
+}
 
-    socket.addEventListener("close", (closeEvent) => {
-      if (state.socket !== socket) return;
-      state.socket = null;
+async function writeClipboard(text) {
+  if (navigator.clipboard && window.isSecureContext) {
+    try {
+      await navigator.clipboard.writeText(text);
+      return true;
+    } catch (error) {
+      // Permission refused: the selection copy below may still work.
+    }
+  }
+  // A page served over plain http (not localhost) has no async clipboard.
+  const area = el("textarea", "offscreen");
+  area.value = text;
+  area.setAttribute("readonly", "");
+  document.body.appendChild(area);
+  area.select();
+  let copied = false;
+  try {
+    copied = document.execCommand("copy");
+  } catch (error) {
+    copied = false;
+  }
+  area.remove();
+  return copied;
+}
+
+async function copyCode(button) {
+  const code = button.closest(".code-block").querySelector("pre");
+  const copied = await writeClipboard(code.textContent);
+  button.classList.toggle("copied", copied);
+  button.querySelector("use").setAttribute("href", copied ? "#icon-check" : "#icon-copy");
+  button.querySelector(".copy-label").textContent = copied ? "Copied" : "Copy failed";
+  announce(copied ? "Code copied to the clipboard." : "Could not copy the code.");
+  clearTimeout(button.resetTimer);
+  button.resetTimer = setTimeout(() => {
+    button.classList.remove("copied");
+    button.querySelector("use").setAttribute("href", "#icon-copy");
+    button.querySelector(".copy-label").textContent = "Copy";
+  }, 2000);
+}
+
+log.addEventListener("click", (event) => {
+  const button = event.target.closest("button.copy-code");
+  if (button) copyCode(button);
+});
+
+// --- busy state and the conversation's lifetime ------------------------------------------
+
+function setBusy(busy) {
+  state.busy = busy;
+  abortButton.disabled = !busy;
+  abortButton.hidden = !busy;
+  sendButton.hidden = busy;
+  $("composer").classList.toggle("busy", busy);
+  if (busy && document.activeElement === sendButton) abortButton.focus();
+  refreshAnswerActions();
+}
+
+function resetConversation() {
+  log.textContent = "";
+  state.lastSeq = 0;
+  state.seen.clear();
+  state.turnStarts.clear();
+  state.callElements.clear();
+  state.live = null;
+  state.liveSource = "";
+  state.turnRunning = false;
+}
+
+// --- the socket --------------------------------------------------------------------------
+
+function setConnection(stateName, text) {
+  const badge = $("connection");
+  badge.dataset.state = stateName;
+  badge.textContent = text;
+}
+
+function connect() {
+  clearTimeout(state.reconnectTimer);
+  const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+  const url =
+    scheme + location.host + "/ws/sessions/" + encodeURIComponent(state.sessionId) + "/" +
+    (state.lastSeq ? "?after_seq=" + state.lastSeq : "");
+  setConnection("connecting", "connecting…");
+  const socket = new WebSocket(url);
+  state.socket = socket;
+  state.closingOnPurpose = false;
+  socket.addEventListener("message", (message) => {
+    let event;
+    try {
+      event = JSON.parse(message.data);
+    } catch (error) {
+      return;
+    }
+    handleEvent(event);
+  });
+  socket.addEventListener("close", (closeEvent) => onSocketClosed(socket, closeEvent));
+}
+
+function onSocketClosed(socket, closeEvent) {
+  if (state.socket !== socket) return;
+  state.socket = null;
+  state.turnRunning = false;
+  removeLive();
+  setBusy(false);
+  if (state.closingOnPurpose) {
+    setConnection("closed", "closed");
+    return;
+  }
+  if (closeEvent.code === 4401) {
+    window.location.href = loginUrl();
+    return;
+  }
+  if (closeEvent.code === 4400 || closeEvent.code === 4404) {
+    setConnection("closed", "unavailable");
+    showNotice(
+      closeEvent.code === 4400 ? "That is not a valid session id." : "No session of yours has this id.",
+      "error",
+    );
+    return;
+  }
+  // Server restart, network loss, or an expired registration: come back with backoff.
+  const delay = Math.min(15000, 500 * 2 ** state.attempts) + Math.random() * 300;
+  state.attempts += 1;
+  setConnection("reconnecting", "reconnecting…");
+  state.reconnectTimer = setTimeout(connect, delay);
+}
+
+function closeSocket() {
+  state.closingOnPurpose = true;
+  clearTimeout(state.reconnectTimer);
+  const socket = state.socket;
+  state.socket = null;
+  if (socket) socket.close(1000, "leaving");
+}
+
+function onSessionSnapshot(event) {
+  state.attempts = 0;
+  setConnection("open", "live");
+  if (event.session.last_seq < state.lastSeq) {
+    // Deleted meanwhile and opened again as a new session: the old page is stale.
+    resetConversation();
+  }
+  showSessionMeta(event.session);
+  const wasAtBottom = atBottom();
+  for (const entry of event.entries) renderEntry(entry);
+  for (const notice of event.notices || []) renderNotice(notice);
+  // Opening or resuming a conversation shows its latest turn, as a chat app does.
+  if (wasAtBottom || event.entries.length) log.scrollTop = log.scrollHeight;
+  if (state.seen.size === 0 && !state.pendingPrompt) showEmptyState();
+  refreshCost();
+  if (state.pendingPrompt) {
+    // The branch's copied answer must not offer Regenerate while its new request starts.
+    const text = state.pendingPrompt;
+    state.pendingPrompt = null;
+    setBusy(send({ type: "prompt", text }));
+  } else {
+    refreshAnswerActions();
+  }
+}
+
+function handleEvent(event) {
+  switch (event.type) {
+    case "session":
+      onSessionSnapshot(event);
+      break;
+    case "agent_start":
+      state.turnRunning = true;
+      setBusy(true);
+      liveBubble();
+      announce("Jarvis is answering…");
+      break;
+    case "delta":
+      appendDelta(event.text);
+      break;
+    case "entry":
+      renderEntry(event.entry, { live: true });
+      break;
+    case "agent_end":
+      state.turnRunning = false;
       removeLive();
       setBusy(false);
-      if (state.closingOnPurpose) {
-        setConnection("closed", "closed");
-        return;
+      if (event.last_seq) resyncUpTo(event.last_seq);
+      refreshCost();
+      refreshSessions();
+      break;
+    case "proactive":
+      renderNotice(event.notice);
+      break;
+    case "command_result":
+      renderCommandResult(event);
+      if (event.command === "branch" && event.data && event.data.session) {
+        switchSession(event.data.session.id);
+      } else if (event.command === "sessions") {
+        refreshSessions();
       }
-      if (closeEvent.code === 4401) {
-        window.location.href = "/accounts/login/?next=" + encodeURIComponent(location.pathname + location.search);
-        return;
-      }
-      if (closeEvent.code === 4400 || closeEvent.code === 4404) {
-        setConnection("closed", "unavailable");
-        showNotice(
-          closeEvent.code === 4400
-            ? "That is not a valid session id."
-            : "No session of yours has this id.",
-          "error",
-        );
-        return;
-      }
-      // Server restart, network loss, or an expired registration: come back with backoff.
-      const delay = Math.min(15000, 500 * 2 ** state.attempts) + Math.random() * 300;
-      state.attempts += 1;
-      setConnection("reconnecting", "reconnecting…");
-      state.reconnectTimer = setTimeout(connect, delay);
+      break;
+    case "error":
+      showNotice(event.message + " (" + event.code + ")", "error");
+      // A refused prompt (busy session, too many turns, bad input) starts no turn.
+      if (!state.turnRunning) setBusy(event.code === "session_busy");
+      break;
+    default:
+      break;
+  }
+}
+
+function send(frame) {
+  if (!state.socket || state.socket.readyState !== WebSocket.OPEN) {
+    showNotice("Not connected yet — your message was not sent.", "error");
+    return false;
+  }
+  state.socket.send(JSON.stringify(frame));
+  return true;
+}
+
+// --- the header and the sessions card ----------------------------------------------------
+
+function showSessionMeta(session) {
+  $("session-title").textContent = session.title || (session.parent_id ? "Branch" : "New conversation");
+  $("session-id").textContent = session.id;
+  const base = sessionPath(session.id) + "export/?format=";
+  $("export-md").href = base + "md";
+  $("export-json").href = base + "json";
+  document.title = (session.title || session.id) + " · Jarvis";
+}
+
+function relativeTime(iso) {
+  const seconds = Math.round((Date.now() - new Date(iso).getTime()) / 1000);
+  if (seconds < 60) return "just now";
+  if (seconds < 3600) return Math.floor(seconds / 60) + " min ago";
+  if (seconds < 86400) return Math.floor(seconds / 3600) + " h ago";
+  return new Date(iso).toLocaleDateString();
+}
+
+function sessionItem(session) {
+  const current = session.id === state.sessionId;
+  const item = el("li", "session-item" + (current ? " current" : ""));
+  item.dataset.sessionId = session.id;
+  const link = el("a", "session-link");
+  link.href = "/?session=" + encodeURIComponent(session.id);
+  if (current) link.setAttribute("aria-current", "page");
+  link.appendChild(el("span", "session-name", session.title || session.id));
+  link.appendChild(el("span", "session-meta", session.last_seq + " entries · " + relativeTime(session.updated_at)));
+  if (session.parent_id) {
+    const parent = el("span", "parent");
+    parent.appendChild(icon("branch"));
+    parent.appendChild(el("span", "", "from " + session.parent_id));
+    link.appendChild(parent);
+  }
+  item.appendChild(link);
+  const remove = el("button", "icon-button delete-session");
+  remove.type = "button";
+  remove.title = "Delete " + session.id;
+  remove.setAttribute("aria-label", "Delete session " + (session.title || session.id));
+  remove.appendChild(icon("trash"));
+  remove.addEventListener("click", () => deleteFromList(session.id, item));
+  item.appendChild(remove);
+  return item;
+}
+
+async function refreshSessions() {
+  const result = await api("GET", "/api/sessions/");
+  const list = $("session-list");
+  if (!result.ok) {
+    $("sessions-status").textContent = "Could not load sessions: " + errorText(result);
+    return;
+  }
+  $("sessions-status").textContent = result.data.length ? "" : "No sessions yet.";
+  list.textContent = "";
+  for (const session of result.data) {
+    if (session.id === state.sessionId) showSessionMeta(session);
+    list.appendChild(sessionItem(session));
+  }
+}
+
+async function deleteFromList(sessionId, item) {
+  if (sessionId === state.sessionId) return deleteCurrent();
+  if (!confirm("Delete session " + sessionId + " and the memory it produced?")) return;
+  const result = await api("DELETE", sessionPath(sessionId));
+  const old = item.querySelector(".row-error");
+  if (old) old.remove();
+  if (result.ok) {
+    item.remove();
+    return;
+  }
+  item.appendChild(el("p", "row-error", "Not deleted: " + errorText(result)));
+}
+
+async function refreshCost() {
+  if (!state.sessionId) return;
+  const result = await api("GET", sessionPath(state.sessionId) + "cost/");
+  if (!result.ok) return;
+  const total = result.data.total;
+  const tokens = total.input_tokens + total.output_tokens;
+  const usd = total.usd === null ? "cost unknown" : "$" + total.usd.toFixed(4);
+  $("cost").textContent = tokens + " tokens · " + usd;
+}
+
+// --- actions -----------------------------------------------------------------------------
+
+// Moves this page to another session without reloading it; `prompt` is sent there as soon as
+// its socket is open (an edit or a regenerate).
+function switchSession(sessionId, { prompt = null } = {}) {
+  closeSocket();
+  resetConversation();
+  setBusy(false);
+  showNotice("");
+  state.sessionId = sessionId;
+  state.pendingPrompt = prompt;
+  history.pushState(null, "", "/?session=" + encodeURIComponent(sessionId));
+  $("session-id").textContent = sessionId;
+  $("cost").textContent = "";
+  drawer.close();
+  connect();
+  refreshSessions();
+  promptBox.focus();
+}
+
+async function newSession() {
+  const result = await api("POST", "/api/sessions/", {});
+  if (!result.ok) {
+    showNotice("Could not start a session: " + errorText(result), "error");
+    return;
+  }
+  switchSession(result.data.id);
+}
+
+async function branchCurrent() {
+  const result = await api("POST", sessionPath(state.sessionId) + "branch/", {});
+  if (!result.ok) {
+    showNotice("Could not branch: " + errorText(result), "error");
+    return;
+  }
+  switchSession(result.data.id);
+}
+
+// The server learns that this tab's socket closed a moment after the browser does, so a
+// refusal with session_connected right after closing it is retried briefly before it counts
+// (another tab that really has the session open still gets the refusal shown).
+async function deleteAfterOwnSocketClosed(sessionId) {
+  let result = await api("DELETE", sessionPath(sessionId));
+  for (let attempt = 0; attempt < 4; attempt += 1) {
+    if (result.ok || !(result.data && result.data.code === "session_connected")) break;
+    await new Promise((resolve) => setTimeout(resolve, 150 * 2 ** attempt));
+    result = await api("DELETE", sessionPath(sessionId));
+  }
+  return result;
+}
+
+async function deleteCurrent() {
+  if (!confirm("Delete this session and the memory it produced?")) return;
+  // This tab's own socket would make the server refuse (session_connected): close it first.
+  const socket = state.socket;
+  closeSocket();
+  if (socket && socket.readyState !== WebSocket.CLOSED) {
+    await new Promise((resolve) => {
+      socket.addEventListener("close", resolve, { once: true });
+      setTimeout(resolve, 2000);
     });
   }
-
-  // agent_end names the session's last seq: fetch any entry this tab did not receive.
-  async function resyncUpTo(lastSeq) {
-    const sessionId = state.sessionId;
-    let after = 0;
-    while (after < lastSeq && state.seen.has(after + 1)) after += 1;
-    while (after < lastSeq) {
-      const result = await api("GET", sessionPath(sessionId) + "entries/?after_seq=" + after);
-      if (!result.ok || sessionId !== state.sessionId || !result.data.entries.length) return;
-      for (const entry of result.data.entries) renderEntry(entry);
-      after = result.data.next_after_seq;
-    }
+  const result = await deleteAfterOwnSocketClosed(state.sessionId);
+  if (result.ok) {
+    window.location.href = "/?deleted=" + encodeURIComponent(state.sessionId);
+    return;
   }
+  showNotice("Not deleted: " + errorText(result), "error");
+  connect();
+}
 
-  function handleEvent(event) {
-    switch (event.type) {
-      case "session": {
-        state.attempts = 0;
-        setConnection("open", "live");
-        if (event.session.last_seq < state.lastSeq) {
-          // Deleted meanwhile and opened again as a new session: the old page is stale.
-          resetConversation();
-        }
-        showSessionMeta(event.session);
-        const wasAtBottom = atBottom();
-        for (const entry of event.entries) renderEntry(entry);
-        // Opening or resuming a conversation shows its latest turn, as a chat app does.
-        if (wasAtBottom || event.entries.length) log.scrollTop = log.scrollHeight;
-        if (state.seen.size === 0 && !log.querySelector(".empty")) {
-          log.appendChild(el("p", "empty", "Say hello — or try “what is 17*23?” to watch a tool call."));
-        }
-        for (const notice of event.notices || []) {
-          if (!state.seen.has("notice:" + notice.message_id)) {
-            state.seen.add("notice:" + notice.message_id);
-            renderNotice(notice);
-          }
-        }
-        refreshCost();
-        break;
-      }
-      case "agent_start":
-        setBusy(true);
-        break;
-      case "delta": {
-        const empty = log.querySelector(".empty");
-        if (empty) empty.remove();
-        const stick = atBottom();
-        liveBubble().querySelector(".text").textContent += event.text;
-        if (stick) log.scrollTop = log.scrollHeight;
-        break;
-      }
-      case "entry": {
-        const empty = log.querySelector(".empty");
-        if (empty) empty.remove();
-        renderEntry(event.entry);
-        break;
-      }
-      case "agent_end":
-        removeLive();
-        setBusy(false);
-        if (event.last_seq) resyncUpTo(event.last_seq);
-        refreshCost();
-        refreshSessions();
-        break;
-      case "proactive":
-        if (!state.seen.has("notice:" + event.notice.message_id)) {
-          state.seen.add("notice:" + event.notice.message_id);
-          renderNotice(event.notice);
-        }
-        break;
-      case "command_result":
-        renderCommandResult(event);
-        if (event.command === "branch" && event.data && event.data.session) {
-          openSession(event.data.session.id);
-        } else if (event.command === "sessions") {
-          refreshSessions();
-        }
-        break;
-      case "error":
-        showNotice(event.message + " (" + event.code + ")", "error");
-        if (event.code === "session_busy") setBusy(true);
-        break;
-      case "pong":
-        break;
-      default:
-        break;
-    }
+function submitPrompt() {
+  const text = promptBox.value.trim();
+  if (!text) return;
+  if (state.busy) {
+    showNotice("Jarvis is still answering: wait for the answer or stop it first.", "info");
+    return;
   }
-
-  function send(frame) {
-    if (!state.socket || state.socket.readyState !== WebSocket.OPEN) {
-      showNotice("Not connected yet — your message was not sent.", "error");
-      return false;
-    }
-    state.socket.send(JSON.stringify(frame));
-    return true;
+  showNotice("");
+  if (send({ type: "prompt", text })) {
+    promptBox.value = "";
+    fitPrompt();
   }
+}
 
-  // --- sessions card -----------------------------------------------------------------------
+// The composer grows with its text up to the limit the stylesheet sets, then scrolls.
+function fitPrompt() {
+  promptBox.style.height = "auto";
+  promptBox.style.height = promptBox.scrollHeight + 2 + "px";
+}
 
-  function showSessionMeta(session) {
-    $("session-title").textContent = session.title || (session.parent_id ? "Branch" : "Conversation");
-    $("session-id").textContent = session.id;
-    const base = sessionPath(session.id) + "export/?format=";
-    $("export-md").href = base + "md";
-    $("export-json").href = base + "json";
-    document.title = (session.title || session.id) + " · Jarvis";
+// --- start -------------------------------------------------------------------------------
+
+async function chooseSession() {
+  const params = new URLSearchParams(location.search);
+  const requested = params.get("session");
+  if (requested) return requested;
+  const deleted = params.get("deleted");
+  const listing = await api("GET", "/api/sessions/?include_tests=false");
+  const existing = listing.ok ? listing.data.filter((session) => session.id !== deleted) : [];
+  if (existing.length) return existing[0].id;
+  const created = await api("POST", "/api/sessions/", {});
+  return created.ok ? created.data.id : null;
+}
+
+async function start() {
+  const sessionId = await chooseSession();
+  if (!sessionId) {
+    showNotice("Could not open a session; reload to try again.", "error");
+    return;
   }
+  state.sessionId = sessionId;
+  const url = new URL(location.href);
+  url.searchParams.delete("deleted");
+  url.searchParams.set("session", sessionId);
+  history.replaceState(null, "", url);
+  $("session-id").textContent = sessionId;
+  connect();
+  refreshSessions();
+}
 
-  function relativeTime(iso) {
-    const seconds = Math.round((Date.now() - new Date(iso).getTime()) / 1000);
-    if (seconds < 60) return "just now";
-    if (seconds < 3600) return Math.floor(seconds / 60) + " min ago";
-    if (seconds < 86400) return Math.floor(seconds / 3600) + " h ago";
-    return new Date(iso).toLocaleDateString();
-  }
+const drawer = setupDrawer({
+  toggle: $("sessions-toggle"),
+  drawer: $("sessions"),
+  closeButton: $("sessions-close"),
+  backdrop: $("drawer-backdrop"),
+  behind: [$("main"), document.querySelector(".topbar")],
+});
 
-  async function refreshSessions() {
-    const result = await api("GET", "/api/sessions/");
-    const list = $("session-list");
-    if (!result.ok) {
-      $("sessions-status").textContent = "Could not load sessions: " + errorText(result);
-      return;
-    }
-    $("sessions-status").textContent = result.data.length ? "" : "No sessions yet.";
-    list.textContent = "";
-    for (const session of result.data) {
-      if (session.id === state.sessionId) showSessionMeta(session);
-      const item = el("li", "session-item" + (session.id === state.sessionId ? " current" : ""));
-      item.dataset.sessionId = session.id;
-      const link = el("a", "session-link");
-      link.href = "/?session=" + encodeURIComponent(session.id);
-      link.appendChild(el("span", "session-name", session.title || session.id));
-      const meta = el("span", "session-meta", session.last_seq + " entries · " + relativeTime(session.updated_at));
-      link.appendChild(meta);
-      if (session.parent_id) {
-        link.appendChild(el("span", "parent", "← " + session.parent_id));
-      }
-      item.appendChild(link);
-      const remove = el("button", "icon danger", "✕");
-      remove.type = "button";
-      remove.title = "Delete " + session.id;
-      remove.setAttribute("aria-label", "Delete session " + session.id);
-      remove.addEventListener("click", () => deleteFromList(session.id, item));
-      item.appendChild(remove);
-      list.appendChild(item);
-    }
-  }
-
-  async function deleteFromList(sessionId, item) {
-    if (sessionId === state.sessionId) return deleteCurrent();
-    if (!confirm("Delete session " + sessionId + " and the memory it produced?")) return;
-    const result = await api("DELETE", sessionPath(sessionId));
-    const old = item.querySelector(".row-error");
-    if (old) old.remove();
-    if (result.ok) {
-      item.remove();
-      return;
-    }
-    item.appendChild(el("p", "row-error", "Not deleted: " + errorText(result)));
-  }
-
-  async function refreshCost() {
-    if (!state.sessionId) return;
-    const result = await api("GET", sessionPath(state.sessionId) + "cost/");
-    if (!result.ok) return;
-    const total = result.data.total;
-    const tokens = total.input_tokens + total.output_tokens;
-    const usd = total.usd === null ? "cost unknown" : "$" + total.usd.toFixed(4);
-    $("cost").textContent = tokens + " tokens · " + usd;
-  }
-
-  // --- actions -----------------------------------------------------------------------------
-
-  function openSession(sessionId) {
-    window.location.href = "/?session=" + encodeURIComponent(sessionId);
-  }
-
-  async function newSession() {
-    const result = await api("POST", "/api/sessions/", {});
-    if (!result.ok) {
-      showNotice("Could not start a session: " + errorText(result), "error");
-      return;
-    }
-    openSession(result.data.id);
-  }
-
-  async function branchCurrent() {
-    const result = await api("POST", sessionPath(state.sessionId) + "branch/", {});
-    if (!result.ok) {
-      showNotice("Could not branch: " + errorText(result), "error");
-      return;
-    }
-    openSession(result.data.id);
-  }
-
-  async function deleteCurrent() {
-    if (!confirm("Delete this session and the memory it produced?")) return;
-    // This tab's own socket would make the server refuse (session_connected): close it first.
-    state.closingOnPurpose = true;
-    clearTimeout(state.reconnectTimer);
-    const socket = state.socket;
-    if (socket) {
-      await new Promise((resolve) => {
-        socket.addEventListener("close", resolve, { once: true });
-        socket.close(1000, "deleting");
-        setTimeout(resolve, 2000);
-      });
-    }
-    const result = await api("DELETE", sessionPath(state.sessionId));
-    if (result.ok) {
-      window.location.href = "/?deleted=" + encodeURIComponent(state.sessionId);
-      return;
-    }
-    showNotice("Not deleted: " + errorText(result), "error");
-    connect();
-  }
-
-  function submitPrompt() {
-    const text = promptBox.value.trim();
-    if (!text) return;
-    showNotice("");
-    if (send({ type: "prompt", text })) {
-      promptBox.value = "";
-    }
-  }
-
-  // --- start -------------------------------------------------------------------------------
-
-  async function chooseSession() {
-    const params = new URLSearchParams(location.search);
-    const requested = params.get("session");
-    if (requested) return requested;
-    const deleted = params.get("deleted");
-    const listing = await api("GET", "/api/sessions/?include_tests=false");
-    const existing = listing.ok ? listing.data.filter((session) => session.id !== deleted) : [];
-    if (existing.length) return existing[0].id;
-    const created = await api("POST", "/api/sessions/", {});
-    return created.ok ? created.data.id : null;
-  }
-
-  async function start() {
-    const sessionId = await chooseSession();
-    if (!sessionId) {
-      showNotice("Could not open a session; reload to try again.", "error");
-      return;
-    }
-    state.sessionId = sessionId;
-    const url = new URL(location.href);
-    url.searchParams.delete("deleted");
-    url.searchParams.set("session", sessionId);
-    history.replaceState(null, "", url);
-    $("session-id").textContent = sessionId;
-    connect();
-    refreshSessions();
-  }
-
-  $("composer").addEventListener("submit", (event) => {
+$("composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  submitPrompt();
+});
+promptBox.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
     submitPrompt();
-  });
-  promptBox.addEventListener("keydown", (event) => {
-    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-      event.preventDefault();
-      submitPrompt();
-    }
-  });
-  abortButton.addEventListener("click", () => send({ type: "abort" }));
-  $("branch").addEventListener("click", branchCurrent);
-  $("delete").addEventListener("click", deleteCurrent);
-  $("new-session").addEventListener("click", newSession);
-  window.addEventListener("focus", refreshSessions);
-  // Keeps idle proxies from dropping the socket; the server answers pong.
-  setInterval(() => {
-    if (state.socket && state.socket.readyState === WebSocket.OPEN) send({ type: "ping" });
-  }, 25000);
+  }
+});
+promptBox.addEventListener("input", fitPrompt);
+abortButton.addEventListener("click", () => send({ type: "abort" }));
+$("branch").addEventListener("click", branchCurrent);
+$("delete").addEventListener("click", deleteCurrent);
+$("new-session").addEventListener("click", newSession);
+window.addEventListener("focus", refreshSessions);
+// Back and forward between sessions this page switched to: open the one in the URL.
+window.addEventListener("popstate", () => window.location.reload());
+// Keeps idle proxies from dropping the socket; the server answers pong.
+setInterval(() => {
+  if (state.socket && state.socket.readyState === WebSocket.OPEN) send({ type: "ping" });
+}, 25000);
 
-  start();
-})();
+start();

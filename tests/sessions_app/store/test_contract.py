@@ -281,6 +281,23 @@ def test_notices_are_idempotent_by_message_id(store):
         store.append_proactive("ghost", "m1", "x")
 
 
+def test_a_notice_keeps_the_time_of_its_first_delivery(store, make_store):
+    from datetime import UTC, datetime, timedelta
+
+    store.create("s1")
+    store.append_proactive("s1", "m1", "Stand-up in 5 minutes")
+    store.append_proactive("s1", "m2", "Build finished")
+    first = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
+    assert store.mark_proactive_delivered("s1", "m1", first).delivered_at == first
+    again = store.mark_proactive_delivered("s1", "m1", first + timedelta(minutes=1))
+    assert again.delivered_at == first
+    # A restarted process reads the same, and the other notice is untouched.
+    delivered = {n.message_id: n.delivered_at for n in make_store().get_proactive("s1")}
+    assert delivered == {"m1": first, "m2": None}
+    assert store.mark_proactive_delivered("s1", "nope", first) is None
+    assert store.mark_proactive_delivered("ghost", "m1", first) is None
+
+
 # --- restart and concurrency ------------------------------------------------------------
 
 

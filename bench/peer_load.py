@@ -1,0 +1,165 @@
+"""The peer of `make bench-turns`: openai-agents' async `Runner` with its own session store.
+
+bench/turn_load.py starts this script with the peer's virtualenv (bench/.venv-peer), one
+process per worker of ours, against the same fake model server. It builds one agent and one
+session per conversation (`SQLiteSession` on a file, or `SQLAlchemySession` on PostgreSQL
+through asyncpg), prints "ready", waits for "go" on stdin, then starts every run at once with
+`Runner.run_streamed` and reads each stream to its end. The first process also runs a short
+turn and cancels its first run a quarter into the model time, as the WebSocket load does.
+It prints one JSON line: overheads (run time minus the model's latency), timings, and the
+growth of its own RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import time
+
+
+def memory_kb() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+async def sample_peak(peak: list[int], stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        peak[0] = max(peak[0], memory_kb())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.05)
+
+
+async def main(args) -> dict:
+    from agents import (
+        Agent,
+        OpenAIChatCompletionsModel,
+        Runner,
+        SQLiteSession,
+        set_tracing_disabled,
+    )
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    client = AsyncOpenAI(base_url=args.base_url, api_key="bench")
+    agent = Agent(
+        name="bench",
+        instructions="You are a helpful assistant.",
+        model=OpenAIChatCompletionsModel(model=args.model, openai_client=client),
+    )
+    if args.store.startswith("sqlite:"):
+        path = args.store.removeprefix("sqlite:")
+
+        def make_session(session_id):
+            return SQLiteSession(session_id, path)
+    else:
+        from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        url = args.store.replace("postgres://", "postgresql+asyncpg://", 1)
+        engine = create_async_engine(url)
+
+        def make_session(session_id):
+            # The warm-up run creates the tables; the rest use them, as in production.
+            return SQLAlchemySession(
+                session_id, engine=engine, create_tables=session_id == "warm-up"
+            )
+
+    sessions = [make_session(f"load-{args.offset + index:05d}") for index in range(args.sessions)]
+    short_session = make_session(f"short-{args.offset}")
+    # One untimed run creates the tables and warms the client, as our servers are warm.
+    warm = Runner.run_streamed(agent, args.short_prompt, session=make_session("warm-up"))
+    async for _ in warm.stream_events():
+        pass
+
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    baseline = memory_kb()
+    peak = [baseline]
+    stop = asyncio.Event()
+    sampler = asyncio.create_task(sample_peak(peak, stop))
+    running = [0, 0]
+    deadline = time.monotonic() + args.timeout
+
+    async def one(session, prompt, record):
+        record["started"] = time.monotonic()
+        result = Runner.run_streamed(agent, prompt, session=session)
+        record["result"] = result
+        running[0] += 1
+        running[1] = max(running[1], running[0])
+        try:
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                async for _ in result.stream_events():
+                    pass
+            record["ended"] = time.monotonic()
+            record["status"] = "completed" if result.final_output is not None else "cancelled"
+        except TimeoutError:
+            record["status"] = ""
+        except Exception as error:  # noqa: BLE001 - reported as the run's ending
+            record["ended"] = time.monotonic()
+            record["status"] = f"error:{type(error).__name__}"
+        finally:
+            running[0] -= 1
+
+    records = [{} for _ in sessions]
+    first_started = time.monotonic()
+    tasks = [
+        asyncio.create_task(one(session, args.long_prompt, record))
+        for session, record in zip(sessions, records, strict=True)
+    ]
+    short: dict = {}
+    abort_sent = None
+    if args.short_and_abort:
+        await asyncio.sleep(max(0.0, first_started + args.latency / 4 - time.monotonic()))
+        tasks.append(asyncio.create_task(one(short_session, args.short_prompt, short)))
+        abort_sent = time.monotonic()
+        records[0]["result"].cancel()
+    await asyncio.gather(*tasks)
+    stop.set()
+    await sampler
+
+    # The cancelled run is the abort's, not part of the load's overheads.
+    timed = records[1:] if args.short_and_abort else records
+    measured = [r for r in timed if r.get("status") == "completed"]
+    ends = [r["ended"] for r in records if r.get("ended")]
+    head = records[0]
+    return {
+        "sessions": args.sessions,
+        "completed": len(measured),
+        "other_end": sum(1 for r in timed if r.get("ended") and r["status"] != "completed"),
+        "lost": sum(1 for r in records if not r.get("ended")),
+        "overheads_ms": [(r["ended"] - r["started"] - args.latency) * 1000 for r in measured],
+        "first_started": min(r["started"] for r in records),
+        "last_ended": max(ends) if ends else None,
+        "short_ms": (short["ended"] - short["started"]) * 1000 if short.get("ended") else None,
+        "short_status": short.get("status") or ("lost" if args.short_and_abort else "-"),
+        "abort_ms": (head["ended"] - abort_sent) * 1000
+        if abort_sent and head.get("ended")
+        else None,
+        "abort_status": head.get("status") or "lost",
+        "rss_growth_kb": peak[0] - baseline,
+        "peak_running": running[1],
+        "statuses": sorted(
+            {r["status"] for r in timed if r.get("status") and r["status"] != "completed"}
+        ),
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", required=True, help="sqlite:<path> or a postgres:// URL")
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--sessions", type=int, required=True)
+    parser.add_argument("--offset", type=int, default=0)
+    parser.add_argument("--latency", type=float, required=True)
+    parser.add_argument("--timeout", type=float, required=True)
+    parser.add_argument("--short-prompt", required=True)
+    parser.add_argument("--long-prompt", required=True)
+    parser.add_argument("--short-and-abort", action="store_true")
+    print(json.dumps(asyncio.run(main(parser.parse_args()))), flush=True)

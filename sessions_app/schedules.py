@@ -1,0 +1,400 @@
+"""Schedules: a reminder or a prompt a user asked for at a time, once or every N units.
+
+Each run is one deferred task of the task worker (`fire_schedule`, `run_after` = the run's
+time), executed by `manage.py db_worker`. The schedule row names the run it waits for
+(`next_run_at`) and the task queued for it (`task_id`):
+
+- firing is idempotent on (schedule, run time): the fire locks the schedule row, checks
+  that this run is still the one it waits for, and records a `ScheduleRun` under a unique
+  constraint — two workers, or a duplicate task, deliver one notice;
+- a repeating schedule queues its next run in the transaction that fires the current one,
+  at the first multiple of the interval after now: a run missed while no worker ran fires
+  once when one starts, not once per missed interval;
+- cancelling removes the queued task, and a fire that still starts finds the schedule
+  cancelled and does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from sessions_app.ids import validate_session_id
+from sessions_app.models import Schedule, ScheduleRun
+from sessions_app.store import SessionNotFound
+
+logger = logging.getLogger(__name__)
+
+UNIT_SECONDS = {"minutes": 60, "hours": 3600, "days": 86400}
+MAX_TEXT_CHARS = 20_000
+NOTICE_MAX_CHARS = 20_000
+MAX_AHEAD = timedelta(days=3660)
+MAX_REPEAT_EVERY = 10_000
+# A time given as "now" by a slow client is still accepted.
+PAST_TOLERANCE = timedelta(seconds=5)
+REMINDER_PREFIX = "Reminder: "
+# The sub-agent that runs scheduled prompts (a per_task agent: its session goes afterwards).
+PROMPT_AGENT = "scratch"
+
+
+class ScheduleInvalid(ValueError):
+    """Bad input for a schedule (the API answers 400 invalid)."""
+
+
+class ScheduleNotFound(LookupError):
+    """No such schedule of this user (the API answers 404, for another user's too)."""
+
+
+@dataclass(frozen=True)
+class Repeat:
+    every: int
+    unit: str
+
+    @property
+    def interval(self) -> timedelta:
+        return timedelta(seconds=self.every * UNIT_SECONDS[self.unit])
+
+
+def message_id_for(schedule_id: int, run_at: datetime) -> str:
+    """The notice id of one run: the same run always yields the same notice."""
+    return f"schedule:{schedule_id}:{run_at.isoformat()}"
+
+
+def _repeat_of(schedule: Schedule) -> Repeat | None:
+    if schedule.repeat_every:
+        return Repeat(schedule.repeat_every, schedule.repeat_unit)
+    return None
+
+
+def _next_run_after(run_at: datetime, repeat: Repeat, now: datetime) -> datetime:
+    """The first run of the series after `now`: missed runs are skipped, not caught up."""
+    interval = repeat.interval
+    missed = max(0, int((now - run_at) / interval))
+    following = run_at + interval * (missed + 1)
+    while following <= now:
+        following += interval
+    return following
+
+
+def _enqueue_fire(schedule_id: int, run_at: datetime) -> str:
+    from sessions_app.tasks import fire_schedule
+
+    result = fire_schedule.using(run_after=run_at).enqueue(schedule_id, run_at.isoformat())
+    return str(result.id)
+
+
+# --- create, cancel ---------------------------------------------------------------------------
+
+
+def _validated(
+    *,
+    text: str,
+    kind: str,
+    run_at: datetime | None,
+    in_seconds: float | None,
+    every: int | None,
+    unit: str,
+    now: datetime,
+) -> tuple[str, datetime, Repeat | None]:
+    if not isinstance(text, str) or not text.strip():
+        raise ScheduleInvalid("a schedule needs a text")
+    text = text.strip()
+    if len(text) > MAX_TEXT_CHARS:
+        raise ScheduleInvalid(f"the text is at most {MAX_TEXT_CHARS} characters")
+    if "\x00" in text:
+        raise ScheduleInvalid("the text may not contain NUL characters")
+    if kind not in {Schedule.REMINDER, Schedule.PROMPT}:
+        raise ScheduleInvalid(f"kind is 'reminder' or 'prompt', not {kind!r}")
+    repeat = None
+    if every is not None or unit:
+        if unit not in UNIT_SECONDS:
+            raise ScheduleInvalid(f"unit is one of {', '.join(UNIT_SECONDS)}, not {unit!r}")
+        if every is None:
+            every = 1
+        if (
+            isinstance(every, bool)
+            or not isinstance(every, int)
+            or not 1 <= every <= MAX_REPEAT_EVERY
+        ):
+            raise ScheduleInvalid(f"every is a whole number from 1 to {MAX_REPEAT_EVERY}")
+        repeat = Repeat(every, unit)
+    if (run_at is None) == (in_seconds is None):
+        if run_at is None and repeat is not None:
+            run_at = now + repeat.interval  # "every 2 hours": the first run is in 2 hours
+        else:
+            raise ScheduleInvalid("give either run_at or in_seconds")
+    if in_seconds is not None:
+        if isinstance(in_seconds, bool) or not isinstance(in_seconds, int | float):
+            raise ScheduleInvalid("in_seconds is a number")
+        if not 0 <= in_seconds <= MAX_AHEAD.total_seconds():
+            raise ScheduleInvalid("in_seconds is between 0 and ten years")
+        run_at = now + timedelta(seconds=in_seconds)
+    if timezone.is_naive(run_at):
+        raise ScheduleInvalid("run_at needs a time zone (e.g. 2030-01-01T09:00:00Z)")
+    if run_at < now - PAST_TOLERANCE:
+        raise ScheduleInvalid("run_at is in the past")
+    if run_at > now + MAX_AHEAD:
+        raise ScheduleInvalid("run_at is more than ten years ahead")
+    return text, run_at, repeat
+
+
+def schedule_create(
+    *,
+    owner_id: int,
+    text: str,
+    kind: str = Schedule.REMINDER,
+    run_at: datetime | None = None,
+    in_seconds: float | None = None,
+    every: int | None = None,
+    unit: str = "",
+    session_id: str = "",
+) -> Schedule:
+    """Create a schedule and queue its first run.
+
+    The first run is `run_at`, or `in_seconds` from now, or (a repeat given alone) one
+    interval from now. `session_id` is the conversation it is made in, which must be the
+    caller's. Raises ScheduleInvalid, InvalidSessionId, SessionNotFound.
+    """
+    from sessions_app import selectors
+
+    now = timezone.now()
+    text, first_run, repeat = _validated(
+        text=text, kind=kind, run_at=run_at, in_seconds=in_seconds, every=every, unit=unit, now=now
+    )
+    if session_id:
+        selectors.session_get(session_id=validate_session_id(session_id), owner_id=owner_id)
+    with transaction.atomic():
+        schedule = Schedule.objects.create(
+            owner_id=owner_id,
+            session_id=session_id,
+            kind=kind,
+            text=text,
+            first_run_at=first_run,
+            repeat_every=repeat.every if repeat else None,
+            repeat_unit=repeat.unit if repeat else "",
+            next_run_at=first_run,
+            created_at=now,
+        )
+        # The task row commits with the schedule (the database task backend writes in this
+        # transaction): no schedule without its run, no run of a schedule rolled back.
+        schedule.task_id = _enqueue_fire(schedule.id, first_run)
+        schedule.save(update_fields=["task_id"])
+    logger.info("schedule %s created for user %s, first run %s", schedule.id, owner_id, first_run)
+    return schedule
+
+
+def schedule_cancel(*, schedule_id: int, owner_id: int) -> Schedule:
+    """Cancel the caller's schedule and its queued run; cancelling twice changes nothing.
+
+    Raises ScheduleNotFound for a missing schedule or another user's.
+    """
+    from sessions_app.tasks import task_cancel_pending
+
+    with transaction.atomic():
+        # The same row lock a fire takes: a fire either finished before (and its next run is
+        # the task removed here) or sees the schedule cancelled.
+        schedule = (
+            Schedule.objects.select_for_update().filter(id=schedule_id, owner_id=owner_id).first()
+        )
+        if schedule is None:
+            raise ScheduleNotFound(schedule_id)
+        if schedule.state != Schedule.ACTIVE:
+            return schedule
+        task_cancel_pending(schedule.task_id)
+        schedule.state = Schedule.CANCELLED
+        schedule.cancelled_at = timezone.now()
+        schedule.next_run_at = None
+        schedule.task_id = ""
+        schedule.save(update_fields=["state", "cancelled_at", "next_run_at", "task_id"])
+    logger.info("schedule %s cancelled by user %s", schedule_id, owner_id)
+    return schedule
+
+
+def schedules_cancel_matching(*, owner_id: int, text: str = "") -> list[Schedule]:
+    """Cancel the caller's active schedules whose text contains `text` (all when empty)."""
+    active = Schedule.objects.filter(owner_id=owner_id, state=Schedule.ACTIVE)
+    if text:
+        active = active.filter(text__icontains=text)
+    return [
+        schedule_cancel(schedule_id=schedule_id, owner_id=owner_id)
+        for schedule_id in active.order_by("next_run_at").values_list("id", flat=True)
+    ]
+
+
+# --- firing -----------------------------------------------------------------------------------
+
+
+def schedule_prompt_answer(*, parent_id: str, text: str) -> str:
+    """Run a scheduled prompt as one turn of the `scratch` sub-agent; its final answer.
+
+    Delegated like the main agent's `delegate` call, for the conversation the answer will
+    land in (`parent_id`): the per_task session (`agent_scratch__task_<id>`, owned by the
+    user) is deleted with its memory afterwards however the turn ends. A turn that does not
+    end with an answer gives a notice that says so.
+    """
+    from sessions_app.runtime.delegation import delegation_run
+    from sessions_app.runtime.executors import run_for_sync_caller
+    from sessions_app.runtime.tools import ToolAborted, TurnAbort
+
+    try:
+        return run_for_sync_caller(
+            delegation_run, parent_id=parent_id, agent=PROMPT_AGENT, task=text, abort=TurnAbort()
+        )
+    except (ValueError, RuntimeError, ToolAborted, SessionNotFound) as error:
+        logger.warning("scheduled prompt %r did not finish: %s", text[:80], error)
+        return f"The scheduled request “{text}” did not finish: {error}"
+
+
+def _content_of(schedule: Schedule, *, target: str) -> str:
+    if schedule.kind == Schedule.PROMPT:
+        content = schedule_prompt_answer(parent_id=target, text=schedule.text)
+    else:
+        content = REMINDER_PREFIX + schedule.text
+    # A notice holds at most NOTICE_MAX_CHARS, wherever it comes from.
+    if len(content) > NOTICE_MAX_CHARS:
+        content = content[: NOTICE_MAX_CHARS - 1] + "…"
+    return content
+
+
+def _is_due_run(schedule: Schedule | None, run_at: datetime) -> bool:
+    return (
+        schedule is not None
+        and schedule.state == Schedule.ACTIVE
+        and schedule.next_run_at == run_at
+    )
+
+
+def schedule_fire(*, schedule_id: int, run_at: datetime) -> str:
+    """Fire one run of a schedule (the body of the `fire_schedule` task).
+
+    Steps:
+    1. without a lock, skip a run that is no longer due (cancelled, already fired);
+    2. make the notice's text — a prompt runs its sub-agent turn here, for the target
+       conversation, with no lock held;
+    3. in one transaction holding the schedule's row lock: check again that this run is
+       the one the schedule waits for; record the run (unique per schedule and run time);
+       choose the target conversation and add the notice (message id
+       `schedule:<id>:<run time>`, which also queues the webhook); queue the next run of a
+       repeating schedule, or mark a one-off done.
+    A crash before step 3 commits leaves the run due, so the run is never lost; a crash
+    after leaves it fired. Returns "delivered", "dropped" or "skipped".
+    """
+    from sessions_app.delivery import schedule_target_session
+    from sessions_app.services import proactive_add
+
+    schedule = Schedule.objects.filter(id=schedule_id).first()
+    if not _is_due_run(schedule, run_at):
+        return "skipped"
+    # Chosen here too, for the prompt's turn: its sub-agent session is spawned by the
+    # conversation its answer goes to. No turn runs for a run that will be dropped.
+    target = schedule_target_session(owner_id=schedule.owner_id, session_id=schedule.session_id)
+    content = _content_of(schedule, target=target) if target is not None else ""
+    now = timezone.now()
+    with transaction.atomic():
+        schedule = Schedule.objects.select_for_update().filter(id=schedule_id).first()
+        if not _is_due_run(schedule, run_at):
+            return "skipped"  # cancelled, or another worker fired it while this one worked
+        run, created = ScheduleRun.objects.get_or_create(
+            schedule=schedule, run_at=run_at, defaults={"fired_at": now}
+        )
+        if not created:
+            return "skipped"
+        target = schedule_target_session(owner_id=schedule.owner_id, session_id=schedule.session_id)
+        if target is None or not content:  # no content: it was to be dropped a moment ago
+            run.outcome = "dropped"
+            logger.info("schedule %s: its test session is gone; run dropped", schedule.id)
+        else:
+            run.session_id = target
+            run.message_id = message_id_for(schedule.id, run_at)
+            run.outcome = "delivered"
+            proactive_add(session_id=target, message_id=run.message_id, content=content)
+        run.save(update_fields=["session_id", "message_id", "outcome"])
+        repeat = _repeat_of(schedule)
+        if repeat is None:
+            schedule.state = Schedule.DONE
+            schedule.next_run_at = None
+            schedule.task_id = ""
+        else:
+            schedule.next_run_at = _next_run_after(run_at, repeat, now)
+            schedule.task_id = _enqueue_fire(schedule.id, schedule.next_run_at)
+        schedule.save(update_fields=["state", "next_run_at", "task_id"])
+    return run.outcome
+
+
+def schedules_recover(*, now: datetime | None = None, workers_stopped: bool = False) -> int:
+    """Queue again the due runs whose task a dead worker took with it; returns how many.
+
+    A worker killed while it ran a fire leaves that task RUNNING forever (the database task
+    backend does not reclaim it) and the schedule still waiting for the run. Queuing the
+    run again is safe: firing is idempotent. `workers_stopped` says no worker runs now, so
+    every RUNNING task is a dead one.
+    """
+    from sessions_app.tasks import RUNNING_STALE_SEC, task_is_waiting
+
+    running_stale_sec = 0 if workers_stopped else RUNNING_STALE_SEC
+
+    now = now or timezone.now()
+    queued = 0
+    due = Schedule.objects.filter(state=Schedule.ACTIVE, next_run_at__lte=now)
+    for schedule_id, run_at, task_id in due.values_list("id", "next_run_at", "task_id"):
+        if task_is_waiting(task_id, running_stale_sec=running_stale_sec):
+            continue
+        with transaction.atomic():
+            new_task = _enqueue_fire(schedule_id, run_at)
+            Schedule.objects.filter(id=schedule_id, next_run_at=run_at).update(task_id=new_task)
+        queued += 1
+    return queued
+
+
+# --- reads ------------------------------------------------------------------------------------
+
+
+def schedule_to_api(schedule: Schedule) -> dict[str, Any]:
+    def iso(value):
+        return value.isoformat() if value else None
+
+    return {
+        "id": schedule.id,
+        "kind": schedule.kind,
+        "text": schedule.text,
+        "session_id": schedule.session_id or None,
+        "first_run_at": iso(schedule.first_run_at),
+        "every": schedule.repeat_every,
+        "unit": schedule.repeat_unit or None,
+        "next_run_at": iso(schedule.next_run_at),
+        "state": schedule.state,
+        "created_at": iso(schedule.created_at),
+        "cancelled_at": iso(schedule.cancelled_at),
+    }
+
+
+def schedule_list(*, owner_id: int, include_inactive: bool = False) -> list[dict[str, Any]]:
+    """The caller's schedules: active ones by next run; with `include_inactive`, all, newest
+    first after them."""
+    schedules = Schedule.objects.filter(owner_id=owner_id)
+    if not include_inactive:
+        schedules = schedules.filter(state=Schedule.ACTIVE)
+    ordered = sorted(
+        schedules,
+        key=lambda s: (s.state != Schedule.ACTIVE, s.next_run_at or s.created_at, s.id),
+    )
+    return [schedule_to_api(schedule) for schedule in ordered]
+
+
+def schedule_describe(schedule: Schedule) -> str:
+    """One line for the agent's tools and the chat: what, when, how often."""
+    what = (
+        f"remind you: {schedule.text}"
+        if schedule.kind == Schedule.REMINDER
+        else f"ask: {schedule.text}"
+    )
+    when = schedule.next_run_at.strftime("%Y-%m-%d %H:%M:%S UTC") if schedule.next_run_at else "—"
+    repeat = (
+        f", every {schedule.repeat_every} {schedule.repeat_unit}" if schedule.repeat_every else ""
+    )
+    return f"#{schedule.id} {what} at {when}{repeat}"

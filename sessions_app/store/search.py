@@ -1,0 +1,170 @@
+"""Full-text search pieces shared by the store backends.
+
+What is searchable: the content of `message` entries whose role is `user` or `assistant` —
+the words of the conversation. Tool results are left out on purpose: they are what a tool
+returned (web pages, files, JSON), often thousands of words the person never read, and
+indexing them would drown the conversation's own words in every result list and make the
+index, and so every append, several times more expensive.
+
+Backends:
+- PostgreSQL: a stored generated `tsvector` column with a GIN index (migration
+  0005_search_index), so PostgreSQL itself keeps it current on every INSERT,
+  INSERT … SELECT and DELETE;
+  `websearch_to_tsquery` parses the query and `ts_headline` cuts the snippet.
+- SQLite: an FTS5 table over the entry table, kept current by triggers (same migration).
+- jsonl: the same FTS5 schema in a SQLite file next to the session files
+  (`jsonl_search.py`), written by the store's append, branch and delete.
+
+Snippets mark matches with two Unicode noncharacters, which exist for exactly this kind of
+internal use; `snippet_parts` turns them into (text, is_match) parts, so nothing downstream
+ever has to trust markup that came out of a database.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+SEARCHED_ROLES = ("user", "assistant")
+MARK_START = "\ufdd0"
+MARK_END = "\ufdd1"
+SNIPPET_ELLIPSIS = "…"
+SNIPPET_TOKENS = 24
+
+# English stemming on both databases ("deploying" finds "deployed"). PostgreSQL's `english`
+# configuration also drops stop words ("the", "and"); FTS5 has no stop-word list. These and
+# SEARCHED_ROLES must agree with what migration 0005_search_index built.
+POSTGRES_TEXT_CONFIG = "english"
+FTS5_TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One matching message. `rank`: higher is better; `snippet`: (text, is_match) parts."""
+
+    session_id: str
+    title: str
+    seq: int
+    role: str
+    created_at: datetime
+    rank: float
+    snippet: tuple[tuple[str, bool], ...]
+
+
+def snippet_parts(marked: str) -> tuple[tuple[str, bool], ...]:
+    """Split a snippet marked with MARK_START/MARK_END into (text, is_match) parts.
+
+    Marks are read as a state switch, so a stray mark character inside the stored text can
+    at worst shift a highlight; it can never produce unbalanced output.
+    """
+    parts: list[tuple[str, bool]] = []
+    matched = False
+    for piece in re.split(f"([{MARK_START}{MARK_END}])", marked):
+        if piece == MARK_START:
+            matched = True
+        elif piece == MARK_END:
+            matched = False
+        elif piece:
+            if parts and parts[-1][1] == matched:
+                parts[-1] = (parts[-1][0] + piece, matched)
+            else:
+                parts.append((piece, matched))
+    return tuple(parts)
+
+
+# --- the query language -------------------------------------------------------------------
+#
+# The same syntax as PostgreSQL's websearch_to_tsquery: words must all appear, "quoted
+# words" must appear together, `or` between words accepts either, `-word` excludes. SQLite's
+# FTS5 has its own syntax, in which user text such as `c++`, `AND` or an odd quote is an
+# error; `fts5_query` rebuilds the query from quoted strings only, so no user text is ever
+# read as FTS5 syntax.
+
+_TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
+_WORD_CHARACTER = re.compile(r"\w")
+
+
+@dataclass(frozen=True)
+class _Term:
+    text: str
+    excluded: bool
+
+
+def _terms(query: str) -> list[_Term | None]:
+    """The query's terms in order; None stands for an `or`."""
+    terms: list[_Term | None] = []
+    for match in _TOKEN.finditer(query):
+        minus, phrase, word = match.groups()
+        if word is not None:
+            if word.lower() == "or":
+                terms.append(None)
+                continue
+            excluded = word.startswith("-") and len(word) > 1
+            text = word[1:] if excluded else word
+        else:
+            excluded, text = bool(minus), phrase
+        if _WORD_CHARACTER.search(text):
+            terms.append(_Term(text, excluded))
+    return terms
+
+
+def _fts5_string(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+def fts5_query(query: str) -> str | None:
+    """The FTS5 MATCH expression for a websearch-style query; None if nothing is sought.
+
+    A query of exclusions only finds nothing on every backend: "everything without X" is
+    not a search.
+    """
+    groups: list[list[str]] = []  # AND of ORs
+    excluded: list[str] = []
+    joined = False  # the previous token was `or`
+    for term in _terms(query):
+        if term is None:
+            joined = bool(groups)
+            continue
+        if term.excluded:
+            excluded.append(_fts5_string(term.text))
+        elif joined:
+            groups[-1].append(_fts5_string(term.text))
+        else:
+            groups.append([_fts5_string(term.text)])
+        joined = False
+    if not groups:
+        return None
+    wanted = " AND ".join(
+        group[0] if len(group) == 1 else "(" + " OR ".join(group) + ")" for group in groups
+    )
+    return "".join([f"({wanted})", *(f" NOT {text}" for text in excluded)])
+
+
+def has_wanted_term(query: str) -> bool:
+    """Whether the query asks for any word at all (not only exclusions)."""
+    return any(term is not None and not term.excluded for term in _terms(query))
+
+
+# --- the FTS5 schema (SQLite database and the jsonl index) --------------------------------
+
+
+def fts5_table_sql(*, fts_table: str, entry_table: str) -> str:
+    """An external-content FTS5 table over `entry_table`'s `content`, keyed by its `id`
+    (the jsonl index; the SQLite database's table is the same, built by migration
+    0005_search_index).
+
+    External content: the text is stored once, in the entry table; the FTS table holds only
+    the inverted index, and `snippet()` reads the text back by rowid.
+    """
+    return (
+        f"CREATE VIRTUAL TABLE {fts_table} USING fts5(content, content='{entry_table}', "
+        f"content_rowid='id', tokenize='{FTS5_TOKENIZER}')"
+    )
+
+
+def fts5_snippet_sql(fts_table: str) -> str:
+    return (
+        f"snippet({fts_table}, 0, char({ord(MARK_START)}), char({ord(MARK_END)}), "
+        f"'{SNIPPET_ELLIPSIS}', {SNIPPET_TOKENS})"
+    )

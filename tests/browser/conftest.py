@@ -1,0 +1,55 @@
+"""Fixtures of the browser tests: a user, a real Chromium, a real Daphne (offline or scripted model)."""
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from tests.browser.helpers import CHROMIUM, LAUNCH_ARGS, PASSWORD, USERNAME
+from tests.fakes.llm_server import FakeLLMServer
+from tests.multiprocess.servers import daphne
+
+
+@pytest.fixture
+def user(transactional_db):
+    return get_user_model().objects.create_user(username=USERNAME, password=PASSWORD)
+
+
+@pytest.fixture
+def browser(user, monkeypatch):
+    """Chromium. It depends on `user` so the user is created before Playwright's event loop is
+    set on this thread (ORM calls made after that get a connection nothing closes)."""
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop on this thread; the server helper's own
+    # database check at shutdown is plain synchronous code and safe here.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def offline_server(user):
+    """The app with its default offline model."""
+    with daphne() as base:
+        yield base
+
+
+@pytest.fixture
+def model():
+    """A scripted OpenAI-compatible model: answers with whatever markdown a test needs."""
+    with FakeLLMServer() as server:
+        yield server
+
+
+@pytest.fixture
+def model_server(user, model):
+    """The app talking to the scripted model through the official OpenAI SDK."""
+    with daphne(
+        JARVIS_MODEL="openai:gpt-4o-mini",
+        OPENAI_BASE_URL=model.openai_url,
+        OPENAI_API_KEY="test",
+    ) as base:
+        yield base

@@ -1,0 +1,135 @@
+"""Production shape: a reminder asked for on a real Daphne is fired by a separate `db_worker`
+process and reaches the socket on time, the webhook once, and nothing outside for a test
+session — with the in-memory channel layer (one process: the socket polls) and with Redis
+(the worker's broadcast crosses processes)."""
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+from websockets.asyncio.client import connect
+
+from sessions_app.models import NoticeOutbox, Schedule
+from sessions_app.store import get_store
+from tests.helpers import REPO, child_env
+from tests.multiprocess.servers import daphne
+from tests.sessions_app.schedules.conftest import Receiver
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+RECEIVE_TIMEOUT = 20
+LATE_LIMIT = timedelta(seconds=3)
+REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@contextlib.contextmanager
+def db_worker(**env):
+    log = tempfile.TemporaryFile("w+")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "manage.py",
+            "db_worker",
+            "--interval",
+            "0.1",
+            "--no-startup-delay",
+            "--no-reload",
+        ],
+        cwd=REPO,
+        env=child_env(**env),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        # Up when it says so: a reminder due before the worker polls would be late by the
+        # worker's start-up, which is not what this test measures.
+        deadline = time.monotonic() + RECEIVE_TIMEOUT
+        while True:
+            log.seek(0)
+            if "Starting worker" in log.read():
+                break
+            assert process.poll() is None and time.monotonic() < deadline, "no worker"
+            time.sleep(0.05)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+        log.close()
+
+
+async def receive(ws):
+    return json.loads(await asyncio.wait_for(ws.recv(), RECEIVE_TIMEOUT))
+
+
+async def remind(base, token, session_id):
+    """Ask for a reminder in 2 seconds over the socket; return the `proactive` frame and the
+    time it arrived."""
+    host = base.removeprefix("http://")
+    async with connect(
+        f"ws://{host}/ws/sessions/{session_id}/",
+        origin=base,
+        additional_headers={"Authorization": f"Token {token}"},
+        open_timeout=RECEIVE_TIMEOUT,
+    ) as ws:
+        assert (await receive(ws))["type"] == "session"
+        await ws.send(json.dumps({"type": "prompt", "text": "remind me in 2 seconds to stretch"}))
+        while (event := await receive(ws))["type"] != "agent_end":
+            pass
+        while (event := await receive(ws))["type"] != "proactive":
+            pass
+        return event["notice"], timezone.now()
+
+
+def wait_until(predicate):
+    deadline = time.monotonic() + RECEIVE_TIMEOUT
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("backend, layer", [("db", "redis"), ("jsonl", "in-memory")])
+def test_a_reminder_reaches_the_socket_on_time_and_the_webhook_once(backend, layer, settings):
+    settings.JARVIS_SESSION__PERSISTENCE_BACKEND = backend
+    get_store.cache_clear()
+    alice = get_user_model().objects.create_user(username="alice", password="pw")
+    token = Token.objects.create(user=alice).key
+    receiver = Receiver()
+    env = {
+        "NOTIFY_WEBHOOK_URL": receiver.url,
+        "JARVIS_SESSION__PERSISTENCE_BACKEND": backend,
+        **({"REDIS_URL": REDIS_URL} if layer == "redis" else {}),
+    }
+    try:
+        with daphne(**env) as base, db_worker(**env):
+            for session_id in ["test-e2e", "chat-e2e"]:
+                notice, arrived = asyncio.run(remind(base, token, session_id))
+                schedule = Schedule.objects.get(session_id=session_id)
+                assert notice["content"] == "Reminder: stretch"
+                assert notice["message_id"].startswith(f"schedule:{schedule.id}:")
+                # Never early. The ±1 s promise is checked in-process
+                # (tests/sessions_app/schedules/test_websocket.py); three processes on a
+                # loaded two-core machine get a looser bound here.
+                assert schedule.first_run_at <= arrived <= schedule.first_run_at + LATE_LIMIT
+            wait_until(lambda: receiver.posts)
+            wait_until(lambda: NoticeOutbox.objects.filter(state="sent").exists())
+    finally:
+        receiver.close()
+    # One POST, for the real conversation; the test session's notice never left.
+    assert [post["body"]["session_id"] for post in receiver.posts] == ["chat-e2e"]
+    for session_id in ["test-e2e", "chat-e2e"]:
+        (stored,) = get_store().get_proactive(session_id)
+        assert stored.delivered_at is not None

@@ -1,0 +1,132 @@
+"""Schedule fixtures: users, the real task worker run in a thread, a real webhook receiver."""
+
+import json
+import threading
+import time
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connections
+from django.utils import timezone
+from django_tasks_db.management.commands.db_worker import Worker
+from django_tasks_db.models import DBTaskResult
+
+from sessions_app.models import Schedule
+
+WAIT_LIMIT_SEC = 30
+
+
+@pytest.fixture
+def alice(transactional_db):
+    return get_user_model().objects.create_user(username="alice", password="pw-alice")
+
+
+@pytest.fixture
+def bob(transactional_db):
+    return get_user_model().objects.create_user(username="bob", password="pw-bob")
+
+
+def worker(worker_id: str = "test-worker") -> Worker:
+    """`manage.py db_worker --batch` as an object: runs every due task, then returns."""
+    return Worker(
+        queue_names=["default"],
+        interval=0,
+        batch=True,
+        backend_name="default",
+        startup_delay=False,
+        max_tasks=None,
+        worker_id=worker_id,
+        excluded_queue_names=[],
+    )
+
+
+def run_due_tasks() -> None:
+    """Run the tasks that are due now, in a thread with its own connection, as a worker would."""
+    thread = threading.Thread(target=_run_once)
+    thread.start()
+    thread.join(WAIT_LIMIT_SEC)
+
+
+def _run_once():
+    try:
+        worker().run()
+    finally:
+        connections.close_all()
+
+
+def run_worker_until(predicate, limit: float = WAIT_LIMIT_SEC) -> None:
+    """Run the worker until `predicate()` holds: for runs whose time is still ahead."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        assert time.monotonic() < deadline, "the worker never got there"
+        run_due_tasks()
+        time.sleep(0.02)  # the next run's time, not a race, is what is awaited
+
+
+def ready_tasks(task_name: str) -> list[DBTaskResult]:
+    return [
+        row
+        for row in DBTaskResult.objects.filter(status="READY")
+        if row.task_path.endswith("." + task_name)
+    ]
+
+
+class Receiver:
+    """A real HTTP server on 127.0.0.1 recording each POST; it fails the first `failures`."""
+
+    def __init__(self, failures: int = 0):
+        self.posts: list[dict] = []
+        self.failures = failures
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if receiver.failures > 0:
+                    receiver.failures -= 1
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                receiver.posts.append(
+                    {
+                        "body": json.loads(body),
+                        "content_type": self.headers["Content-Type"],
+                        "idempotency_key": self.headers["Idempotency-Key"],
+                    }
+                )
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/notices"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver(settings):
+    receiver = Receiver()
+    settings.NOTIFY_WEBHOOK_URL = receiver.url
+    settings.NOTIFY_WEBHOOK_RETRY_BASE_SEC = 0.05
+    yield receiver
+    receiver.close()
+
+
+def make_due(schedule: Schedule, *, ago: timedelta = timedelta(0)) -> None:
+    """Move a schedule's waiting run (and its queued task) to `ago` before now."""
+    run_at = timezone.now() - ago
+    DBTaskResult.objects.filter(id=schedule.task_id).update(
+        run_after=run_at,
+        args_kwargs={"args": [schedule.id, run_at.isoformat()], "kwargs": {}},
+    )
+    Schedule.objects.filter(id=schedule.id).update(next_run_at=run_at, first_run_at=run_at)
+    schedule.refresh_from_db()

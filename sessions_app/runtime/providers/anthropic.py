@@ -10,11 +10,9 @@ import anthropic
 
 from sessions_app.runtime.history import project_anthropic, validate_anthropic
 from sessions_app.runtime.providers.base import (
-    AbortFlag,
     ModelReply,
     ProviderError,
     SdkProvider,
-    ToolSpec,
     sdk_error_text,
 )
 from sessions_app.store.base import EntryRecord
@@ -102,42 +100,14 @@ class AnthropicProvider(SdkProvider):
             ]
         return request
 
-    def complete(
-        self,
-        *,
-        entries: Sequence[EntryRecord],
-        system_prompt: str,
-        tools: Sequence[ToolSpec],
-        on_delta: Callable[[str], None],
-        abort: AbortFlag,
-    ) -> ModelReply:
-        request = self._request(entries, system_prompt, tools)
-        answer = _Reply(self.model, on_delta)
-        with _sdk_errors(), self._connect().messages.create(**request) as stream:
-            for event in stream:
-                if abort.is_set():
-                    return answer.finish(stopped=True)  # leaving closes the HTTP stream
-                answer.feed(event)
-        return answer.finish(stopped=False)
+    def _open_stream(self, client, request: dict):
+        return client.messages.create(**request)
 
-    async def acomplete(
-        self,
-        *,
-        entries: Sequence[EntryRecord],
-        system_prompt: str,
-        tools: Sequence[ToolSpec],
-        on_delta: Callable[[str], None],
-        abort: AbortFlag,
-    ) -> ModelReply:
-        request = self._request(entries, system_prompt, tools)
-        answer = _Reply(self.model, on_delta)
-        with _sdk_errors():
-            async with await self._aconnect().messages.create(**request) as stream:
-                async for event in stream:
-                    if abort.is_set():
-                        return answer.finish(stopped=True)
-                    answer.feed(event)
-        return answer.finish(stopped=False)
+    def _answer(self, on_delta: Callable[[str], None]) -> _Reply:
+        return _Reply(self.model, on_delta)
+
+    def _sdk_errors(self):
+        return _sdk_errors()
 
 
 def _arguments(partial_json: str) -> str:

@@ -6,6 +6,7 @@ import asyncio
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -96,6 +97,52 @@ class SdkProvider(ABC):
         if client is None:
             client = self._async_clients[loop] = self._make_async_client(**self._options)
         return client
+
+    @abstractmethod
+    def _request(self, entries: Sequence[EntryRecord], system_prompt: str, tools) -> dict:
+        """The validated request body in the provider's own shape."""
+
+    @abstractmethod
+    def _open_stream(self, client, request: dict):
+        """Start the streamed request on `client` (the SDK's create call; awaitable on an
+        async client)."""
+
+    @abstractmethod
+    def _answer(self, on_delta: Callable[[str], None]) -> StreamedAnswer:
+        """A fresh assembler for one streamed answer."""
+
+    @abstractmethod
+    def _sdk_errors(self) -> AbstractContextManager:
+        """Turns the SDK's errors into ProviderError."""
+
+    def complete(self, *, entries, system_prompt, tools, on_delta, abort) -> ModelReply:
+        request = self._request(entries, system_prompt, tools)
+        answer = self._answer(on_delta)
+        with self._sdk_errors(), self._open_stream(self._connect(), request) as stream:
+            for chunk in stream:
+                if abort.is_set():
+                    return answer.finish(stopped=True)  # leaving closes the HTTP stream
+                answer.feed(chunk)
+        return answer.finish(stopped=False)
+
+    async def acomplete(self, *, entries, system_prompt, tools, on_delta, abort) -> ModelReply:
+        request = self._request(entries, system_prompt, tools)
+        answer = self._answer(on_delta)
+        with self._sdk_errors():
+            async with await self._open_stream(self._aconnect(), request) as stream:
+                async for chunk in stream:
+                    if abort.is_set():
+                        return answer.finish(stopped=True)
+                    answer.feed(chunk)
+        return answer.finish(stopped=False)
+
+
+class StreamedAnswer(Protocol):
+    """Assembles one streamed answer, chunk by chunk (the same for sync and async streams)."""
+
+    def feed(self, chunk) -> None: ...
+
+    def finish(self, *, stopped: bool) -> ModelReply: ...
 
 
 class AbortFlag(Protocol):

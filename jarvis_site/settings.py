@@ -199,6 +199,8 @@ STORE_THREADS = _positive("STORE_THREADS", 8, cast=int)
 TOOL_THREADS = _positive("TOOL_THREADS", 16, cast=int)
 # Turns one user may run at once (more: 429 / error `too_many_turns`).
 MAX_TURNS_PER_USER = _positive("MAX_TURNS_PER_USER", 8, cast=int)
+# How long a tool call that needs the person's approval waits for a yes or no.
+APPROVAL_TIMEOUT_SEC = _positive("APPROVAL_TIMEOUT_SEC", 300.0)
 CONSOLIDATE_IDLE_SEC = _positive("CONSOLIDATE_IDLE_SEC", 180.0)
 # A worker process silent this long is dead: its sockets and turn leases count as gone.
 WORKER_DEAD_SEC = _positive("WORKER_DEAD_SEC", 10.0)

@@ -179,6 +179,12 @@ def working_memory_recall(*, session_id: str, key: str | None = None) -> dict[st
     return dict(rows.order_by("key").values_list("key", "value"))
 
 
+def working_memory_forget(*, session_id: str, key: str) -> bool:
+    """Delete one key of this session's working memory; False when nothing was stored under it."""
+    key = _working_memory_key(key)
+    return bool(WorkingMemory.objects.filter(session_id=session_id, key=key).delete()[0])
+
+
 def working_memory_counts(*, session_ids: Sequence[str]) -> dict[str, int]:
     """How many keys each of these sessions keeps in working memory (sessions with none left out)."""
     rows = (

@@ -79,7 +79,7 @@ DEFAULT_AGENTS: dict[str, AgentDefinition] = {
                 "with `delegate` when one fits it better. When a tool fails, say so instead "
                 "of inventing its result."
             ),
-            tools=(*_BASE_TOOLS, DELEGATE, *_SCHEDULE_TOOLS),
+            tools=(*_BASE_TOOLS, "forget", DELEGATE, *_SCHEDULE_TOOLS),
         ),
         AgentDefinition(
             name="researcher",

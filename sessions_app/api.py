@@ -22,6 +22,7 @@ from rest_framework.viewsets import ViewSet
 
 from sessions_app import limits, schedule_serializers, schedules, selectors, serializers, services
 from sessions_app.compaction import session_compact
+from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.cost import session_cost
 from sessions_app.runtime.history import HistoryInvalid
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns, turn_abort, turn_run
@@ -44,6 +45,8 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
     limits.InputInvalid: (status.HTTP_400_BAD_REQUEST, "invalid"),
     # Form bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (JSON ones: sessions_app.parsers).
     RequestDataTooBig: (status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "too_large"),
+    ApprovalNotFound: (status.HTTP_404_NOT_FOUND, "not_found"),
+    ApprovalClosed: (status.HTTP_409_CONFLICT, "approval_closed"),
 }
 NOT_FOUND_DETAIL = "no such session"
 
@@ -60,7 +63,7 @@ def exception_handler(exc, context):
     """DRF's handler, reshaped so that every error body is {"code", "detail"}."""
     for error_type, (http_status, code) in DOMAIN_ERRORS.items():
         if isinstance(exc, error_type):
-            detail = NOT_FOUND_DETAIL if code == "not_found" else str(exc)
+            detail = NOT_FOUND_DETAIL if isinstance(exc, SessionNotFound) else str(exc)
             return Response({"code": code, "detail": detail}, status=http_status)
     response = drf_exception_handler(exc, context)
     if response is None:
@@ -256,6 +259,34 @@ class SessionViewSet(ViewSet):
     def abort(self, request, id=None):
         selectors.session_get(session_id=id, owner_id=request.user.id)
         return Response({"aborted": bool(turn_abort(session_id=id))})
+
+    @extend_schema(
+        parameters=[
+            SESSION_ID,
+            OpenApiParameter(
+                "call_id",
+                OpenApiTypes.STR,
+                OpenApiParameter.PATH,
+                description="the id of the tool call from `approval_request`",
+            ),
+        ],
+        request=serializers.ApprovalInput,
+        responses={
+            200: serializers.ApprovalOutput,
+            409: OpenApiResponse(
+                serializers.ErrorOutput,
+                description="approval_closed: already answered, timed out or stopped",
+            ),
+            **ERRORS,
+        },
+    )
+    @action(detail=True, methods=["post"], url_path=r"approvals/(?P<call_id>[^/]+)")
+    def approvals(self, request, id=None, call_id=None):
+        data = _parse(serializers.ApprovalInput, request.data)
+        decided = services.approval_decide(
+            session_id=id, owner_id=request.user.id, call_id=call_id, allow=data["allow"]
+        )
+        return Response({"call_id": call_id, "status": decided})
 
     @extend_schema(
         parameters=[SESSION_ID],

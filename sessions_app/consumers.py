@@ -20,6 +20,7 @@ from django.db import connections
 
 from sessions_app import commands, delivery, limits, selectors, services
 from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
+from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.turns import (
     SessionBusy,
     TooManyTurns,
@@ -182,6 +183,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                     "throttled", f"too many requests; try again in {math.ceil(wait)} seconds"
                 )
             return self._spawn(self._turn(text))
+        if kind == "approval":
+            return await self._approval(frame)
         return await self._error("bad_request", f"unknown frame type {kind!r}")
 
     def _spawn(self, coroutine) -> None:
@@ -226,6 +229,21 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 "data": result.data,
             }
         )
+
+    async def _approval(self, frame: dict):
+        call_id, allow = frame.get("call_id"), frame.get("allow")
+        if not isinstance(call_id, str) or not call_id or not isinstance(allow, bool):
+            return await self._error(
+                "bad_request", 'an approval has a "call_id" (string) and "allow" (true or false)'
+            )
+        try:
+            await database_sync_to_async(services.approval_decide)(
+                session_id=self.session_id, owner_id=self.user_id, call_id=call_id, allow=allow
+            )
+        except (ApprovalNotFound, ApprovalClosed) as error:
+            await self._error(error.code, str(error))
+        except SessionNotFound:
+            await self._error("not_found", "the session no longer exists")
 
     async def _error(self, code: str, message: str):
         await self.send_json({"type": "error", "code": code, "message": message})

@@ -248,3 +248,49 @@ class NoticeOutbox(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}:{self.message_id} ({self.state})"
+
+
+class ToolApproval(models.Model):
+    """A tool call waiting for (or given) the person's yes or no.
+
+    `session_id` is a plain id, not a foreign key: on the jsonl backend the conversation has
+    no row, and the delete removes these rows itself on every backend. The waiting worker
+    (`worker_id`) closes its row at every ending; a pending row whose worker died is closed by
+    the repair on the session's next use.
+    """
+
+    PENDING = "pending"
+    ALLOWED = "allowed"
+    DENIED = "denied"
+    TIMED_OUT = "timed_out"
+    ABORTED = "aborted"
+    INTERRUPTED = "interrupted"
+    STATUSES = [
+        (PENDING, "pending"),
+        (ALLOWED, "allowed"),
+        (DENIED, "denied"),
+        (TIMED_OUT, "timed out"),
+        (ABORTED, "aborted"),
+        (INTERRUPTED, "interrupted"),
+    ]
+
+    session_id = models.CharField(max_length=200)
+    turn_id = models.CharField(max_length=64)
+    call_id = models.CharField(max_length=200)
+    tool = models.CharField(max_length=200)
+    arguments = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=STATUSES, default=PENDING)
+    worker_id = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField()
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # Also the index of every lookup: by session, and by session and call.
+            models.UniqueConstraint(
+                fields=["session_id", "call_id"], name="approval_unique_session_call"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.call_id} {self.status}"

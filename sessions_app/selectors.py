@@ -13,6 +13,7 @@ from html import escape
 from typing import Any
 
 from sessions_app.ids import validate_session_id
+from sessions_app.models import ToolApproval
 from sessions_app.store import (
     EntryRecord,
     Notice,
@@ -21,6 +22,7 @@ from sessions_app.store import (
     SessionNotFound,
     get_store,
 )
+from sessions_app.workers import dead_workers
 
 MAX_ENTRIES_PAGE = 1000
 SEARCH_QUERY_MAX_CHARS = 200
@@ -144,14 +146,39 @@ def session_entries(
 
 
 def session_snapshot(*, session_id: str, owner_id: int, after_seq: int = 0) -> dict[str, Any]:
-    """What a WebSocket shows on connect: the meta, the entries after `after_seq`, notices."""
+    """What a WebSocket shows on connect: the meta, the entries after `after_seq`, notices,
+    and the tool calls waiting for the person's answer (so a reloaded tab can give it)."""
     meta = session_get(session_id=session_id, owner_id=owner_id)
     store = get_store()
     return {
         "session": session_to_api(meta),
         "entries": [entry_to_api(e) for e in store.get_messages(session_id, after_seq=after_seq)],
         "notices": [notice_to_api(notice) for notice in store.get_proactive(session_id)],
+        "approvals": approvals_pending(session_id=session_id),
     }
+
+
+def approvals_pending(*, session_id: str) -> list[dict[str, Any]]:
+    """The session's tool calls waiting for the person's answer, oldest first.
+
+    A request whose worker is known to be dead is left out: nobody would act on the answer
+    (the repair closes it on the session's next use).
+    """
+    rows = (
+        ToolApproval.objects.filter(session_id=session_id, status=ToolApproval.PENDING)
+        .exclude(worker_id__in=dead_workers())
+        .order_by("created_at", "id")
+    )
+    return [
+        {
+            "turn_id": row.turn_id,
+            "call_id": row.call_id,
+            "tool": row.tool,
+            "arguments": row.arguments,
+            "created_at": row.created_at.isoformat(),
+        }
+        for row in rows
+    ]
 
 
 def session_notices(*, session_id: str, owner_id: int) -> list[dict[str, Any]]:

@@ -73,6 +73,10 @@ class BranchInput(serializers.Serializer):
     at_seq = serializers.IntegerField(required=False, min_value=0, max_value=limits.SEQ_MAX)
 
 
+class ApprovalInput(serializers.Serializer):
+    allow = serializers.BooleanField(help_text="true runs the call, false refuses it")
+
+
 class ProactiveInput(serializers.Serializer):
     message_id = serializers.CharField(max_length=limits.MESSAGE_ID_MAX_CHARS)
     content = serializers.CharField(max_length=limits.NOTICE_MAX_CHARS)
@@ -141,6 +145,11 @@ class TurnOutput(serializers.Serializer):
     status = serializers.CharField()
     error = serializers.CharField()
     entries = EntryOutput(many=True)
+
+
+class ApprovalOutput(serializers.Serializer):
+    call_id = serializers.CharField()
+    status = serializers.ChoiceField(choices=["allowed", "denied"])
 
 
 class AbortOutput(serializers.Serializer):

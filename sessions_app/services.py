@@ -36,7 +36,12 @@ from django.utils import timezone
 from sessions_app import limits, selectors
 from sessions_app.agents import model_for_session, per_parent_session_ids
 from sessions_app.ids import group_name, new_session_id, safe_filename, validate_session_id
-from sessions_app.models import LiveConnection, Session
+from sessions_app.models import LiveConnection, Session, ToolApproval
+from sessions_app.runtime.approvals import (
+    ApprovalClosed,
+    ApprovalNotFound,
+    approval_resolve,
+)
 from sessions_app.runtime.lease import SessionBusy, TurnLease, lease_acquire
 from sessions_app.runtime.providers import check_model_spec
 from sessions_app.runtime.turns import turn_abort
@@ -370,6 +375,7 @@ def _session_remove(store, *, session_id: str, owner_id: int | None) -> None:
 
 def _session_erase(store, *, session_id: str) -> None:
     LiveConnection.objects.filter(session_id=session_id).delete()
+    ToolApproval.objects.filter(session_id=session_id).delete()
     store.delete(session_id)
     if _uses_anchor_rows():
         Session.objects.filter(id=session_id).delete()
@@ -414,6 +420,37 @@ def _owner_sessions_remove(store, *, owner_id: int, doomed: list[SessionMeta]) -
         session_deleted.send(sender=Session, session_id=meta.id, owner_id=owner_id)
     for meta in doomed:
         _session_erase(store, session_id=meta.id)
+
+
+# --- tool approvals ------------------------------------------------------------------------
+
+
+def approval_decide(*, session_id: str, owner_id: int, call_id: str, allow: bool) -> str:
+    """Record the person's answer to a pending approval request; returns the new status.
+
+    Steps: check the session is the caller's (else SessionNotFound, as for a missing one);
+    switch the row from `pending` to `allowed` or `denied` in one conditional UPDATE, so of
+    two answers from two tabs or workers exactly one counts (ApprovalNotFound for an unknown
+    call, ApprovalClosed when the request was answered or ended already); after commit, wake
+    the waiting turn if it runs in this process. A turn in another process reads the row in
+    its lease keeper's next poll.
+    """
+    validate_session_id(session_id)
+    meta = get_store().get_meta(session_id)
+    if meta is None or meta.owner_id != owner_id:
+        raise SessionNotFound(session_id)
+    status = ToolApproval.ALLOWED if allow else ToolApproval.DENIED
+    rows = ToolApproval.objects.filter(session_id=session_id, call_id=call_id)
+    with transaction.atomic():
+        if not rows.filter(status=ToolApproval.PENDING).update(
+            status=status, decided_at=timezone.now()
+        ):
+            if rows.exists():
+                raise ApprovalClosed("this request was already answered or has ended")
+            raise ApprovalNotFound(f"no approval request for call {call_id!r} in this session")
+        approval_id = rows.values_list("id", flat=True).get()
+        transaction.on_commit(lambda: approval_resolve(approval_id, status))
+    return status
 
 
 # --- live connections ---------------------------------------------------------------------

@@ -7,7 +7,7 @@ throw any history at them.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sessions_app.store.base import EntryRecord, NewEntry
@@ -50,12 +50,14 @@ def repair_entries(
     result_text: str = CRASH_RESULT_TEXT,
     turn_error: str = CRASH_TURN_ERROR,
     status: str = "interrupted",
+    result_texts: Mapping[str, str] | None = None,
 ) -> list[NewEntry]:
     """Entries that close a trailing unfinished turn; empty when the history is already closed.
 
     Steps: an error result for every call of the last assistant message still waiting for one
-    (in call order, so results stay contiguous), then `turn_end` with `status` (a crash or a
-    cut branch: `interrupted`; the turn loop passes how its own turn ended).
+    (in call order, so results stay contiguous; `result_texts` gives some calls, by id, a
+    text of their own), then `turn_end` with `status` (a crash or a cut branch:
+    `interrupted`; the turn loop passes how its own turn ended).
     Applying the result and calling again returns nothing: repair is idempotent.
     """
     turn_id = open_turn_id(entries)
@@ -68,7 +70,7 @@ def repair_entries(
             role="tool",
             tool_call_id=call["id"],
             name=call["name"],
-            content=result_text,
+            content=(result_texts or {}).get(call["id"], result_text),
             is_error=True,
             turn_id=turn_id or "",
         )

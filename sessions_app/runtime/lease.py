@@ -13,6 +13,8 @@ drops it when the holding process dies.
 Abort from another process: the requester marks the lease (db: the holder gets a trailing
 "!"; jsonl: a `<id>.turn.abort` file) and the holder's watcher, polling every
 WATCH_INTERVAL_SEC, sees it. This works with any channel layer, including none shared.
+The same poll looks for decisions on the tool approvals this process waits on
+(runtime.approvals), which may be written by any worker.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from sessions_app.ids import validate_session_id
+from sessions_app.runtime.approvals import approval_decisions_poll
 from sessions_app.store import SessionNotFound, get_store
 from sessions_app.workers import current_worker_id, heartbeat_start, worker_is_dead, worker_of
 
@@ -178,6 +181,11 @@ class _LeaseKeeper:
                     kind.poll_all(items)
                 except (DatabaseError, OSError):
                     logger.exception("lease watch failed once")
+            # Every approval waits inside a watched turn, so this loop runs while any does.
+            try:
+                approval_decisions_poll()
+            except DatabaseError:
+                logger.exception("approval watch failed once")
             time.sleep(WATCH_INTERVAL_SEC)
 
 

@@ -75,6 +75,9 @@ class ToolContext:
     # Wraps a tool's writes outside the conversation (memory rows): inside it, the session
     # is still the one the turn started on and cannot be deleted.
     fenced: Callable[[], AbstractContextManager] = nullcontext
+    # Asks the person about a call of a `needs_approval` tool and waits (holding no thread):
+    # `await approve(call, arguments)` is None when allowed, else the call's error text.
+    approve: Callable[[dict, dict], Awaitable[str | None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,8 @@ class Tool:
     parameters: dict
     run: Callable[[ToolContext, dict], str] | None = None
     arun: Callable[[ToolContext, dict], Awaitable[str]] | None = None
+    # The call runs only after the person allows it (runtime.approvals).
+    needs_approval: bool = False
 
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
@@ -178,6 +183,17 @@ def _recall(context: ToolContext, arguments: dict) -> str:
     return json.dumps(memory, ensure_ascii=False) if memory else "working memory is empty"
 
 
+def _forget(context: ToolContext, arguments: dict) -> str:
+    from memory_app.services import working_memory_forget
+
+    key = str(arguments.get("key", "")).strip()
+    if not key:
+        raise ValueError("forget needs a key")
+    with context.fenced():
+        forgotten = working_memory_forget(session_id=context.session_id, key=key)
+    return f"forgot {key}" if forgotten else f"nothing is remembered under {key!r}"
+
+
 async def _delegate(context: ToolContext, arguments: dict) -> str:
     # Imported here: delegation runs a whole turn, and the turn loop imports this module.
     from sessions_app.runtime.delegation import delegation_run
@@ -234,6 +250,13 @@ TOOLS: dict[str, Tool] = {
             "Read a fact (or, without a key, everything) from working memory.",
             {"type": "object", "properties": {"key": {"type": "string"}}},
             _recall,
+        ),
+        Tool(
+            "forget",
+            "Delete a fact from working memory. The person is asked first.",
+            {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
+            _forget,
+            needs_approval=True,
         ),
         Tool(
             DELEGATE,
@@ -392,6 +415,12 @@ async def tool_run(*, call: dict, context: ToolContext, tools: dict[str, Tool]) 
         return error, True
     if context.abort.is_set():
         return ABORTED_RESULT_TEXT, True
+    if tool.needs_approval:
+        if context.approve is None:
+            return f"{tool.name} needs the person's approval, and nobody can be asked here", True
+        refusal = await context.approve(call, arguments)
+        if refusal is not None:
+            return refusal, True
     try:
         if tool.arun is not None:
             return await tool.arun(context, arguments), False

@@ -25,6 +25,7 @@ from django.db import transaction
 
 from sessions_app.agents import agent_get, agent_tools, model_for_session
 from sessions_app.ids import group_name, validate_session_id
+from sessions_app.runtime.approvals import ApprovalGate, approvals_interrupted
 from sessions_app.runtime.executors import in_pool, run_for_sync_caller
 from sessions_app.runtime.history import (
     CRASH_RESULT_TEXT,
@@ -163,6 +164,7 @@ def _close_turn(
     status: str,
     error: str,
     unanswered_text: str,
+    unanswered_texts: dict[str, str] | None = None,
 ) -> list[EntryRecord]:
     """Answer every call still waiting with an error result, then store the turn_end.
 
@@ -170,7 +172,13 @@ def _close_turn(
     rolls the turn_end back (the turn is then closed by repair on next use).
     """
     # The same closing as a crash repair, with this turn's own status and texts.
-    closing = repair_entries(history, result_text=unanswered_text, turn_error=error, status=status)
+    closing = repair_entries(
+        history,
+        result_text=unanswered_text,
+        turn_error=error,
+        status=status,
+        result_texts=unanswered_texts,
+    )
     with transaction.atomic():
         records = get_store().append(session_id, closing, incarnation=incarnation)
         turn_finished.send(
@@ -196,17 +204,21 @@ def _repair(meta: SessionMeta, owner_id: int | None) -> list[EntryRecord]:
         return get_store().append(meta.id, repairs, incarnation=meta.incarnation)
     start = max(i for i, entry in enumerate(history) if entry.kind == "turn_start")
     logger.warning("repairing interrupted turn %s of session %s", turn_id, meta.id)
-    return _close_turn(
-        session_id=meta.id,
-        incarnation=meta.incarnation,
-        owner_id=owner_id,
-        turn_id=turn_id,
-        history=history,
-        turn_entries=history[start:],
-        status="interrupted",
-        error=CRASH_TURN_ERROR,
-        unanswered_text=CRASH_RESULT_TEXT,
-    )
+    # One transaction: the approval rows close together with the results that report them.
+    with transaction.atomic():
+        return _close_turn(
+            session_id=meta.id,
+            incarnation=meta.incarnation,
+            owner_id=owner_id,
+            turn_id=turn_id,
+            history=history,
+            turn_entries=history[start:],
+            status="interrupted",
+            error=CRASH_TURN_ERROR,
+            unanswered_text=CRASH_RESULT_TEXT,
+            # A call that waited for the person's approval never ran: its result says so.
+            unanswered_texts=approvals_interrupted(session_id=meta.id),
+        )
 
 
 def session_repair(*, session_id: str) -> list[EntryRecord]:
@@ -367,6 +379,13 @@ async def _loop(session_id, owner_id, text, provider, abort, pump) -> TurnResult
         session_id=session_id,
         abort=abort,
         fenced=partial(store.fenced, session_id, incarnation),
+        approve=ApprovalGate(
+            session_id=session_id,
+            turn_id=turn_id,
+            abort=abort,
+            announce=pump.put,
+            fenced=partial(store.fenced, session_id, incarnation),
+        ),
     )
 
     status = "max_turns"

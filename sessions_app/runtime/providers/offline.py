@@ -28,6 +28,7 @@ ARITHMETIC = re.compile(
     r"[(\s]*-?\d+(?:\.\d+)?[)\s]*(?:(?:\*\*|[-+*/%^×÷])[(\s]*-?\d+(?:\.\d+)?[)\s]*)+"
 )
 REMEMBER = re.compile(r"remember that my ([\w][\w ]*?) is ([^.!?]+?)(?=\s+and\s+|[.!?]|$)")
+FORGET = re.compile(r"forget my ([\w][\w ]*?)(?=\s+and\s+|[.!?,]|$)")
 RECALL = re.compile(r"what(?:'s| is) my ([\w][\w ]*?)(?=\s+and\s+|[.!?,]|$)")
 CLOCK = re.compile(r"\b(?:what time|the time|time is it|clock|what day|today's date|the date)\b")
 WAIT = re.compile(r"\b(?:wait|sleep)(?:\s+for)?\s+(\d+(?:\.\d+)?)\s*(?:s\b|secs?\b|seconds?\b)?")
@@ -64,9 +65,9 @@ _UNIT_NAMES = {"m": "minutes", "h": "hours", "d": "days", "s": "seconds"}
 
 CAPABILITIES = (
     'I am the offline model: I can calculate ("what is 2+3"), tell the time, wait '
-    '("wait 2 seconds"), remember things ("remember that my color is blue"), set '
-    'reminders ("remind me in 10 minutes to stretch"), and hand a task to a sub-agent '
-    '("ask researcher to compute 6*7").'
+    '("wait 2 seconds"), remember things ("remember that my color is blue") and forget '
+    'them once you allow it ("forget my color"), set reminders ("remind me in 10 minutes '
+    'to stretch"), and hand a task to a sub-agent ("ask researcher to compute 6*7").'
 )
 
 
@@ -117,6 +118,8 @@ def _intents(
         key = match.group(1).strip()
         value = text[match.start(2) : match.end(2)].strip()
         add(match, "remember", {"key": key, "value": value})
+    for match in FORGET.finditer(lowered):
+        add(match, "forget", {"key": match.group(1).strip()})
     for match in RECALL.finditer(lowered):
         add(match, "recall", {"key": match.group(1).strip()})
     for match in WAIT.finditer(lowered):
@@ -162,6 +165,10 @@ def _sentence_for(name: str, arguments: dict, result: str, is_error: bool) -> st
         return f"I {result}."
     if name == "remember":
         return f"Noted: your {arguments.get('key')} is {arguments.get('value')}."
+    if name == "forget":
+        if result.startswith("forgot "):
+            return f"I forgot your {arguments.get('key')}."
+        return f"I had nothing under your {arguments.get('key')}."
     if name == "delegate":
         return f"{arguments.get('agent', 'The sub-agent')} says: {result}"
     if name == "recall":

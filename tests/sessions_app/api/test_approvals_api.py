@@ -1,0 +1,61 @@
+"""POST /api/sessions/{id}/approvals/{call_id}/: the owner answers a waiting tool call."""
+
+import threading
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from sessions_app.runtime.turns import turn_run
+from sessions_app.store import get_store
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def client_of(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+def test_the_owner_answers_once_and_every_other_answer_has_a_code(backend):
+    make = get_user_model().objects.create_user
+    alice, bob = make(username="alice", password="pw-a"), make(username="bob", password="pw-b")
+    api, bob_api = client_of(alice), client_of(bob)
+    get_store().create("appr-api", owner_id=alice.id)
+    asked = threading.Event()
+    requests, outcome = [], {}
+
+    def on_event(event):
+        if event["type"] == "approval_request":
+            requests.append(event)
+            asked.set()
+
+    turn = threading.Thread(
+        target=lambda: outcome.update(
+            result=turn_run(
+                session_id="appr-api", text="forget my color", owner_id=alice.id, on_event=on_event
+            )
+        )
+    )
+    turn.start()
+    assert asked.wait(10)
+    url = f"/api/sessions/appr-api/approvals/{requests[0]['call_id']}/"
+
+    assert bob_api.post(url, {"allow": True}, format="json").json()["code"] == "not_found"
+    missing = api.post("/api/sessions/appr-api/approvals/call_nope/", {"allow": True}, format="json")
+    assert (missing.status_code, missing.json()["code"]) == (404, "not_found")
+    bad = api.post(url, {"allow": "perhaps"}, format="json")
+    assert (bad.status_code, bad.json()["code"]) == (400, "invalid")
+
+    answered = api.post(url, {"allow": False}, format="json")
+    assert answered.status_code == 200
+    assert answered.json() == {"call_id": requests[0]["call_id"], "status": "denied"}
+    again = api.post(url, {"allow": True}, format="json")
+    assert (again.status_code, again.json()["code"]) == (409, "approval_closed")
+
+    turn.join(10)
+    result = outcome["result"]
+    tool = next(e for e in result.entries if e.role == "tool")
+    assert tool.is_error and tool.content.startswith("denied")

@@ -44,7 +44,9 @@ def test_the_owner_answers_once_and_every_other_answer_has_a_code(backend):
     url = f"/api/sessions/appr-api/approvals/{requests[0]['call_id']}/"
 
     assert bob_api.post(url, {"allow": True}, format="json").json()["code"] == "not_found"
-    missing = api.post("/api/sessions/appr-api/approvals/call_nope/", {"allow": True}, format="json")
+    missing = api.post(
+        "/api/sessions/appr-api/approvals/call_nope/", {"allow": True}, format="json"
+    )
     assert (missing.status_code, missing.json()["code"]) == (404, "not_found")
     bad = api.post(url, {"allow": "perhaps"}, format="json")
     assert (bad.status_code, bad.json()["code"]) == (400, "invalid")

@@ -4,6 +4,7 @@ import threading
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connections
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -32,13 +33,15 @@ def test_the_owner_answers_once_and_every_other_answer_has_a_code(backend):
             requests.append(event)
             asked.set()
 
-    turn = threading.Thread(
-        target=lambda: outcome.update(
-            result=turn_run(
+    def run():
+        try:
+            outcome["result"] = turn_run(
                 session_id="appr-api", text="forget my color", owner_id=alice.id, on_event=on_event
             )
-        )
-    )
+        finally:
+            connections.close_all()  # the thread's own connection, or the test DB stays in use
+
+    turn = threading.Thread(target=run)
     turn.start()
     assert asked.wait(10)
     url = f"/api/sessions/appr-api/approvals/{requests[0]['call_id']}/"

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connections
 
 from memory_app.services import working_memory_recall, working_memory_remember
 from sessions_app import selectors, services
@@ -57,9 +58,12 @@ class TurnInThread:
             self.asked.set()
 
     def _run(self, session_id, owner_id, text):
-        self.result = turn_run(
-            session_id=session_id, text=text, owner_id=owner_id, on_event=self._on_event
-        )
+        try:
+            self.result = turn_run(
+                session_id=session_id, text=text, owner_id=owner_id, on_event=self._on_event
+            )
+        finally:
+            connections.close_all()  # the thread's own connection, or the test DB stays in use
 
     def request(self) -> dict:
         assert self.asked.wait(WAIT), "no approval_request"

@@ -4,6 +4,7 @@ waits leaves a call that the next turn closes with a result saying so."""
 
 import asyncio
 import json
+import os
 import uuid
 
 import pytest
@@ -21,6 +22,8 @@ from tests.multiprocess.test_live_connections import receive, ws_connect
 from tests.multiprocess.test_worker_safety import http
 
 pytestmark = [requires_postgres, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 @pytest.fixture
@@ -91,6 +94,31 @@ def test_a_request_on_one_worker_is_answered_from_the_other(alice, token):
 
         asyncio.run(scenario())
     assert working_memory_recall(session_id=session_id) == {}
+
+
+def test_with_redis_a_tab_on_the_other_worker_is_asked_and_answers(alice, token):
+    session_id = f"mp-{uuid.uuid4().hex[:8]}"
+    with daphne(REDIS_URL=REDIS_URL) as worker_a, daphne(REDIS_URL=REDIS_URL) as worker_b:
+
+        async def scenario():
+            async with (
+                ws_connect(worker_a, session_id, token) as tab_a,
+                ws_connect(worker_b, session_id, token) as tab_b,
+            ):
+                await receive(tab_a)
+                await receive(tab_b)
+                await tab_a.send(json.dumps({"type": "prompt", "text": "forget my color"}))
+                request = (await until_type(tab_b, "approval_request"))[-1]
+                await tab_b.send(
+                    json.dumps({"type": "approval", "call_id": request["call_id"], "allow": False})
+                )
+                for tab in (tab_a, tab_b):
+                    seen = await until_type(tab, "agent_end")
+                    ending = next(e for e in seen if e["type"] == "approval_end")
+                    assert ending["status"] == "denied"
+                    assert tool_results(seen) == [(DENIED_TEXT, True)]
+
+        asyncio.run(scenario())
 
 
 def test_a_worker_killed_while_a_call_waits_leaves_a_result_saying_so(alice, token):

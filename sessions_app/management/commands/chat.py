@@ -133,6 +133,12 @@ class Command(BaseCommand):
             if entry.role == "tool":
                 marker = "✗" if entry.is_error else "←"
                 self.stdout.write(f"  {marker} {entry.name}: {entry.content}")
+        elif kind == "approval_request":
+            # The turn waits for the person; this prompt cannot answer while the turn runs.
+            self.stdout.write(
+                f"  ? {event['tool']} waits for approval (call {event['call_id']}): answer in "
+                "the web chat or with POST /api/sessions/<id>/approvals/<call>/; Ctrl-C stops"
+            )
 
 
 def _compact(arguments: str) -> str:

@@ -40,3 +40,22 @@ def test_chat_command_holds_a_conversation_from_piped_input():
         "what did I say",
     ]
     assert_history_valid("test-chat")
+
+
+def test_chat_command_says_where_a_waiting_call_can_be_answered():
+    completed = subprocess.run(
+        [sys.executable, "manage.py", "chat", "test-chat-approval"],
+        input="forget my color\n/quit\n",
+        cwd=REPO,
+        env=child_env(JARVIS_MODEL="offline", APPROVAL_TIMEOUT_SEC="0.2"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "? forget waits for approval" in completed.stdout
+    assert "✗ forget: not run: no answer to the approval request came within 0.2 seconds" in (
+        completed.stdout
+    )
+    assert_history_valid("test-chat-approval")

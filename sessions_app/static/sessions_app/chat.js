@@ -162,6 +162,58 @@ function renderToolResult(entry) {
   details.appendChild(el("pre", "result", entry.content));
 }
 
+// --- approvals: a tool that asks first (docs/api.md) -------------------------------------
+
+const APPROVAL_ENDINGS = {
+  denied: "denied",
+  timed_out: "no answer in time",
+  aborted: "stopped",
+};
+
+// Allow / Deny on the waiting call. Sent on the socket; the answer's outcome comes back as
+// `approval_end` (to every tab), which takes the buttons away.
+function showApproval(request) {
+  const details = state.callElements.get(request.call_id);
+  if (!details || details.querySelector(".approval")) return;
+  details.open = true;
+  details.classList.add("waiting");
+  details.querySelector(".tool-state").textContent = "waiting for your approval";
+  const box = el("div", "approval");
+  box.setAttribute("role", "group");
+  box.setAttribute("aria-label", "Approval for " + request.tool);
+  box.appendChild(el("span", "approval-question", "Allow " + request.tool + " to run?"));
+  for (const [label, allow] of [
+    ["Allow", true],
+    ["Deny", false],
+  ]) {
+    const button = el("button", "approval-" + label.toLowerCase(), label);
+    button.type = "button";
+    button.setAttribute("aria-label", label + " " + request.tool);
+    button.addEventListener("click", () => {
+      if (send({ type: "approval", call_id: request.call_id, allow })) {
+        for (const each of box.querySelectorAll("button")) each.disabled = true;
+      }
+    });
+    box.appendChild(button);
+  }
+  details.appendChild(box);
+  announce("Jarvis asks to run " + request.tool + ": allow or deny.");
+}
+
+function endApproval(event) {
+  const details = state.callElements.get(event.call_id);
+  if (!details) return;
+  const box = details.querySelector(".approval");
+  if (box) box.remove();
+  details.classList.remove("waiting");
+  const ending = APPROVAL_ENDINGS[event.status];
+  if (ending && !details.classList.contains("finished")) {
+    details.querySelector(".tool-state").textContent = ending;
+  } else if (event.status === "allowed") {
+    details.querySelector(".tool-state").textContent = "running…";
+  }
+}
+
 // --- messages ----------------------------------------------------------------------------
 
 function assistantShell() {
@@ -607,6 +659,12 @@ function onSessionSnapshot(event) {
   const wasAtBottom = atBottom();
   for (const entry of event.entries) renderEntry(entry);
   for (const notice of event.notices || []) renderNotice(notice);
+  // A tab opened or reloaded while a call waits can still answer it; its turn is running.
+  for (const request of event.approvals || []) showApproval(request);
+  if ((event.approvals || []).length) {
+    state.turnRunning = true;
+    setBusy(true);
+  }
   // Opening or resuming a conversation shows its latest turn, as a chat app does.
   if (wasAtBottom || event.entries.length) log.scrollTop = log.scrollHeight;
   if (state.seen.size === 0 && !state.pendingPrompt) showEmptyState();
@@ -645,6 +703,12 @@ function handleEvent(event) {
       if (event.last_seq) resyncUpTo(event.last_seq);
       refreshCost();
       refreshSessions();
+      break;
+    case "approval_request":
+      showApproval(event);
+      break;
+    case "approval_end":
+      endApproval(event);
       break;
     case "proactive":
       renderNotice(event.notice);

@@ -242,6 +242,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             )
         except (ApprovalNotFound, ApprovalClosed) as error:
             await self._error(error.code, str(error))
+        except limits.InputInvalid as error:
+            await self._error("invalid", str(error))
         except SessionNotFound:
             await self._error("not_found", "the session no longer exists")
 

@@ -425,6 +425,9 @@ def _owner_sessions_remove(store, *, owner_id: int, doomed: list[SessionMeta]) -
 # --- tool approvals ------------------------------------------------------------------------
 
 
+CALL_ID_MAX_CHARS = ToolApproval._meta.get_field("call_id").max_length
+
+
 def approval_decide(*, session_id: str, owner_id: int, call_id: str, allow: bool) -> str:
     """Record the person's answer to a pending approval request; returns the new status.
 
@@ -433,9 +436,10 @@ def approval_decide(*, session_id: str, owner_id: int, call_id: str, allow: bool
     two answers from two tabs or workers exactly one counts (ApprovalNotFound for an unknown
     call, ApprovalClosed when the request was answered or ended already); after commit, wake
     the waiting turn if it runs in this process. A turn in another process reads the row in
-    its lease keeper's next poll.
+    its lease keeper's next poll. A call id with NUL or over CALL_ID_MAX_CHARS: InputInvalid.
     """
     validate_session_id(session_id)
+    limits.text_check(call_id, name="the call id", max_chars=CALL_ID_MAX_CHARS, min_chars=1)
     meta = get_store().get_meta(session_id)
     if meta is None or meta.owner_id != owner_id:
         raise SessionNotFound(session_id)

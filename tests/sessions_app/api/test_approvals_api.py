@@ -53,6 +53,9 @@ def test_the_owner_answers_once_and_every_other_answer_has_a_code(backend):
     assert (missing.status_code, missing.json()["code"]) == (404, "not_found")
     bad = api.post(url, {"allow": "perhaps"}, format="json")
     assert (bad.status_code, bad.json()["code"]) == (400, "invalid")
+    for call_id in ("call%00x", "c" * 201):
+        bad = api.post(f"/api/sessions/appr-api/approvals/{call_id}/", {"allow": True})
+        assert (bad.status_code, bad.json()["code"]) == (400, "invalid"), call_id
 
     answered = api.post(url, {"allow": False}, format="json")
     assert answered.status_code == 200

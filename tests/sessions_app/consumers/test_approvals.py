@@ -62,6 +62,8 @@ async def test_a_malformed_approval_frame_is_a_bad_request(backend, alice_token)
     ):
         await ws.send_json_to(frame)
         assert (await ws.receive_json_from(timeout=10))["code"] == "bad_request"
+    await ws.send_json_to({"type": "approval", "call_id": "c\x00", "allow": True})
+    assert (await ws.receive_json_from(timeout=10))["code"] == "invalid"
     await ws.send_json_to({"type": "ping"})
     assert (await ws.receive_json_from(timeout=10))["type"] == "pong"
     await ws.disconnect()

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0004_schedules_and_outbox'),
+        ('sessions_app', '0005_search_index'),
     ]
 
     operations = [

@@ -7,6 +7,10 @@ import { api, errorText, loginUrl, sessionPath } from "./api.js";
 import { $, el, icon, iconButton } from "./dom.js";
 import { setupDrawer } from "./drawer.js";
 import { renderMarkdownInto } from "./markdown.js";
+import { setupModelPicker, showModel } from "./model_picker.js";
+import { markNoticesSeen, unseenNotices } from "./notice_badges.js";
+import { refreshReminders } from "./reminders.js";
+import { setupSearch } from "./search.js";
 
 const log = $("log");
 const promptBox = $("prompt");
@@ -31,6 +35,8 @@ const state = {
   attempts: 0,
   reconnectTimer: null,
   closingOnPurpose: false,
+  sessions: [], // the card's last listing, sub-agents' sessions included
+  jumpToSeq: null, // an entry to scroll to once the history is shown (a search hit)
 };
 
 // --- notices, announcements, scrolling ---------------------------------------------------
@@ -64,6 +70,21 @@ log.addEventListener("scroll", () => {
 new ResizeObserver(() => {
   if (followLatest) log.scrollTop = log.scrollHeight;
 }).observe(log);
+
+// Scrolls to the entry with this seq and highlights it for a moment (a search hit).
+function jumpTo(seq) {
+  const target = log.querySelector('[data-seq="' + Number(seq) + '"]');
+  if (!target) {
+    showNotice("Entry #" + seq + " is not in this conversation any more.", "info");
+    return;
+  }
+  followLatest = false;
+  target.scrollIntoView({ block: "center" });
+  target.classList.add("found");
+  target.setAttribute("tabindex", "-1");
+  target.focus({ preventScroll: true });
+  target.addEventListener("animationend", () => target.classList.remove("found"), { once: true });
+}
 
 function append(node) {
   const stick = atBottom();
@@ -140,6 +161,47 @@ function toolCallElement(call) {
   details.appendChild(el("div", "label", "Arguments"));
   details.appendChild(el("pre", "arguments", prettyArguments(call.arguments)));
   return details;
+}
+
+// --- delegate calls: a link to the sub-agent's session -----------------------------------
+
+function delegatedAgent(call) {
+  try {
+    return JSON.parse(call.arguments).agent || null;
+  } catch (error) {
+    return null;
+  }
+}
+
+// The sub-agent's session is the one of that agent this conversation spawned (one per
+// conversation: agent_<name>__<id>), or the agent's own per-user session (agent_<name>:<user>).
+// A per-task session is gone when the call returns: no link then.
+function subAgentSession(agent) {
+  const mine = state.sessions.filter((session) => session.agent === agent);
+  return (
+    mine.find((session) => session.spawned_by === state.sessionId) ||
+    mine.find((session) => session.id.startsWith("agent_" + agent + ":")) ||
+    null
+  );
+}
+
+// Shown under the call, not inside it, so it is there without opening the call's details.
+function delegateLink(call) {
+  const agent = delegatedAgent(call);
+  if (!agent) return null;
+  const link = el("a", "delegate-link");
+  link.dataset.agent = agent;
+  link.appendChild(icon("agent"));
+  link.appendChild(el("span", "", "Open " + agent + "'s session"));
+  return link;
+}
+
+function linkDelegates(root = log) {
+  for (const link of root.querySelectorAll(".delegate-link")) {
+    const session = subAgentSession(link.dataset.agent);
+    link.hidden = !session;
+    if (session) link.href = "/?session=" + encodeURIComponent(session.id);
+  }
 }
 
 function renderToolResult(entry) {
@@ -258,7 +320,10 @@ function renderAssistantMessage(entry, { live }) {
     const details = toolCallElement(call);
     bubble.appendChild(details);
     state.callElements.set(call.id, details);
+    const link = call.name === "delegate" ? delegateLink(call) : null;
+    if (link) bubble.appendChild(link);
   }
+  linkDelegates(bubble);
   if (!streamed) append(bubble);
   if (live && entry.content) announce("Jarvis answered: " + text.textContent);
   // A tool step is followed by more work: keep showing that Jarvis is busy.
@@ -329,6 +394,7 @@ function renderEntry(entry, { live = false } = {}) {
   } else if (entry.kind === "model_change") {
     const data = entry.data || {};
     append(el("div", "system-note", "Model changed to " + (data.to || "?")));
+    if (data.to) showModel(data.to);
   } else {
     append(el("div", "system-note", entry.kind + " #" + entry.seq));
   }
@@ -337,6 +403,7 @@ function renderEntry(entry, { live = false } = {}) {
 function renderNotice(notice) {
   if (state.seen.has("notice:" + notice.message_id)) return;
   state.seen.add("notice:" + notice.message_id);
+  markNoticesSeen(state.sessionId, [notice]);
   const bubble = el("article", "msg assistant proactive");
   bubble.setAttribute("aria-label", "Notice from Jarvis");
   const who = el("div", "who");
@@ -665,8 +732,14 @@ function onSessionSnapshot(event) {
     state.turnRunning = true;
     setBusy(true);
   }
-  // Opening or resuming a conversation shows its latest turn, as a chat app does.
-  if (wasAtBottom || event.entries.length) log.scrollTop = log.scrollHeight;
+  // Opening or resuming a conversation shows its latest turn, as a chat app does; a search hit
+  // opens it at the entry found instead.
+  if (state.jumpToSeq !== null) {
+    jumpTo(state.jumpToSeq);
+    state.jumpToSeq = null;
+  } else if (wasAtBottom || event.entries.length) {
+    log.scrollTop = log.scrollHeight;
+  }
   if (state.seen.size === 0 && !state.pendingPrompt) showEmptyState();
   refreshCost();
   if (state.pendingPrompt) {
@@ -703,6 +776,7 @@ function handleEvent(event) {
       if (event.last_seq) resyncUpTo(event.last_seq);
       refreshCost();
       refreshSessions();
+      refreshReminders();
       break;
     case "approval_request":
       showApproval(event);
@@ -712,6 +786,7 @@ function handleEvent(event) {
       break;
     case "proactive":
       renderNotice(event.notice);
+      refreshReminders();
       break;
     case "command_result":
       renderCommandResult(event);
@@ -749,6 +824,7 @@ function showSessionMeta(session) {
   $("export-md").href = base + "md";
   $("export-json").href = base + "json";
   document.title = (session.title || session.id) + " · Jarvis";
+  showModel(session.model);
 }
 
 function relativeTime(iso) {
@@ -759,14 +835,17 @@ function relativeTime(iso) {
   return new Date(iso).toLocaleDateString();
 }
 
-function sessionItem(session) {
+function sessionItem(session, unseen) {
   const current = session.id === state.sessionId;
   const item = el("li", "session-item" + (current ? " current" : ""));
   item.dataset.sessionId = session.id;
   const link = el("a", "session-link");
   link.href = "/?session=" + encodeURIComponent(session.id);
   if (current) link.setAttribute("aria-current", "page");
-  link.appendChild(el("span", "session-name", session.title || session.id));
+  const name = el("span", "session-name");
+  if (session.spawned_by) name.appendChild(icon("agent"));
+  name.appendChild(el("span", "", session.title || session.id));
+  link.appendChild(name);
   link.appendChild(el("span", "session-meta", session.last_seq + " entries · " + relativeTime(session.updated_at)));
   if (session.parent_id) {
     const parent = el("span", "parent");
@@ -774,6 +853,7 @@ function sessionItem(session) {
     parent.appendChild(el("span", "", "from " + session.parent_id));
     link.appendChild(parent);
   }
+  if (unseen && !current) link.appendChild(noticeBadge(unseen));
   item.appendChild(link);
   const remove = el("button", "icon-button delete-session");
   remove.type = "button";
@@ -785,19 +865,60 @@ function sessionItem(session) {
   return item;
 }
 
+function noticeBadge(count) {
+  const badge = el("span", "notice-badge");
+  badge.appendChild(icon("bell"));
+  badge.appendChild(el("span", "visually-hidden", count === 1 ? "1 new notice" : count + " new notices"));
+  badge.appendChild(el("span", "notice-count", String(count)));
+  badge.lastChild.setAttribute("aria-hidden", "true");
+  return badge;
+}
+
+// Sub-agents' sessions are listed under the conversation that spawned them; one whose
+// conversation is gone (or not listed) stands on its own.
+function sessionTree(sessions, unseen) {
+  const listed = new Set(sessions.map((session) => session.id));
+  const children = new Map();
+  for (const session of sessions) {
+    if (!session.spawned_by || !listed.has(session.spawned_by)) continue;
+    if (!children.has(session.spawned_by)) children.set(session.spawned_by, []);
+    children.get(session.spawned_by).push(session);
+  }
+  const itemWithChildren = (session) => {
+    const item = sessionItem(session, unseen.get(session.id));
+    const nested = children.get(session.id);
+    if (nested) {
+      const list = el("ul", "subagents");
+      list.setAttribute("aria-label", "Sub-agents of " + (session.title || session.id));
+      for (const child of nested) list.appendChild(itemWithChildren(child));
+      item.appendChild(list);
+    }
+    return item;
+  };
+  return sessions
+    .filter((session) => !session.spawned_by || !listed.has(session.spawned_by))
+    .map(itemWithChildren);
+}
+
 async function refreshSessions() {
-  const result = await api("GET", "/api/sessions/");
+  const result = await api("GET", "/api/sessions/?include_subagents=true");
   const list = $("session-list");
   if (!result.ok) {
     $("sessions-status").textContent = "Could not load sessions: " + errorText(result);
     return;
   }
+  state.sessions = result.data;
+  linkDelegates();
+  const current = result.data.find((session) => session.id === state.sessionId);
+  if (current) showSessionMeta(current);
+  const unseen = await unseenNotices(
+    result.data
+      .filter((session) => session.id !== state.sessionId && !session.spawned_by)
+      .map((session) => session.id),
+  );
   $("sessions-status").textContent = result.data.length ? "" : "No sessions yet.";
   list.textContent = "";
-  for (const session of result.data) {
-    if (session.id === state.sessionId) showSessionMeta(session);
-    list.appendChild(sessionItem(session));
-  }
+  for (const item of sessionTree(result.data, unseen)) list.appendChild(item);
 }
 
 async function deleteFromList(sessionId, item) {
@@ -833,6 +954,7 @@ function switchSession(sessionId, { prompt = null } = {}) {
   setBusy(false);
   showNotice("");
   state.sessionId = sessionId;
+  state.jumpToSeq = null;
   state.pendingPrompt = prompt;
   history.pushState(null, "", "/?session=" + encodeURIComponent(sessionId));
   $("session-id").textContent = sessionId;
@@ -935,6 +1057,8 @@ async function start() {
     return;
   }
   state.sessionId = sessionId;
+  const seq = Number(new URLSearchParams(location.search).get("seq"));
+  if (seq > 0) state.jumpToSeq = seq;
   const url = new URL(location.href);
   url.searchParams.delete("deleted");
   url.searchParams.set("session", sessionId);
@@ -942,6 +1066,7 @@ async function start() {
   $("session-id").textContent = sessionId;
   connect();
   refreshSessions();
+  refreshReminders();
 }
 
 const drawer = setupDrawer({
@@ -967,7 +1092,12 @@ abortButton.addEventListener("click", () => send({ type: "abort" }));
 $("branch").addEventListener("click", branchCurrent);
 $("delete").addEventListener("click", deleteCurrent);
 $("new-session").addEventListener("click", newSession);
-window.addEventListener("focus", refreshSessions);
+window.addEventListener("focus", () => {
+  refreshSessions();
+  refreshReminders();
+});
+setupModelPicker({ sessionId: () => state.sessionId, onError: (text) => showNotice(text, "error") });
+setupSearch();
 // Back and forward between sessions this page switched to: open the one in the URL.
 window.addEventListener("popstate", () => window.location.reload());
 // Keeps idle proxies from dropping the socket; the server answers pong.

@@ -73,7 +73,9 @@ def test_the_model_picker_shows_and_switches_the_sessions_model(browser, offline
     page.select_option("#model-select", "other")
     page.fill("#model-name", "openai:gpt-4o-mini")
     page.keyboard.press("Enter")
-    expect(page.locator(".system-note", has_text="Model changed to openai:gpt-4o-mini")).to_be_visible()
+    expect(
+        page.locator(".system-note", has_text="Model changed to openai:gpt-4o-mini")
+    ).to_be_visible()
     expect(picker).to_have_value("openai:gpt-4o-mini")
     assert in_thread(lambda: get_store().get_meta(session_id).model) == "openai:gpt-4o-mini"
 

@@ -15,6 +15,8 @@ let current = "";
 
 // The select holds the fixed choices plus, when the session uses one, that typed-in model.
 export function showModel(model) {
+  // A refresh of the same model leaves a name being typed alone.
+  if (!other.hidden && (model || "") === current) return;
   current = model || "";
   const fixed = ["", "offline", "other"];
   for (const option of [...select.options]) {
@@ -35,10 +37,14 @@ export function showModel(model) {
 
 export function setupModelPicker({ sessionId, onError }) {
   async function choose(model) {
-    if (model === current) return showModel(current);
+    if (model === current) {
+      other.hidden = true;
+      return showModel(current);
+    }
     select.disabled = true;
     const result = await api("PATCH", sessionPath(sessionId()), { model });
     select.disabled = false;
+    other.hidden = true;
     if (!result.ok) {
       onError("Model not changed: " + errorText(result));
       showModel(current);
@@ -60,6 +66,7 @@ export function setupModelPicker({ sessionId, onError }) {
   nameBox.addEventListener("keydown", (event) => {
     if (event.key === "Escape") {
       event.stopPropagation();
+      other.hidden = true;
       showModel(current);
       select.focus();
     }

@@ -249,8 +249,15 @@ def test_icons_are_drawn_not_font_glyphs(browser, model, model_server):
 def axe_audit(page) -> list[str]:
     """Serious and critical violations of axe-core's WCAG 2 A/AA rules and best practices."""
     page.add_script_tag(path=str(AXE))
+    # Colours change with a short transition after a theme switch or a focus move: audit the
+    # settled page, not a frame in between (wait for every finite animation to finish).
     violations = page.evaluate(
-        """async () => (await axe.run(document, {resultTypes: ["violations"]})).violations"""
+        """async () => {
+            const finite = document.getAnimations().filter(
+                a => a.effect && a.effect.getComputedTiming().endTime !== Infinity);
+            await Promise.all(finite.map(a => a.finished.catch(() => null)));
+            return (await axe.run(document, {resultTypes: ["violations"]})).violations;
+        }"""
     )
     return [
         f"{v['id']} ({v['impact']}): {v['help']} — "

@@ -1,5 +1,7 @@
 """Model providers: `offline` (default, no network), `openai:<model>`, `anthropic:<model>`."""
 
+from functools import lru_cache
+
 from django.conf import settings
 
 from sessions_app.runtime.providers.base import ModelReply, Provider, ProviderError, ToolSpec
@@ -28,8 +30,23 @@ def check_model_spec(spec: object) -> str:
 
 
 def provider_for(spec: str | None = None) -> Provider:
-    """The provider named by `spec` (default: settings.JARVIS_MODEL)."""
+    """The provider named by `spec` (default: settings.JARVIS_MODEL).
+
+    One provider per model and credentials in a process: an SDK client costs tens of
+    milliseconds to build (its TLS context loads the certificate bundle), which a turn per
+    client paid in full — at hundreds of turns at once, seconds of a worker's time.
+    """
     spec = spec or settings.JARVIS_MODEL
+    kind, _, model = spec.partition(":")
+    if kind == "openai" and model:
+        return _provider(spec, settings.OPENAI_API_KEY, settings.OPENAI_BASE_URL or None)
+    if kind == "anthropic" and model:
+        return _provider(spec, settings.ANTHROPIC_API_KEY, settings.ANTHROPIC_BASE_URL or None)
+    return _provider(spec, "", None)
+
+
+@lru_cache(maxsize=64)
+def _provider(spec: str, api_key: str, base_url: str | None) -> Provider:
     if spec == "offline":
         from sessions_app.runtime.providers.offline import OfflineProvider
 
@@ -38,17 +55,9 @@ def provider_for(spec: str | None = None) -> Provider:
     if kind == "openai" and model:
         from sessions_app.runtime.providers.openai import OpenAIProvider
 
-        return OpenAIProvider(
-            model,
-            api_key=settings.OPENAI_API_KEY,
-            base_url=settings.OPENAI_BASE_URL or None,
-        )
+        return OpenAIProvider(model, api_key=api_key, base_url=base_url)
     if kind == "anthropic" and model:
         from sessions_app.runtime.providers.anthropic import AnthropicProvider
 
-        return AnthropicProvider(
-            model,
-            api_key=settings.ANTHROPIC_API_KEY,
-            base_url=settings.ANTHROPIC_BASE_URL or None,
-        )
+        return AnthropicProvider(model, api_key=api_key, base_url=base_url)
     raise ValueError(f"unknown model {spec!r}: use offline, openai:<model> or anthropic:<model>")

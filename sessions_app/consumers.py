@@ -20,6 +20,7 @@ from django.db import connections
 
 from sessions_app import commands, delivery, limits, selectors, services
 from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
+from sessions_app.notice_watch import notices_unwatch, notices_watch
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.turns import (
     SessionBusy,
@@ -40,7 +41,6 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_EXPIRED = 4408
 # `?agent=` names another agent than the existing session's (the API's 409 agent_mismatch).
 CLOSE_AGENT_MISMATCH = 4409
-NOTICE_POLL_SEC = 0.5
 
 
 def _run_in_turn_thread(function, **kwargs):
@@ -60,12 +60,12 @@ def _run_in_turn_thread(function, **kwargs):
 class SessionConsumer(AsyncJsonWebsocketConsumer):
     session_id: str | None = None
     registered = False
+    watching_notices = False
 
     # --- lifecycle ------------------------------------------------------------------
     async def connect(self):
         self.tasks: set[asyncio.Task] = set()
         self.heartbeat: asyncio.Task | None = None
-        self.notice_poll: asyncio.Task | None = None
         self.notices_sent: set[str] = set()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -115,7 +115,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "session", **snapshot})
         self.heartbeat = asyncio.create_task(self._heartbeat_loop())
         if isinstance(self.channel_layer, InMemoryChannelLayer):
-            self.notice_poll = asyncio.create_task(self._notice_poll_loop(snapshot["notices"]))
+            # Notices stored by another process cannot come through a layer of this process.
+            self.notices_sent.update(notice["message_id"] for notice in snapshot["notices"])
+            notices_watch(self)
+            self.watching_notices = True
 
     async def _refuse(self, code: int):
         # Accept first: a close before the handshake completes reaches the client as a bare
@@ -126,8 +129,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code):
         if self.heartbeat is not None:
             self.heartbeat.cancel()
-        if self.notice_poll is not None:
-            self.notice_poll.cancel()
+        if self.watching_notices:
+            notices_unwatch(self)
         if self.session_id is None:
             return
         await self.channel_layer.group_discard(self.group, self.channel_name)
@@ -258,7 +261,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(event)
 
     async def _send_notice(self, notice: dict):
-        # A notice can arrive twice (the group and the poll below): each tab shows it once.
+        # A notice can arrive twice (the group and the notice watcher): each tab shows it once.
         if notice["message_id"] in self.notices_sent:
             return
         self.notices_sent.add(notice["message_id"])
@@ -269,21 +272,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 session_id=self.session_id, message_id=notice["message_id"]
             )
 
-    async def _notice_poll_loop(self, known: list[dict]):
-        """Without REDIS_URL the channel layer lives in one process, and notices made by the
-        task worker (another process) cannot reach this socket through it; so each socket
-        looks for new notices of its session every NOTICE_POLL_SEC instead."""
-        self.notices_sent.update(notice["message_id"] for notice in known)
-        while True:
-            await asyncio.sleep(NOTICE_POLL_SEC)
-            try:
-                notices = await database_sync_to_async(selectors.session_notices)(
-                    session_id=self.session_id, owner_id=self.user_id
-                )
-            except SessionNotFound:
-                return  # deleted: the heartbeat closes this socket
-            for notice in notices:
-                await self._send_notice(notice)
+    async def notice_found(self, notice: dict):
+        await self._send_notice(notice)
 
     async def turn_abort(self, message):
         # turn_abort also announces itself to the group. The running turn learns of it

@@ -186,6 +186,16 @@ def session_notices(*, session_id: str, owner_id: int) -> list[dict[str, Any]]:
     return [notice_to_api(notice) for notice in get_store().get_proactive(session_id)]
 
 
+def notices_of_sockets(*, sessions: dict[str, int]) -> dict[str, list[dict[str, Any]]]:
+    """The notices of the sessions that sockets of this process show (id -> the socket's
+    user), in the API's shape; a session that another user now holds shows nothing."""
+    found = get_store().get_proactive_owned(sessions)
+    return {
+        session_id: [notice_to_api(notice) for notice in notices]
+        for session_id, notices in found.items()
+    }
+
+
 def session_context(*, session_id: str, owner_id: int, fmt: str) -> dict[str, Any]:
     """The projection a model would receive next, checked by the provider's validator.
 

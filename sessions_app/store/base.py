@@ -7,6 +7,7 @@ only `get_store()` knows which backend is in use.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -229,6 +230,11 @@ class SessionStore(Protocol):
     ) -> tuple[Notice, bool]: ...
 
     def get_proactive(self, session_id: str) -> list[Notice]: ...
+
+    def get_proactive_owned(self, sessions: Mapping[str, int]) -> dict[str, list[Notice]]:
+        """The notices of every session in `sessions` (id -> owner id) that still belongs to
+        that owner, in one read; sessions without notices are left out."""
+        ...
 
     def mark_proactive_delivered(
         self, session_id: str, message_id: str, delivered_at: datetime

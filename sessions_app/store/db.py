@@ -504,6 +504,20 @@ class DbSessionStore:
         validate_session_id(session_id)
         return [_notice(row) for row in ProactiveNotice.objects.filter(session_id=session_id)]
 
+    def get_proactive_owned(self, sessions):
+        found: dict[str, list[Notice]] = {}
+        ids = list(sessions)
+        # Chunked: SQLite limits the variables of one statement.
+        for start in range(0, len(ids), NOTICE_IDS_PER_QUERY):
+            rows = ProactiveNotice.objects.filter(
+                session_id__in=ids[start : start + NOTICE_IDS_PER_QUERY]
+            ).values_list(*_NOTICE_FIELDS, "session__owner_id")
+            for *fields, owner_id in rows:
+                notice = Notice(*fields)
+                if sessions[notice.session_id] == owner_id:
+                    found.setdefault(notice.session_id, []).append(notice)
+        return found
+
     def mark_proactive_delivered(self, session_id, message_id, delivered_at):
         validate_session_id(session_id)
         notices = ProactiveNotice.objects.filter(session_id=session_id, message_id=message_id)
@@ -548,6 +562,11 @@ def _meta_from_fields(fields: dict) -> SessionMeta:
     meta = _new_object(SessionMeta)
     _set_attribute(meta, "__dict__", fields)
     return meta
+
+
+NOTICE_IDS_PER_QUERY = 500
+# Notice's fields, in its order, as ProactiveNotice columns.
+_NOTICE_FIELDS = ("session_id", "message_id", "content", "created_at", "delivered_at")
 
 
 def _notice(row: ProactiveNotice) -> Notice:

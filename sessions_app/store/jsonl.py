@@ -583,6 +583,18 @@ class JsonlSessionStore:
             )
         return list(notices.values())
 
+    def get_proactive_owned(self, sessions):
+        found: dict[str, list[Notice]] = {}
+        for session_id, owner_id in sessions.items():
+            if not self._path(session_id, ".proactive.jsonl").exists():
+                continue  # most sessions never get a notice: no meta file read for them
+            meta = self._read_meta(session_id)
+            if meta is not None and meta.owner_id == owner_id:
+                notices = self.get_proactive(session_id)
+                if notices:
+                    found[session_id] = notices
+        return found
+
     def mark_proactive_delivered(self, session_id, message_id, delivered_at):
         # The notices file is append-only like the entries: a delivery is one more line, so
         # a crash mid-write can only tear that line, never a notice.

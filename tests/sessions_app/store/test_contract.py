@@ -298,6 +298,23 @@ def test_a_notice_keeps_the_time_of_its_first_delivery(store, make_store):
     assert store.mark_proactive_delivered("ghost", "m1", first) is None
 
 
+def test_notices_of_many_sessions_come_only_for_their_owner(store, django_user_model):
+    alice = django_user_model.objects.create_user("alice-notices")
+    bob = django_user_model.objects.create_user("bob-notices")
+    store.create("a1", owner_id=alice.id)
+    store.create("a2", owner_id=alice.id)
+    store.create("b1", owner_id=bob.id)
+    store.append_proactive("a1", "m1", "for alice")
+    store.append_proactive("b1", "m2", "for bob")
+    found = store.get_proactive_owned({"a1": alice.id, "a2": alice.id, "b1": alice.id})
+    # a2 has no notice; b1 is bob's, whoever asks for it as alice gets nothing.
+    assert {sid: [n.content for n in notices] for sid, notices in found.items()} == {
+        "a1": ["for alice"]
+    }
+    assert store.get_proactive_owned({"b1": bob.id, "ghost": bob.id})["b1"][0].message_id == "m2"
+    assert store.get_proactive_owned({}) == {}
+
+
 # --- restart and concurrency ------------------------------------------------------------
 
 

@@ -27,6 +27,9 @@ from django.urls import re_path  # noqa: E402
 from jarvis_site.routing import websocket_urlpatterns  # noqa: E402
 from sessions_app.consumers import UnknownPathConsumer  # noqa: E402
 from sessions_app.origins import OriginCheck  # noqa: E402
+from sessions_app.runtime.providers import providers_preload  # noqa: E402
+
+providers_preload()
 
 application = ProtocolTypeRouter(
     {

@@ -165,7 +165,7 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "BACKEND": "jarvis_site.layers.PacedInMemoryChannelLayer",
             "CONFIG": {"capacity": CHANNEL_CAPACITY},
         }
     }

@@ -170,6 +170,7 @@ class FakeLLMServer:
         self.refusals: list[dict] = []
         # For each reply with a latency: seconds its last word left after its deadline.
         self.lateness: list[float] = []
+        self.unauthenticated = 0  # requests refused for carrying no API key
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -186,7 +187,13 @@ class FakeLLMServer:
                     return  # the client went away before sending its whole request
                 body = json.loads(raw)
                 path = self.path.split("?")[0]
-                if path.endswith("/chat/completions"):
+                # Like the real APIs: a request without a key gets a 401, never an answer.
+                # (Anthropic takes `x-api-key` or a bearer token; its SDK sends either.)
+                bearer = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+                if not (bearer or self.headers.get("x-api-key")):
+                    server.unauthenticated += 1
+                    self._json(401, {"error": {"message": "missing API key"}})
+                elif path.endswith("/chat/completions"):
                     server._openai(self, body)
                 elif path.endswith("/v1/messages"):
                     server._anthropic(self, body)

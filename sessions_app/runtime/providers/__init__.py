@@ -13,6 +13,7 @@ __all__ = [
     "ToolSpec",
     "check_model_spec",
     "provider_for",
+    "providers_preload",
 ]
 
 MODEL_SPEC_HELP = "offline, openai:<model> or anthropic:<model>"
@@ -43,6 +44,15 @@ def provider_for(spec: str | None = None) -> Provider:
     if kind == "anthropic" and model:
         return _provider(spec, settings.ANTHROPIC_API_KEY, settings.ANTHROPIC_BASE_URL or None)
     return _provider(spec, "", None)
+
+
+def providers_preload() -> None:
+    """Build the default model's provider now, in a server that is starting.
+
+    Importing an SDK costs about a second of CPU. Left to the first turn, it runs on the
+    worker's event loop while every other socket of the process waits.
+    """
+    provider_for()
 
 
 @lru_cache(maxsize=64)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from sessions_app.runtime.history import project_openai, validate_openai
 from sessions_app.runtime.providers.base import (
@@ -101,7 +102,22 @@ class OpenAIProvider(SdkProvider):
         return request
 
     def _open_stream(self, client, request: dict):
-        return client.chat.completions.create(**request)
+        # `chat.completions.create` first walks the whole body against the SDK's typed
+        # request (every message, every tool schema): a fifth of a loaded worker's event loop.
+        # The body here is complete and validated already (project_openai, validate_openai),
+        # so it goes through `post`, the SDK's call for a ready body, with what `create`
+        # passes besides: the same path, auth, response and stream types.
+        stream_class = (
+            openai.AsyncStream if isinstance(client, openai.AsyncOpenAI) else openai.Stream
+        )
+        return client.post(
+            "/chat/completions",
+            body=request,
+            options={"security": {"bearer_auth": True}},
+            cast_to=ChatCompletion,
+            stream=True,
+            stream_cls=stream_class[ChatCompletionChunk],
+        )
 
     def _answer(self, on_delta: Callable[[str], None]) -> _Reply:
         return _Reply(self.model, on_delta)

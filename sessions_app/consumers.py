@@ -254,6 +254,15 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "error", "code": code, "message": message})
 
     # --- channel layer -> client ----------------------------------------------------
+    async def dispatch(self, message):
+        # Channels closes stale database connections before every handler, with a hop to
+        # the database thread. Turn events reach every socket of a session many times a
+        # second and need no database here (a notice's delivery goes through
+        # database_sync_to_async, which closes stale connections itself).
+        if message["type"] == "session.event":
+            return await self.session_event(message)
+        return await super().dispatch(message)
+
     async def session_event(self, message):
         event = message["event"]
         if event.get("type") == "proactive":

@@ -165,7 +165,7 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "jarvis_site.layers.PacedInMemoryChannelLayer",
+            "BACKEND": "jarvis_site.layers.InProcessChannelLayer",
             "CONFIG": {"capacity": CHANNEL_CAPACITY},
         }
     }

@@ -192,9 +192,11 @@ def _close_turn(
     return records
 
 
-def _repair(meta: SessionMeta, owner_id: int | None) -> list[EntryRecord]:
-    """Close a turn left open by a dead process; the caller holds the lease."""
-    history = get_store().get_messages(meta.id)
+def _repair(
+    meta: SessionMeta, owner_id: int | None, history: list[EntryRecord]
+) -> list[EntryRecord]:
+    """Close a turn left open by a dead process in `history` (the session's whole history);
+    the caller holds the lease. Returns the entries added."""
     turn_id = open_turn_id(history)
     if turn_id is None:
         # Legacy history without turn markers: only results can be missing, no turn to close.
@@ -232,13 +234,19 @@ def session_repair(*, session_id: str) -> list[EntryRecord]:
     lease = lease_acquire(session_id=session_id, wait_sec=settings.BUSY_GRACE_SEC)
     try:
         meta = _meta(session_id)  # as of now, under the lease
-        return _repair(meta, meta.owner_id)
+        return _repair(meta, meta.owner_id, get_store().get_messages(session_id))
     finally:
         lease.release()
 
 
 def _begin(
-    *, session_id: str, owner_id: int | None, turn_id: str, text: str, start_data: dict
+    *,
+    session_id: str,
+    agent: str,
+    owner_id: int | None,
+    turn_id: str,
+    text: str,
+    start_data: dict,
 ) -> tuple[SessionMeta, int | None, list[EntryRecord], list[EntryRecord]]:
     """The turn's first store work, in one pool call: read the session under the lease,
     repair what a dead process left open, store turn_start and the user's message, and name
@@ -251,8 +259,10 @@ def _begin(
         owner_id = meta.owner_id
     elif meta.owner_id != owner_id:
         raise SessionNotFound(session_id)
-    _repair(meta, owner_id)
+    if meta.agent != agent:
+        raise SessionNotFound(session_id)  # re-created for another agent: not the one asked
     history = store.get_messages(session_id)
+    history.extend(_repair(meta, owner_id, history))
     turn_entries = store.append(
         session_id,
         [
@@ -328,7 +338,7 @@ async def turn_run_async(
         pump = _EventPump(on_event)
         try:
             lease.watch(on_abort=abort.set)
-            return await _loop(session_id, owner_id, text, provider, abort, pump)
+            return await _loop(meta, owner_id, text, provider, abort, pump)
         finally:
             with _running_lock:
                 if _running.get(session_id) is abort:
@@ -337,9 +347,9 @@ async def turn_run_async(
             await in_pool("store", lease.release)
 
 
-async def _loop(session_id, owner_id, text, provider, abort, pump) -> TurnResult:
+async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
+    session_id = meta.id
     turn_id = f"turn_{uuid.uuid4().hex}"
-    meta = await in_pool("store", _meta, session_id)
     agent = agent_get(meta.agent)
     system_prompt = agent.system_prompt
     tools = agent_tools(agent)
@@ -349,6 +359,7 @@ async def _loop(session_id, owner_id, text, provider, abort, pump) -> TurnResult
         "store",
         _begin,
         session_id=session_id,
+        agent=agent.name,
         owner_id=owner_id,
         turn_id=turn_id,
         text=text,

@@ -211,9 +211,10 @@ class DbSessionStore:
         return self.get_meta(session_id)
 
     def get_meta(self, session_id):
+        # Read several times by every turn: the same plain SQL as the list.
         validate_session_id(session_id)
-        row = Session.objects.filter(id=session_id).values_list(*META_FIELDS).first()
-        return None if row is None else SessionMeta(*row)
+        found = self._metas(" WHERE id = %s", [session_id])
+        return found[0] if found else None
 
     def list(self, owner_id=None, agent=None, include_tests=True, include_subagents=True):
         """Sessions newest activity first, as SessionMeta; reads only session rows.
@@ -243,6 +244,9 @@ class DbSessionStore:
                 conditions.append("substr(id, 1, %s) <> %s")
                 params.extend((len(prefix), prefix))
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        return self._metas(where, params)
+
+    def _metas(self, where: str, params: list) -> list[SessionMeta]:
         postgresql = connection.vendor == "postgresql"
         stamps = (
             "created_at, updated_at"

@@ -52,8 +52,10 @@ INSTALLED_APPS = [
     "channels",
     "django_tasks",
     "django_tasks_db",
-    "sessions_app",
+    # Before sessions_app: its ready() registers the working-memory tools, which
+    # sessions_app's ready() expects to find when it checks JARVIS_AGENTS_FILE.
     "memory_app",
+    "sessions_app",
 ]
 
 MIDDLEWARE = [

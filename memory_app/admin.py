@@ -1,4 +1,10 @@
-"""Admin for memory: read what the agent learned, judge the procedures it drafted."""
+"""Admin for memory: read what the agent learned, judge the procedures it drafted.
+
+Read-only for everyone, superusers included: memory rows are written by memory_app's
+services alone (DESIGN §9), and an edit here would bypass what they keep consistent (an
+episode and its thought log, a fact's source, a procedure's decision time). The only writes
+are the procedure actions, which call those services.
+"""
 
 from django.contrib import admin, messages
 
@@ -11,21 +17,19 @@ from memory_app.models import (
     WorkingMemory,
 )
 from memory_app.services import procedure_approve, procedure_reject
+from sessions_app.admin import ReadOnlyAdminMixin
 
 
-class ThoughtLogInline(admin.TabularInline):
+class ThoughtLogInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = ThoughtLog
     extra = 0
     can_delete = False
     fields = ("position", "seq", "kind", "tool_name", "text", "is_error")
     readonly_fields = fields
 
-    def has_add_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(Episode)
-class EpisodeAdmin(admin.ModelAdmin):
+class EpisodeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
         "session_id",
         "turn_id",
@@ -43,7 +47,7 @@ class EpisodeAdmin(admin.ModelAdmin):
 
 
 @admin.register(ThoughtLog)
-class ThoughtLogAdmin(admin.ModelAdmin):
+class ThoughtLogAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("session_id", "turn_id", "position", "kind", "tool_name", "is_error")
     list_filter = ("kind", "is_error")
     search_fields = ("session_id", "turn_id", "text")
@@ -51,20 +55,20 @@ class ThoughtLogAdmin(admin.ModelAdmin):
 
 
 @admin.register(WorkingMemory)
-class WorkingMemoryAdmin(admin.ModelAdmin):
+class WorkingMemoryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("session_id", "key", "value", "updated_at")
     search_fields = ("session_id", "key", "value")
 
 
 @admin.register(ProfileFact)
-class ProfileFactAdmin(admin.ModelAdmin):
+class ProfileFactAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("owner", "key", "text", "confidence", "source_session_id", "updated_at")
     search_fields = ("key", "text", "owner__username")
     raw_id_fields = ("owner",)
 
 
 @admin.register(Procedure)
-class ProcedureAdmin(admin.ModelAdmin):
+class ProcedureAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("title", "owner", "task_kind", "status", "created_at", "decided_at")
     list_filter = ("status", "task_kind")
     search_fields = ("title", "owner__username")
@@ -86,6 +90,6 @@ class ProcedureAdmin(admin.ModelAdmin):
 
 
 @admin.register(CompactionSummary)
-class CompactionSummaryAdmin(admin.ModelAdmin):
+class CompactionSummaryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("session_id", "entry_seq", "first_kept_seq", "tokens_before", "created_at")
     search_fields = ("session_id", "summary")

@@ -8,8 +8,22 @@ class MemoryAppConfig(AppConfig):
 
     def ready(self):
         from memory_app import receivers
+        from memory_app.tools import WORKING_MEMORY_TOOLS
         from sessions_app import signals
+        from sessions_app.runtime.tools import tool_register
+
+        for tool in WORKING_MEMORY_TOOLS:
+            tool_register(tool)
 
         signals.turn_finished.connect(receivers.on_turn_finished, dispatch_uid="memory_turn")
         signals.session_ended.connect(receivers.on_session_ended, dispatch_uid="memory_ended")
         signals.session_deleted.connect(receivers.on_session_deleted, dispatch_uid="memory_deleted")
+        signals.session_compacted.connect(
+            receivers.on_session_compacted, dispatch_uid="memory_compacted"
+        )
+        signals.working_memory_count_requested.connect(
+            receivers.on_working_memory_count_requested, dispatch_uid="memory_stm_count"
+        )
+        signals.working_memory_clear_requested.connect(
+            receivers.on_working_memory_clear_requested, dispatch_uid="memory_stm_clear"
+        )

@@ -1,10 +1,9 @@
-"""One-shot questions to the configured model, for consolidation and compaction.
+"""Consolidation's question to the configured model: which facts did the user state?
 
-With JARVIS_MODEL=offline nothing is asked and callers use their deterministic extractors.
-With a real model the question goes through the runtime's provider interface, the same one a
-turn uses. A failed or unparseable answer is never fatal: memory falls back to the offline
-extractor, because losing a consolidation to a flaky model would lose what the user said.
-These calls belong to no session, so they do not appear in any session's cost.
+The question goes through the runtime's one-shot helper (sessions_app.runtime.providers.
+oneshot). With JARVIS_MODEL=offline nothing is asked; a failed or unparseable answer is never
+fatal: consolidation falls back to the offline extractor, because losing a consolidation to a
+flaky model would lose what the user said.
 """
 
 from __future__ import annotations
@@ -12,13 +11,11 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 
 from django.conf import settings
-from django.utils import timezone
 
 from memory_app.extraction import FactCandidate, normalize_key
-from sessions_app.store.base import EntryRecord
+from sessions_app.runtime.providers.oneshot import model_ask, model_configured
 
 logger = logging.getLogger(__name__)
 
@@ -30,48 +27,7 @@ user messages. Answer with JSON only:
 likes:tea>", "text": "<one sentence about 'The user'>", "confidence": <0..1>}]}
 Questions and requests are not facts. If there are none, answer {"facts": []}."""
 
-SUMMARY_INSTRUCTIONS = """\
-You compress the earlier part of a conversation between a user and the assistant Jarvis so
-that Jarvis can continue it without the original messages. Keep names, numbers, decisions,
-facts about the user and open questions; drop small talk. Answer with the summary only, as
-short bullet points, at most 300 words."""
-
 _JSON_OBJECT = re.compile(r"\{.*\}", re.S)
-
-
-def model_configured() -> bool:
-    return settings.JARVIS_MODEL != "offline"
-
-
-def model_ask(*, instructions: str, text: str) -> str:
-    """The model's answer to one user message under `instructions` (no tools)."""
-    from sessions_app.runtime.providers import provider_for
-
-    provider = provider_for()
-    question = EntryRecord(
-        session_id="memory",
-        seq=1,
-        kind="message",
-        role="user",
-        content=text,
-        tool_calls=None,
-        tool_call_id="",
-        name="",
-        is_error=False,
-        model="",
-        usage=None,
-        turn_id="",
-        data=None,
-        created_at=timezone.now(),
-    )
-    reply = provider.complete(
-        entries=[question],
-        system_prompt=instructions,
-        tools=[],
-        on_delta=lambda _piece: None,
-        abort=threading.Event(),
-    )
-    return reply.text
 
 
 def model_extract_facts(requests: dict[int, str]) -> dict[int, list[FactCandidate]] | None:
@@ -104,20 +60,3 @@ def model_extract_facts(requests: dict[int, str]) -> dict[int, list[FactCandidat
             exc_info=True,
         )
         return None
-
-
-def model_summarize(*, transcript: str, previous: str | None) -> str | None:
-    """A summary of the transcript by the model; None when offline or the model failed."""
-    if not model_configured():
-        return None
-    text = transcript if not previous else f"Summary so far:\n{previous}\n\nThen:\n{transcript}"
-    try:
-        summary = model_ask(instructions=SUMMARY_INSTRUCTIONS, text=text).strip()
-    except Exception:  # noqa: BLE001 - any model failure falls back to the extractive summary
-        logger.warning(
-            "summary by %s failed; using the extractive summary",
-            settings.JARVIS_MODEL,
-            exc_info=True,
-        )
-        return None
-    return summary or None

@@ -1,9 +1,12 @@
 """Handlers of sessions_app's signals: one call into a service each (STYLE: signals)."""
 
 from memory_app.services import (
+    compaction_summary_record,
     episode_record_for_turn,
     memory_consolidate_enqueue,
     memory_purge_for_session,
+    working_memory_clear,
+    working_memory_counts,
 )
 
 
@@ -21,3 +24,25 @@ def on_session_deleted(sender, *, session_id, owner_id=None, **kwargs):
     # Directly, not on commit: the purge is part of the delete's transaction, so a purge that
     # fails keeps the session too.
     memory_purge_for_session(session_id=session_id)
+
+
+def on_session_compacted(
+    sender, *, session_id, entry_seq, summary, first_kept_seq, tokens_before, **kwargs
+):
+    # Directly, not on commit: on the db backend the summary commits with its entry or not at
+    # all.
+    compaction_summary_record(
+        session_id=session_id,
+        entry_seq=entry_seq,
+        summary=summary,
+        first_kept_seq=first_kept_seq,
+        tokens_before=tokens_before,
+    )
+
+
+def on_working_memory_count_requested(sender, *, session_ids, **kwargs) -> dict[str, int]:
+    return working_memory_counts(session_ids=session_ids)
+
+
+def on_working_memory_clear_requested(sender, *, session_id, **kwargs) -> int:
+    return working_memory_clear(session_id=session_id)

@@ -1,7 +1,7 @@
 """Every write of memory_app (DESIGN §9).
 
-Receivers, tasks, admin actions and management commands call these; nothing else writes
-memory rows.
+Receivers, the agent's working-memory tools, tasks, admin actions and management commands
+call these; nothing else writes memory rows.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ and the next run removes only what is left. A user cleans only their own session
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -21,12 +22,12 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from memory_app.services import working_memory_clear, working_memory_counts
 from sessions_app import services
 from sessions_app.agents import is_per_agent_session
 from sessions_app.ids import is_test_session
 from sessions_app.models import LiveConnection
 from sessions_app.runtime.lease import SessionBusy
+from sessions_app.signals import working_memory_clear_requested, working_memory_count_requested
 from sessions_app.store import SessionMeta, SessionNotFound, get_store
 
 CATEGORIES = ("agents", "tests", "stm", "connections")
@@ -77,7 +78,7 @@ def cleanup_plan(*, owner_id: int | None, now: datetime | None = None) -> Cleanu
     return CleanupPlan(
         agents=agents,
         tests=[meta for meta in metas if is_test_session(meta.id)],
-        stm=working_memory_counts(session_ids=sorted(known)),
+        stm=_working_memory_counts(sorted(known)),
         connections=_stale_connections(owner_id).count(),
     )
 
@@ -106,7 +107,7 @@ def cleanup_run(
     if category == "stm":
         total = len(plan.stm)
         for index, session_id in enumerate(sorted(plan.stm), start=1):
-            keys = working_memory_clear(session_id=session_id)
+            keys = _working_memory_clear(session_id)
             report.removed.append(session_id)
             on_progress(f"[{index}/{total}] {session_id}: forgot {keys} working-memory key(s)")
         return report
@@ -131,6 +132,22 @@ def cleanup_run(
         else:
             on_progress(f"{step}: already gone")
     return report
+
+
+def _working_memory_counts(session_ids: list[str]) -> dict[str, int]:
+    """Working-memory keys per session, as the apps that keep working memory count them."""
+    counts: Counter[str] = Counter()
+    for _receiver, answer in working_memory_count_requested.send(
+        sender=__name__, session_ids=session_ids
+    ):
+        counts.update(answer)
+    return dict(counts)
+
+
+def _working_memory_clear(session_id: str) -> int:
+    """Forget the session's working memory; how many keys went."""
+    answers = working_memory_clear_requested.send(sender=__name__, session_id=session_id)
+    return sum(keys for _receiver, keys in answers)
 
 
 def plan_text(plan: CleanupPlan, how: str = "/cleanup") -> str:

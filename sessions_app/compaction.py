@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
-from memory_app.llm import model_summarize
-from memory_app.services import compaction_summary_record
+from sessions_app.runtime.providers.oneshot import model_summarize
+from sessions_app.signals import session_compacted
 from sessions_app.store import EntryRecord, NewEntry, SessionNotFound, get_store
 
 REQUEST_CHARS = 200
@@ -127,10 +127,10 @@ def session_compact(*, session_id: str) -> EntryRecord:
     compaction); keep its last turn (from that turn's start, so no tool call is cut from its
     result) and summarize the turns before it, carrying the previous summary forward (by the
     configured model, or extractively when offline or the model fails); append
-    `NewEntry(kind="compaction", data={summary, first_kept_seq, tokens_before})` and keep the
-    summary as the session's long-term memory (memory_app), in one transaction on the db
-    backend. Raises ValueError("nothing to compact") when fewer than two turns are in the
-    context, SessionNotFound for an unknown session.
+    `NewEntry(kind="compaction", data={summary, first_kept_seq, tokens_before})` and send
+    `session_compacted` (memory keeps the summary as the session's long-term memory), in one
+    transaction on the db backend. Raises ValueError("nothing to compact") when fewer than
+    two turns are in the context, SessionNotFound for an unknown session.
     """
     store = get_store()
     if store.get_meta(session_id) is None:
@@ -151,27 +151,11 @@ def session_compact(*, session_id: str) -> EntryRecord:
         transcript=transcript(summarized), previous=previous_summary
     ) or extractive_summary(summarized, previous_summary)
 
+    data = {"summary": summary, "first_kept_seq": first_kept_seq, "tokens_before": tokens_before}
     with transaction.atomic():
-        # On the db backend the entry and the memory row commit together; the jsonl backend
-        # has written its line durably by the time the row is stored.
-        [record] = store.append(
-            session_id,
-            [
-                NewEntry(
-                    kind="compaction",
-                    data={
-                        "summary": summary,
-                        "first_kept_seq": first_kept_seq,
-                        "tokens_before": tokens_before,
-                    },
-                )
-            ],
-        )
-        compaction_summary_record(
-            session_id=session_id,
-            entry_seq=record.seq,
-            summary=summary,
-            first_kept_seq=first_kept_seq,
-            tokens_before=tokens_before,
-        )
+        # On the db backend the entry and what the receivers store commit together (they run
+        # here, synchronously, and a failing one rolls the entry back); the jsonl backend has
+        # written its line durably by the time they run.
+        [record] = store.append(session_id, [NewEntry(kind="compaction", data=data)])
+        session_compacted.send(sender=__name__, session_id=session_id, entry_seq=record.seq, **data)
     return record

@@ -88,13 +88,15 @@ class ProactiveInput(serializers.Serializer):
 class SessionOutput(serializers.Serializer):
     id = serializers.CharField()
     agent = serializers.CharField()
-    title = serializers.CharField()
+    title = serializers.CharField(allow_blank=True)
     parent_id = serializers.CharField(allow_null=True)
     branched_at_seq = serializers.IntegerField(allow_null=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     last_seq = serializers.IntegerField()
-    model = serializers.CharField(help_text='the model set with /model or PATCH; "" = default')
+    model = serializers.CharField(
+        allow_blank=True, help_text='the model set with /model or PATCH; "" = default'
+    )
     spawned_by = serializers.CharField(
         allow_null=True, help_text="the session whose delegate call made this sub-agent session"
     )
@@ -114,17 +116,18 @@ class ToolCallOutput(serializers.Serializer):
 
 
 class EntryOutput(serializers.Serializer):
+    # Fields an entry's kind does not use are "" or null (a turn_start has no role).
     seq = serializers.IntegerField()
     kind = serializers.CharField()
-    role = serializers.CharField()
-    content = serializers.CharField()
+    role = serializers.CharField(allow_blank=True)
+    content = serializers.CharField(allow_blank=True)
     tool_calls = ToolCallOutput(many=True, allow_null=True)
-    tool_call_id = serializers.CharField()
-    name = serializers.CharField()
+    tool_call_id = serializers.CharField(allow_blank=True)
+    name = serializers.CharField(allow_blank=True)
     is_error = serializers.BooleanField()
-    model = serializers.CharField()
+    model = serializers.CharField(allow_blank=True)
     usage = serializers.DictField(allow_null=True)
-    turn_id = serializers.CharField()
+    turn_id = serializers.CharField(allow_blank=True)
     data = serializers.DictField(allow_null=True)
     created_at = serializers.DateTimeField()
 
@@ -143,7 +146,7 @@ class ContextOutput(serializers.Serializer):
 class TurnOutput(serializers.Serializer):
     turn_id = serializers.CharField()
     status = serializers.CharField()
-    error = serializers.CharField()
+    error = serializers.CharField(allow_blank=True, help_text='"" unless the turn failed')
     entries = EntryOutput(many=True)
 
 
@@ -190,6 +193,11 @@ class NoticeOutput(serializers.Serializer):
 class ErrorOutput(serializers.Serializer):
     code = serializers.CharField()
     detail = serializers.CharField()
+    fields = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        required=False,
+        help_text="code invalid only: the messages per input field",
+    )
 
 
 # --- search -------------------------------------------------------------------------------
@@ -213,7 +221,7 @@ class SearchQuery(serializers.Serializer):
 
 class SearchHitOutput(serializers.Serializer):
     session_id = serializers.CharField()
-    title = serializers.CharField()
+    title = serializers.CharField(allow_blank=True)
     seq = serializers.IntegerField()
     role = serializers.ChoiceField(choices=["user", "assistant"])
     created_at = serializers.DateTimeField()

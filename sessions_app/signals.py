@@ -1,7 +1,8 @@
 """Signals that let memory_app follow sessions without importing sessions_app's models.
 
-Each is sent by a service, inside the transaction of the change it announces, so a receiver
-that fails rolls the change back.
+Each event is sent by a service, inside the transaction of the change it announces, so a
+receiver that fails rolls the change back. The `*_requested` signals ask the receivers for
+something instead: the caller reads their answers from `send()`'s return value.
 """
 
 from django.dispatch import Signal
@@ -15,3 +16,15 @@ turn_finished = Signal()
 
 # kwargs: session_id, owner_id. Sent when the last live connection of a session closes.
 session_ended = Signal()
+
+# kwargs: session_id, entry_seq, summary, first_kept_seq, tokens_before (the data of the
+# `compaction` entry stored at entry_seq). Sent in the transaction that stores that entry.
+session_compacted = Signal()
+
+# kwargs: session_ids. Each receiver answers {session id: working-memory keys it keeps},
+# leaving out sessions with none. Sent by cleanup to plan its `stm` category.
+working_memory_count_requested = Signal()
+
+# kwargs: session_id. Each receiver forgets that session's working memory and answers how
+# many keys went. Sent by cleanup's `stm` category, one session at a time.
+working_memory_clear_requested = Signal()

@@ -159,41 +159,6 @@ async def _wait(context: ToolContext, arguments: dict) -> str:
     return f"waited {seconds:g} second{'' if seconds == 1 else 's'}"
 
 
-def _remember(context: ToolContext, arguments: dict) -> str:
-    from memory_app.services import working_memory_remember
-
-    key = str(arguments.get("key", "")).strip()
-    value = str(arguments.get("value", "")).strip()
-    if not key:
-        raise ValueError("remember needs a key")
-    with context.fenced():
-        working_memory_remember(session_id=context.session_id, key=key, value=value)
-    return f"remembered: {key} = {value}"
-
-
-def _recall(context: ToolContext, arguments: dict) -> str:
-    from memory_app.services import working_memory_recall
-
-    key = str(arguments.get("key") or "").strip() or None
-    memory = working_memory_recall(session_id=context.session_id, key=key)
-    if key is not None:
-        if key in memory:
-            return f"{key} = {memory[key]}"
-        return f"nothing is remembered under {key!r}"
-    return json.dumps(memory, ensure_ascii=False) if memory else "working memory is empty"
-
-
-def _forget(context: ToolContext, arguments: dict) -> str:
-    from memory_app.services import working_memory_forget
-
-    key = str(arguments.get("key", "")).strip()
-    if not key:
-        raise ValueError("forget needs a key")
-    with context.fenced():
-        forgotten = working_memory_forget(session_id=context.session_id, key=key)
-    return f"forgot {key}" if forgotten else f"nothing is remembered under {key!r}"
-
-
 async def _delegate(context: ToolContext, arguments: dict) -> str:
     # Imported here: delegation runs a whole turn, and the turn loop imports this module.
     from sessions_app.runtime.delegation import delegation_run
@@ -206,6 +171,9 @@ async def _delegate(context: ToolContext, arguments: dict) -> str:
     )
 
 
+# Every tool an agent may name. The runtime's own are listed here; another app adds its
+# tools with `tool_register` in its AppConfig.ready (memory_app: remember, recall, forget), so
+# the runtime runs them without importing that app.
 TOOLS: dict[str, Tool] = {
     tool.name: tool
     for tool in [
@@ -234,29 +202,6 @@ TOOLS: dict[str, Tool] = {
                 "required": ["seconds"],
             },
             arun=_wait,
-        ),
-        Tool(
-            "remember",
-            "Store a fact about the user in this conversation's working memory.",
-            {
-                "type": "object",
-                "properties": {"key": {"type": "string"}, "value": {"type": "string"}},
-                "required": ["key", "value"],
-            },
-            _remember,
-        ),
-        Tool(
-            "recall",
-            "Read a fact (or, without a key, everything) from working memory.",
-            {"type": "object", "properties": {"key": {"type": "string"}}},
-            _recall,
-        ),
-        Tool(
-            "forget",
-            "Delete a fact from working memory. The person is asked first.",
-            {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
-            _forget,
-            needs_approval=True,
         ),
         Tool(
             DELEGATE,
@@ -382,6 +327,19 @@ _SCHEDULE_TOOLS = [
     ),
 ]
 TOOLS.update({tool.name: tool for tool in _SCHEDULE_TOOLS})
+
+
+def tool_register(tool: Tool) -> None:
+    """Make `tool` available to agents under its name (called from an AppConfig.ready).
+
+    Registering the same tool again is harmless (Django may run `ready` again when a test
+    swaps the installed apps); a different tool under a taken name is a mistake that would
+    silently change what a model's call runs, so it raises.
+    """
+    registered = TOOLS.get(tool.name)
+    if registered is not None and registered != tool:
+        raise ValueError(f"a different tool is already registered as {tool.name!r}")
+    TOOLS[tool.name] = tool
 
 
 def _prepared(call: dict, tools: dict[str, Tool]) -> tuple[Tool | None, dict, str]:

@@ -134,3 +134,21 @@ def test_the_command_compacts_and_reports(capsys):
         call_command("compact_session", "s-cmd")
     with pytest.raises(CommandError, match="no session"):
         call_command("compact_session", "s-nope")
+
+
+def test_a_compaction_whose_summary_memory_cannot_keep_is_not_stored(settings, monkeypatch):
+    settings.JARVIS_SESSION__PERSISTENCE_BACKEND = "db"
+    get_store.cache_clear()
+    three_turns("s-atomic")
+    history_before = get_store().get_messages("s-atomic")
+
+    def broken(**kwargs):
+        raise RuntimeError("the memory database is gone")
+
+    monkeypatch.setattr("memory_app.receivers.compaction_summary_record", broken)
+    with pytest.raises(RuntimeError, match="memory database is gone"):
+        session_compact(session_id="s-atomic")
+
+    # The entry and the summary commit together or not at all (db backend).
+    assert get_store().get_messages("s-atomic") == history_before
+    assert not CompactionSummary.objects.filter(session_id="s-atomic").exists()

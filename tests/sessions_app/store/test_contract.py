@@ -217,10 +217,9 @@ def test_branches_are_independent_both_ways(store):
     assert store.get_meta("br").parent_id in (None, "src")
 
 
-def test_branch_inside_an_unfinished_turn_closes_it_in_the_copy(store):
-    store.create("src")
+def a_finished_turn_with_a_call(store, session_id):
     store.append(
-        "src",
+        session_id,
         [
             NewEntry(kind="turn_start", turn_id="t1", data={"model": "offline"}),
             NewEntry(role="user", content="wait 5 seconds", turn_id="t1"),
@@ -232,18 +231,52 @@ def test_branch_inside_an_unfinished_turn_closes_it_in_the_copy(store):
             NewEntry(kind="turn_end", turn_id="t1", data={"status": "completed"}),
         ],
     )
-    store.create_branch("src", new_id="br", at_seq=3)
-    copied = store.get_messages("br")
-    assert [(entry.kind, entry.role) for entry in copied] == [
-        ("turn_start", ""),
-        ("message", "user"),
-        ("message", "assistant"),
-        ("message", "tool"),
-        ("turn_end", ""),
+
+
+def test_the_turn_tail_holds_the_turn_a_cut_falls_in(store):
+    """What the branch service repairs from: everything of the turn the cut leaves open."""
+    store.create("src")
+    a_finished_turn_with_a_call(store, "src")
+    tail = store.get_turn_tail("src", 3)
+    assert [entry.seq for entry in tail] == [1, 2, 3]
+    assert tail[-1].tool_calls[0]["id"] == "c1"
+    whole = store.get_turn_tail("src", 6)
+    assert whole[-1].kind == "turn_end"
+    assert [entry.seq for entry in whole] == list(range(whole[0].seq, 7))
+    assert store.get_turn_tail("src", 0) == []
+
+
+def test_branch_appends_the_closing_entries_after_the_copy(store):
+    store.create("src")
+    a_finished_turn_with_a_call(store, "src")
+    closing = [
+        NewEntry(role="tool", tool_call_id="c1", name="wait", content="cut", is_error=True),
+        NewEntry(kind="turn_end", turn_id="t1", data={"status": "interrupted"}),
     ]
-    assert copied[3].tool_call_id == "c1" and copied[3].is_error
-    assert copied[4].data["status"] == "interrupted"
+    branch = store.create_branch("src", new_id="br", at_seq=3, closing=closing)
+    copied = store.get_messages("br")
+    assert [(entry.seq, entry.kind, entry.role) for entry in copied] == [
+        (1, "turn_start", ""),
+        (2, "message", "user"),
+        (3, "message", "assistant"),
+        (4, "message", "tool"),
+        (5, "turn_end", ""),
+    ]
+    assert branch.branched_at_seq == 3 and branch.last_seq == 5
+    assert store.get_meta("br").last_seq == 5
+    assert store.append("br", [user("on")])[0].seq == 6
     assert len(store.get_messages("src")) == 6  # the source is untouched
+
+
+def test_branch_refuses_a_source_made_anew_since_it_was_read(store):
+    first = store.create("src")
+    store.append("src", [user("old")])
+    store.delete("src")
+    store.create("src")
+    store.append("src", [user("new")])
+    with pytest.raises(SessionNotFound):
+        store.create_branch("src", new_id="br", at_seq=1, incarnation=first.incarnation)
+    assert store.get_meta("br") is None
 
 
 def test_branch_refuses_a_taken_id_a_missing_source_and_a_bad_cut(store):

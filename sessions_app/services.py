@@ -1,9 +1,9 @@
 """Every write to sessions that the web, the API and the WebSocket make (DESIGN §6–§8).
 
-The store (sessions_app.store) holds conversations and whatever differs between backends;
-this module adds ownership, the use of the live connection registry that makes delete safe,
-exports, proactive notices and the channel-layer broadcasts that keep every open tab of a
-session in step.
+The store (sessions_app.store) holds conversations and whatever differs between backends,
+and the registry of live connections; this module adds ownership, the checks against live
+connections that make delete safe, exports, proactive notices and the channel-layer
+broadcasts that keep every open tab of a session in step.
 
 Locking rule shared by `session_delete` and `connection_open`: both take the session's lock
 (`store.locked`: one transaction holding it) before they look at live connections or at the
@@ -203,8 +203,8 @@ def session_branch(
     if not 0 <= cut <= source.last_seq:
         raise ValueError(f"at_seq must be between 0 and {source.last_seq}, not {at_seq!r}")
     store = get_store()
-    # Entries up to the cut never change within one incarnation, so the repair read here
-    # still fits the copy the store makes, which the incarnation makes sure of.
+    # Entries up to the cut never change within one incarnation: passing the incarnation
+    # read here makes the store copy exactly the entries this repair was made for.
     closing = repair_entries(
         store.get_turn_tail(session_id, cut),
         result_text=BRANCH_RESULT_TEXT,

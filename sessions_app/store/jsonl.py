@@ -21,6 +21,7 @@ What every worker must see lives in the database on this backend too: the connec
 registry (connections.py), approval requests (approvals.py), and, for each session that
 `locked` has locked, an anchor row in the `Session` table — the row that lock is held on and
 that connection rows point at. `delete` removes all three.
+
 Session ids never contain '/' and never start with '.', so no id can name a file outside
 the directory (sessions_app.ids).
 """
@@ -423,8 +424,8 @@ class JsonlSessionStore:
         return records
 
     def delete(self, session_id):
-        """Remove the session's files, then its rows (connections, approval requests, the
-        anchor); its branches stay, without a parent."""
+        """Remove the session's rows (connections, approval requests, the anchor), then its
+        files; its branches stay, without a parent."""
         validate_session_id(session_id)
         # The rows first: inside a caller's transaction a failure there rolls them back and
         # leaves the files, so nothing is half deleted.

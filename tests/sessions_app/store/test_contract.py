@@ -5,12 +5,15 @@ import json
 
 import pytest
 
+from sessions_app.models import Session
 from sessions_app.store import (
     AgentMismatch,
     InvalidSessionId,
     NewEntry,
     SessionExists,
     SessionNotFound,
+    approvals,
+    connections,
 )
 from tests.helpers import run_in_threads, run_python
 
@@ -179,6 +182,55 @@ def test_delete_removes_everything_and_missing_is_false(store):
     assert store.delete("never-existed") is False
     recreated = store.create("s1")
     assert recreated.last_seq == 0 and store.get_proactive("s1") == []
+
+
+def test_delete_removes_the_sessions_connection_rows_and_approval_requests(store):
+    store.create("s1")
+    store.create("other")
+    for session_id in ("s1", "other"):
+        with store.locked(session_id):
+            connections.register(
+                session_id=session_id, channel_name=f"tab-{session_id}", user_id=None
+            )
+        approvals.request_insert(
+            session_id=session_id, turn_id="t1", call_id="c1", tool="forget", arguments={}
+        )
+    store.delete("s1")
+    assert not connections.any_live("s1") and connections.any_live("other")
+    assert approvals.requests_pending(session_id="s1") == []
+    assert len(approvals.requests_pending(session_id="other")) == 1
+
+
+# --- the session lock and the turn lease ------------------------------------------------
+
+
+def test_a_lock_on_a_missing_session_leaves_nothing_behind(store):
+    with store.locked("ghost", agent="jarvis", owner_id=None):
+        pass
+    assert store.get_meta("ghost") is None
+    assert [meta.id for meta in store.list()] == []
+    assert not Session.objects.filter(id="ghost").exists()  # no row to lock was left either
+    store.create("s1")
+    with store.locked("s1") as locked:
+        assert locked
+    assert store.get_meta("s1") is not None
+
+
+def test_a_turn_lease_has_one_holder_and_carries_an_abort_to_it(store):
+    store.create("s1")
+    first, second = store.turn_lease("s1"), store.turn_lease("s1")
+    assert store.request_turn_abort("s1") is False  # no turn holds it
+    assert first.try_acquire() is True
+    assert second.try_acquire() is False
+    assert type(first).keep([first]) == []
+    assert store.request_turn_abort("s1") is True
+    assert type(first).keep([first]) == [first]
+    first.release()
+    assert second.try_acquire() is True
+    assert type(second).keep([second]) == []  # the mark was meant for the ended turn
+    second.release()
+    with pytest.raises(SessionNotFound):
+        store.turn_lease("ghost").try_acquire()
 
 
 # --- branch -----------------------------------------------------------------------------

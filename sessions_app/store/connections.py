@@ -57,7 +57,7 @@ def _stale(owner_id: int | None):
     return rows if owner_id is None else rows.filter(user_id=owner_id)
 
 
-def register(*, session_id: str, channel_name: str, user_id: int) -> None:
+def register(*, session_id: str, channel_name: str, user_id: int | None) -> None:
     """Record a socket of this worker on an existing session, dropping the session's rows
     that no longer count. The caller holds the session's lock (store.locked)."""
     now = timezone.now()

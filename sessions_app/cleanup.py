@@ -25,10 +25,9 @@ from django.utils import timezone
 from sessions_app import services
 from sessions_app.agents import is_per_agent_session
 from sessions_app.ids import is_test_session
-from sessions_app.models import LiveConnection
 from sessions_app.runtime.lease import SessionBusy
 from sessions_app.signals import working_memory_clear_requested, working_memory_count_requested
-from sessions_app.store import SessionMeta, SessionNotFound, get_store
+from sessions_app.store import SessionMeta, SessionNotFound, connections, get_store
 
 CATEGORIES = ("agents", "tests", "stm", "connections")
 
@@ -55,12 +54,6 @@ class CleanupReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (what, why)
 
 
-def _stale_connections(owner_id: int | None):
-    cutoff = timezone.now() - timedelta(seconds=services.LIVE_TIMEOUT_SEC)
-    rows = LiveConnection.objects.filter(heartbeat_at__lt=cutoff)
-    return rows if owner_id is None else rows.filter(user_id=owner_id)
-
-
 def cleanup_plan(*, owner_id: int | None, now: datetime | None = None) -> CleanupPlan:
     """What each category would remove for this user (None: every user). Reads only."""
     now = now or timezone.now()
@@ -79,7 +72,7 @@ def cleanup_plan(*, owner_id: int | None, now: datetime | None = None) -> Cleanu
         agents=agents,
         tests=[meta for meta in metas if is_test_session(meta.id)],
         stm=_working_memory_counts(sorted(known)),
-        connections=_stale_connections(owner_id).count(),
+        connections=connections.stale_count(owner_id=owner_id),
     )
 
 
@@ -99,8 +92,7 @@ def cleanup_run(
     plan = cleanup_plan(owner_id=owner_id)
     report = CleanupReport(category=category)
     if category == "connections":
-        stale = list(_stale_connections(owner_id).values_list("channel_name", flat=True))
-        _stale_connections(owner_id).filter(channel_name__in=stale).delete()
+        stale = connections.stale_remove(owner_id=owner_id)
         report.removed = stale
         on_progress(f"removed {len(stale)} stale connection row(s)")
         return report

@@ -13,7 +13,6 @@ from html import escape
 from typing import Any
 
 from sessions_app.ids import validate_session_id
-from sessions_app.models import ToolApproval
 from sessions_app.store import (
     EntryRecord,
     Notice,
@@ -22,7 +21,7 @@ from sessions_app.store import (
     SessionNotFound,
     get_store,
 )
-from sessions_app.workers import dead_workers
+from sessions_app.store import approvals as approval_rows
 
 MAX_ENTRIES_PAGE = 1000
 SEARCH_QUERY_MAX_CHARS = 200
@@ -159,25 +158,17 @@ def session_snapshot(*, session_id: str, owner_id: int, after_seq: int = 0) -> d
 
 
 def approvals_pending(*, session_id: str) -> list[dict[str, Any]]:
-    """The session's tool calls waiting for the person's answer, oldest first.
-
-    A request whose worker is known to be dead is left out: nobody would act on the answer
-    (the repair closes it on the session's next use).
-    """
-    rows = (
-        ToolApproval.objects.filter(session_id=session_id, status=ToolApproval.PENDING)
-        .exclude(worker_id__in=dead_workers())
-        .order_by("created_at", "id")
-    )
+    """The session's tool calls waiting for the person's answer, oldest first (requests of
+    a worker known to be dead are left out: nobody would act on the answer)."""
     return [
         {
-            "turn_id": row.turn_id,
-            "call_id": row.call_id,
-            "tool": row.tool,
-            "arguments": row.arguments,
-            "created_at": row.created_at.isoformat(),
+            "turn_id": request.turn_id,
+            "call_id": request.call_id,
+            "tool": request.tool,
+            "arguments": request.arguments,
+            "created_at": request.created_at.isoformat(),
         }
-        for row in rows
+        for request in approval_rows.requests_pending(session_id=session_id)
     ]
 
 

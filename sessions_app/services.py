@@ -1,16 +1,13 @@
 """Every write to sessions that the web, the API and the WebSocket make (DESIGN §6–§8).
 
-The store (sessions_app.store) holds conversations; this module adds ownership, the live
-connection registry that makes delete safe, exports, proactive notices and the channel-layer
+The store (sessions_app.store) holds conversations and whatever differs between backends,
+and the registry of live connections; this module adds ownership, the checks against live
+connections that make delete safe, exports, proactive notices and the channel-layer
 broadcasts that keep every open tab of a session in step.
 
-Locking rule shared by `session_delete` and `connection_open`: both lock the session's row in
-the `Session` table (select_for_update inside transaction.atomic) before they look at live
-connections or at the conversation. On the `db` backend that row is the session itself; on the
-`jsonl` backend the conversation lives in files, so a bare `Session` row is kept as the
-registry's anchor (the foreign key of `LiveConnection` needs it anyway) and is locked the same
-way. On SQLite, `select_for_update` is a no-op but every transaction is IMMEDIATE (settings),
-so the two paths serialize on the database write lock instead.
+Locking rule shared by `session_delete` and `connection_open`: both take the session's lock
+(`store.locked`: one transaction holding it) before they look at live connections or at the
+conversation, so each sees the other whole.
 """
 
 from __future__ import annotations
@@ -22,7 +19,6 @@ import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +26,12 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
-from django.utils import timezone
 
 from sessions_app import limits, selectors
 from sessions_app.agents import model_for_session, per_parent_session_ids
 from sessions_app.ids import group_name, new_session_id, safe_filename, validate_session_id
-from sessions_app.models import LiveConnection, Session, ToolApproval
-from sessions_app.runtime.approvals import (
-    ApprovalClosed,
-    ApprovalNotFound,
-    approval_resolve,
-)
+from sessions_app.runtime.approvals import approval_resolve
+from sessions_app.runtime.history import repair_entries
 from sessions_app.runtime.lease import SessionBusy, TurnLease, lease_acquire
 from sessions_app.runtime.providers import check_model_spec
 from sessions_app.runtime.turns import turn_abort
@@ -53,16 +43,19 @@ from sessions_app.store import (
     SessionExists,
     SessionMeta,
     SessionNotFound,
+    connections,
     get_store,
 )
-from sessions_app.workers import current_worker_id, dead_workers, heartbeat_start
+from sessions_app.store import approvals as approval_rows
+from sessions_app.workers import heartbeat_start
 
 logger = logging.getLogger(__name__)
 
-# A consumer renews its row every HEARTBEAT_SEC; rows not renewed for LIVE_TIMEOUT_SEC belong
-# to a worker that died without closing its sockets and no longer count as attached.
+# A consumer renews its connection row every HEARTBEAT_SEC, well within the registry's
+# LIVE_TIMEOUT_SEC (sessions_app.store.connections) after which a row no longer counts.
 HEARTBEAT_SEC = 10
-LIVE_TIMEOUT_SEC = 30
+# The sender of the signals sent here: receivers go by the kwargs, never by the sender.
+SIGNAL_SENDER = "sessions_app.services"
 EXPORT_FORMATS = ("md", "json")
 
 
@@ -181,6 +174,10 @@ def session_create(
     return meta, existing is None
 
 
+BRANCH_TURN_ERROR = "the branch was cut before this turn finished"
+BRANCH_RESULT_TEXT = "outcome unknown: the branch was cut while this tool ran"
+
+
 def session_branch(
     *,
     session_id: str,
@@ -190,15 +187,37 @@ def session_branch(
 ) -> SessionMeta:
     """Copy the caller's session (up to `at_seq`) into a new session they own.
 
+    Steps: check the session is the caller's and the cut lies in its history; read the
+    entries of the turn the cut falls in; if the cut leaves that turn open, repair it (an
+    error result for each call without one, then a `turn_end` `interrupted`), so a branch
+    is always a valid history; the store copies the entries and appends the repair in one
+    step, refusing if the source was deleted (or made anew) since it was read.
+
     Raises SessionNotFound (missing or not theirs), SessionIdUnavailable (id taken),
     ValueError (at_seq outside the history).
     """
-    selectors.session_get(session_id=session_id, owner_id=owner_id)
+    source = selectors.session_get(session_id=session_id, owner_id=owner_id)
     if new_id is not None:
         validate_session_id(new_id)
+    cut = source.last_seq if at_seq is None else int(at_seq)
+    if not 0 <= cut <= source.last_seq:
+        raise ValueError(f"at_seq must be between 0 and {source.last_seq}, not {at_seq!r}")
+    store = get_store()
+    # Entries up to the cut never change within one incarnation: passing the incarnation
+    # read here makes the store copy exactly the entries this repair was made for.
+    closing = repair_entries(
+        store.get_turn_tail(session_id, cut),
+        result_text=BRANCH_RESULT_TEXT,
+        turn_error=BRANCH_TURN_ERROR,
+    )
     try:
-        return get_store().create_branch(
-            session_id, new_id=new_id, at_seq=at_seq, owner_id=owner_id
+        return store.create_branch(
+            session_id,
+            new_id=new_id,
+            at_seq=cut,
+            owner_id=owner_id,
+            closing=closing,
+            incarnation=source.incarnation,
         )
     except SessionExists as error:
         raise SessionIdUnavailable(f"session id {new_id!r} is already taken") from error
@@ -238,10 +257,6 @@ def session_set_model(*, session_id: str, owner_id: int | None, model: str) -> S
         lease.release()
 
 
-def _uses_anchor_rows() -> bool:
-    return settings.JARVIS_SESSION__PERSISTENCE_BACKEND == "jsonl"
-
-
 # The per-session lock of `session_delete` and `connection_open`. Only the race experiment
 # (scripts/experiments/session_race.py) turns it off, to show what it prevents; no setting
 # or environment variable reaches it.
@@ -250,41 +265,13 @@ _SESSION_LOCKING = True
 
 @contextmanager
 def _session_locked(session_id: str, *, agent: str, owner_id: int | None):
-    """One transaction holding the session's row lock; yields whether a row is locked."""
+    """One transaction holding the session's lock (`store.locked`); yields whether a lock is
+    held (a session without data may have nothing to lock)."""
     if not _SESSION_LOCKING:
         yield False
         return
-    with transaction.atomic():
-        yield _lock_session_row(session_id, agent=agent, owner_id=owner_id)
-
-
-def _lock_session_row(session_id: str, *, agent: str, owner_id: int | None) -> bool:
-    """Lock the session's row for this transaction; on jsonl, create the anchor row first.
-
-    Returns whether a row is locked. On the db backend a missing session has no row and
-    nothing to lock: whoever creates it first owns it (store.create ignores conflicts).
-    """
-    if _uses_anchor_rows():
-        now = timezone.now()
-        # ON CONFLICT DO NOTHING: an uncommitted anchor of a concurrent delete makes this wait
-        # for that delete, which is the point.
-        Session.objects.bulk_create(
-            [
-                Session(
-                    id=session_id, agent=agent, owner_id=owner_id, created_at=now, updated_at=now
-                )
-            ],
-            ignore_conflicts=True,
-        )
-    return bool(list(Session.objects.select_for_update().filter(id=session_id).values_list("id")))
-
-
-def _live_connections(session_id: str):
-    """Connections that count: renewed lately, and held by a worker that is not dead."""
-    cutoff = timezone.now() - timedelta(seconds=LIVE_TIMEOUT_SEC)
-    return LiveConnection.objects.filter(session_id=session_id, heartbeat_at__gte=cutoff).exclude(
-        worker_id__in=dead_workers()
-    )
+    with get_store().locked(session_id, agent=agent, owner_id=owner_id) as locked:
+        yield locked
 
 
 def _turn_stopped(session_id: str) -> TurnLease | None:
@@ -308,20 +295,21 @@ def session_delete(*, session_id: str, owner_id: int) -> bool:
     1. refuse with SessionConnected while a live connection is registered;
     2. stop the running turn, if any, and hold the turn lease: nothing of that turn can be
        written after the delete (SessionBusy when it does not end in time);
-    3. in one transaction, lock the session row (see the module docstring; a concurrent
-       `connection_open` waits here, then opens a new session), check the owner and the
-       connections again, send `session_deleted` (memory_app purges — before anything goes,
-       so a failing receiver rolls everything back), then remove connections and the
-       conversation through the store (rows or files).
-    The jsonl files are removed inside the transaction, while the lock is held: removing them
-    after commit would let a reconnect recreate the session first and then lose its files.
+    3. in one transaction holding the session's lock (a concurrent `connection_open` waits
+       here, then opens a new session), check the owner and the connections again, send
+       `session_deleted` (memory_app purges — before anything goes, so a failing receiver
+       rolls everything back), then remove the session and all it has in the store
+       (`store.delete`: rows or files, its connection rows and approval requests).
+    A jsonl session's files are removed inside the transaction, while the lock is held:
+    removing them after commit would let a reconnect recreate the session first and then
+    lose its files.
     """
     validate_session_id(session_id)
     store = get_store()
     meta = store.get_meta(session_id)
     if meta is None or meta.owner_id != owner_id:
         return False
-    if _live_connections(session_id).exists():
+    if connections.any_live(session_id):
         raise SessionConnected("the session is open in a browser tab or another client")
     lease = _turn_stopped(session_id)
     if lease is None:
@@ -331,10 +319,8 @@ def session_delete(*, session_id: str, owner_id: int) -> bool:
             if locked:
                 meta = store.get_meta(session_id)  # re-read under the lock
             if meta is None or meta.owner_id != owner_id:
-                if meta is None and _uses_anchor_rows():
-                    Session.objects.filter(id=session_id).delete()
                 return False
-            if _live_connections(session_id).exists():
+            if connections.any_live(session_id):
                 raise SessionConnected("the session is open in a browser tab or another client")
             _session_remove(store, session_id=session_id, owner_id=owner_id)
     finally:
@@ -368,17 +354,9 @@ def session_delete_subagents(*, parent_id: str, owner_id: int | None) -> list[st
 
 
 def _session_remove(store, *, session_id: str, owner_id: int | None) -> None:
-    """Steps 3-4 of a delete; the caller holds the transaction (and the row lock)."""
-    session_deleted.send(sender=Session, session_id=session_id, owner_id=owner_id)
-    _session_erase(store, session_id=session_id)
-
-
-def _session_erase(store, *, session_id: str) -> None:
-    LiveConnection.objects.filter(session_id=session_id).delete()
-    ToolApproval.objects.filter(session_id=session_id).delete()
+    """Step 3 of a delete after the checks; the caller holds the transaction and the lock."""
+    session_deleted.send(sender=SIGNAL_SENDER, session_id=session_id, owner_id=owner_id)
     store.delete(session_id)
-    if _uses_anchor_rows():
-        Session.objects.filter(id=session_id).delete()
 
 
 def sessions_delete_for_owner(*, owner_id: int) -> int:
@@ -414,45 +392,41 @@ def sessions_delete_for_owner(*, owner_id: int) -> int:
 
 def _owner_sessions_remove(store, *, owner_id: int, doomed: list[SessionMeta]) -> None:
     # Every purge runs before any session is erased: a purge that fails leaves every jsonl
-    # file in place (the caller's transaction rolls the rows back).
+    # file in place (the caller's transaction rolls the rows back). Each lock is held until
+    # the caller's transaction ends.
     for meta in doomed:
-        _lock_session_row(meta.id, agent=meta.agent, owner_id=owner_id)
-        session_deleted.send(sender=Session, session_id=meta.id, owner_id=owner_id)
+        with store.locked(meta.id, agent=meta.agent, owner_id=owner_id):
+            session_deleted.send(sender=SIGNAL_SENDER, session_id=meta.id, owner_id=owner_id)
     for meta in doomed:
-        _session_erase(store, session_id=meta.id)
+        store.delete(meta.id)
 
 
 # --- tool approvals ------------------------------------------------------------------------
-
-
-CALL_ID_MAX_CHARS = ToolApproval._meta.get_field("call_id").max_length
 
 
 def approval_decide(*, session_id: str, owner_id: int, call_id: str, allow: bool) -> str:
     """Record the person's answer to a pending approval request; returns the new status.
 
     Steps: check the session is the caller's (else SessionNotFound, as for a missing one);
-    switch the row from `pending` to `allowed` or `denied` in one conditional UPDATE, so of
-    two answers from two tabs or workers exactly one counts (ApprovalNotFound for an unknown
-    call, ApprovalClosed when the request was answered or ended already); after commit, wake
-    the waiting turn if it runs in this process. A turn in another process reads the row in
-    its lease keeper's next poll. A call id with NUL or over CALL_ID_MAX_CHARS: InputInvalid.
+    switch the request from `pending` to `allowed` or `denied` in one conditional UPDATE, so
+    of two answers from two tabs or workers exactly one counts (ApprovalNotFound for an
+    unknown call, ApprovalClosed when the request was answered or ended already); after
+    commit, wake the waiting turn if it runs in this process. A turn in another process reads
+    the decision in its lease keeper's next poll. A call id with NUL or over
+    CALL_ID_MAX_CHARS: InputInvalid.
     """
     validate_session_id(session_id)
-    limits.text_check(call_id, name="the call id", max_chars=CALL_ID_MAX_CHARS, min_chars=1)
+    limits.text_check(
+        call_id, name="the call id", max_chars=approval_rows.CALL_ID_MAX_CHARS, min_chars=1
+    )
     meta = get_store().get_meta(session_id)
     if meta is None or meta.owner_id != owner_id:
         raise SessionNotFound(session_id)
-    status = ToolApproval.ALLOWED if allow else ToolApproval.DENIED
-    rows = ToolApproval.objects.filter(session_id=session_id, call_id=call_id)
+    status = approval_rows.ALLOWED if allow else approval_rows.DENIED
     with transaction.atomic():
-        if not rows.filter(status=ToolApproval.PENDING).update(
-            status=status, decided_at=timezone.now()
-        ):
-            if rows.exists():
-                raise ApprovalClosed("this request was already answered or has ended")
-            raise ApprovalNotFound(f"no approval request for call {call_id!r} in this session")
-        approval_id = rows.values_list("id", flat=True).get()
+        approval_id = approval_rows.request_decide(
+            session_id=session_id, call_id=call_id, status=status
+        )
         transaction.on_commit(lambda: approval_resolve(approval_id, status))
     return status
 
@@ -465,10 +439,10 @@ def connection_open(
 ) -> tuple[SessionMeta, bool]:
     """Register a WebSocket on a session, creating the session if it does not exist.
 
-    Steps, in one transaction: lock (or create and lock) the session row, read or create the
-    session, check the owner, insert the LiveConnection. A delete running at the same time
-    either sees this connection (409) or finishes first, and then this opens a new, empty
-    session. Returns (meta, created). Raises SessionNotFound for another user's session.
+    Steps, in one transaction holding the session's lock: read or create the session, check
+    the owner, register the connection. A delete running at the same time either sees this
+    connection (409) or finishes first, and then this opens a new, empty session. Returns
+    (meta, created). Raises SessionNotFound for another user's session.
     """
     validate_session_id(session_id)
     if settings.WORKER_HEARTBEAT:
@@ -481,70 +455,42 @@ def connection_open(
             meta = store.create(session_id, agent=agent, owner_id=user_id)
         if meta.owner_id != user_id:
             raise SessionNotFound(session_id)
-        now = timezone.now()
-        cutoff = now - timedelta(seconds=LIVE_TIMEOUT_SEC)
-        LiveConnection.objects.filter(session_id=session_id).filter(
-            Q(heartbeat_at__lt=cutoff) | Q(worker_id__in=dead_workers())
-        ).delete()
-        LiveConnection.objects.update_or_create(
-            channel_name=channel_name,
-            defaults={
-                "session_id": session_id,
-                "user_id": user_id,
-                "connected_at": now,
-                "heartbeat_at": now,
-                "worker_id": current_worker_id(),
-            },
-        )
+        connections.register(session_id=session_id, channel_name=channel_name, user_id=user_id)
     return meta, created
 
 
 def live_connection_count(*, session_id: str) -> int:
     """Connections attached to a session now (rows of dead workers do not count)."""
-    return _live_connections(session_id).count()
+    return connections.live_count(session_id)
 
 
 def connection_heartbeat(*, channel_name: str) -> bool:
     """Renew a connection's row; False when it is gone (swept, or its session was deleted)."""
-    return bool(
-        LiveConnection.objects.filter(channel_name=channel_name).update(heartbeat_at=timezone.now())
-    )
+    return connections.renew(channel_name=channel_name)
 
 
 def connection_close(*, channel_name: str) -> bool:
     """Unregister a connection; when it was the session's last live one, send `session_ended`.
 
-    Returns whether the session ended. The session row is locked so that two tabs closing at
-    once cannot both see the other still open (and neither announce the end).
+    Returns whether the session ended. The registry locks the session while it removes the
+    row, so that two tabs closing at once cannot both see the other still open.
     """
     with transaction.atomic():
-        row = (
-            LiveConnection.objects.filter(channel_name=channel_name)
-            .values("session_id", "user_id")
-            .first()
-        )
-        if row is None:
+        closed = connections.unregister(channel_name=channel_name)
+        if closed is None or not closed.last:
             return False
-        session_id = row["session_id"]
-        list(Session.objects.select_for_update().filter(id=session_id).values_list("id"))
-        LiveConnection.objects.filter(channel_name=channel_name).delete()
-        ended = not _live_connections(session_id).exists()
-        if ended:
-            owner_id = row["user_id"]
-            transaction.on_commit(
-                lambda: session_ended.send(sender=Session, session_id=session_id, owner_id=owner_id)
+        transaction.on_commit(
+            lambda: session_ended.send(
+                sender=SIGNAL_SENDER, session_id=closed.session_id, owner_id=closed.user_id
             )
-    return ended
+        )
+    return True
 
 
 def connection_sweep() -> int:
     """Remove connection rows of workers that died (silent for WORKER_DEAD_SEC, or rows not
-    renewed within LIVE_TIMEOUT_SEC)."""
-    cutoff = timezone.now() - timedelta(seconds=LIVE_TIMEOUT_SEC)
-    deleted, _ = LiveConnection.objects.filter(
-        Q(heartbeat_at__lt=cutoff) | Q(worker_id__in=dead_workers())
-    ).delete()
-    return deleted
+    renewed within the registry's LIVE_TIMEOUT_SEC)."""
+    return connections.sweep()
 
 
 # --- proactive notices --------------------------------------------------------------------

@@ -41,11 +41,6 @@ def current_worker_id() -> str:
     return worker_id
 
 
-def worker_of(holder: str) -> str:
-    """The worker id inside a lease holder (`<worker id>:<turn token>[!]`)."""
-    return holder.rstrip("!").rsplit(":", 1)[0]
-
-
 def dead_cutoff():
     return timezone.now() - timedelta(seconds=settings.WORKER_DEAD_SEC)
 

@@ -4,7 +4,7 @@ A call of a tool marked `needs_approval` runs only once the person allows it. Th
 message that made the call is already stored when the gate is reached, so the pending call is
 durable before anyone hears of it. The gate then:
 
-1. records a pending `ToolApproval` row (fenced to the turn's incarnation: a session deleted
+1. records a pending request (fenced to the turn's incarnation: a session deleted
    or created anew under the turn never gets it);
 2. sends `approval_request {turn_id, call_id, tool, arguments}` through the turn's events,
    which reach every socket of the session in any worker;
@@ -12,11 +12,12 @@ durable before anyone hears of it. The gate then:
    abort, or APPROVAL_TIMEOUT_SEC;
 4. closes the row and sends `approval_end {turn_id, call_id, status}`.
 
-Decisions are written to the row by `services.approval_decide`, from any socket or the API,
-in any worker. One written in this process resolves the future at once (`approval_resolve`);
-one written in another is found by the process's lease keeper, which already polls every
-WATCH_INTERVAL_SEC for its turns and runs one more query for the approvals this process waits
-on (`approval_decisions_poll`). The database carries the decision, so it works with and
+Requests are rows of the database on every backend (sessions_app.store.approvals). Decisions
+are written to them by `services.approval_decide`, from any socket or the API, in any worker.
+One written in this process resolves the future at once (`approval_resolve`); one written in
+another is found by the process's lease keeper, which already polls every WATCH_INTERVAL_SEC
+for its turns and runs one more query for the approvals this process waits on
+(`approval_decisions_poll`). The database carries the decision, so it works with and
 without a shared channel layer. Timeout and abort close the row with a conditional UPDATE
 from `pending`, so a decision and a timeout that cross each other leave one outcome: the
 row's. A worker that dies while waiting leaves a pending row; the repair on the session's
@@ -32,37 +33,22 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from django.conf import settings
-from django.utils import timezone
 
 from sessions_app.runtime.executors import in_pool
 from sessions_app.runtime.tools import TurnAbort
-from sessions_app.workers import current_worker_id
+from sessions_app.store import approvals as approval_rows
+from sessions_app.store.approvals import ABORTED, ALLOWED, DENIED, TIMED_OUT
+
+# Re-exported: the entry points answer these errors of approval_decide.
+from sessions_app.store.approvals import ApprovalClosed as ApprovalClosed
+from sessions_app.store.approvals import ApprovalNotFound as ApprovalNotFound
 
 logger = logging.getLogger(__name__)
-
-PENDING = "pending"
-ALLOWED = "allowed"
-DENIED = "denied"
-TIMED_OUT = "timed_out"
-ABORTED = "aborted"
-INTERRUPTED = "interrupted"
 
 DENIED_TEXT = "denied: the person did not allow this call, so it did not run"
 TIMED_OUT_TEXT = "not run: no answer to the approval request came within {seconds:g} seconds"
 ABORTED_TEXT = "not run: the turn was stopped while this call waited for approval"
 INTERRUPTED_TEXT = "not run: the worker stopped while this call waited for approval"
-
-
-class ApprovalNotFound(Exception):
-    """No approval request with this call id in this session (404 not_found)."""
-
-    code = "not_found"
-
-
-class ApprovalClosed(Exception):
-    """The request was already answered, or ended without an answer (409 approval_closed)."""
-
-    code = "approval_closed"
 
 
 # Approvals this process waits on: row id -> (the waiting turn's loop, its future).
@@ -90,14 +76,11 @@ def approval_resolve(approval_id: int, status: str) -> None:
 
 def approval_decisions_poll() -> None:
     """One query for decisions on the approvals this process waits on (the lease keeper's)."""
-    from sessions_app.models import ToolApproval
-
     with _waiting_lock:
         waiting = list(_waiting)
     if not waiting:
         return
-    decided = ToolApproval.objects.filter(id__in=waiting, status__in=[ALLOWED, DENIED])
-    for approval_id, status in decided.values_list("id", "status"):
+    for approval_id, status in approval_rows.decisions(waiting):
         approval_resolve(approval_id, status)
 
 
@@ -109,49 +92,29 @@ def approval_record(
     arguments: dict,
     fenced: Callable[[], AbstractContextManager],
 ) -> int:
-    """Store a pending request for this call; returns the row id."""
-    from sessions_app.models import ToolApproval
-
+    """Store a pending request for this call; returns its id."""
     with fenced():
-        # A model may use a call id again in a later turn; the earlier request has ended.
-        ToolApproval.objects.filter(session_id=session_id, call_id=call["id"]).exclude(
-            status=PENDING
-        ).delete()
-        return ToolApproval.objects.create(
+        return approval_rows.request_insert(
             session_id=session_id,
             turn_id=turn_id,
             call_id=call["id"],
             tool=call["name"],
             arguments=arguments,
-            worker_id=current_worker_id(),
-            created_at=timezone.now(),
-        ).id
+        )
 
 
 def approval_close(*, approval_id: int, status: str) -> str:
-    """End a request that is still pending with `status`; returns the row's status after,
-    which is the decision when one came in first."""
-    from sessions_app.models import ToolApproval
-
-    ToolApproval.objects.filter(id=approval_id, status=PENDING).update(
-        status=status, decided_at=timezone.now()
-    )
-    current = ToolApproval.objects.filter(id=approval_id).values_list("status", flat=True)
-    return current.first() or status
+    """End a request that is still pending with `status`; returns its status after, which is
+    the decision when one came in first."""
+    return approval_rows.request_close(approval_id=approval_id, status=status)
 
 
 def approvals_interrupted(*, session_id: str) -> dict[str, str]:
     """Close the pending requests of a session whose turn died; call id -> the result text.
 
-    Called by the repair, which holds the turn lease: no live turn waits on these rows.
+    Called by the repair, which holds the turn lease: no live turn waits on these requests.
     """
-    from sessions_app.models import ToolApproval
-
-    pending = ToolApproval.objects.filter(session_id=session_id, status=PENDING)
-    call_ids = list(pending.values_list("call_id", flat=True))
-    if call_ids:
-        pending.update(status=INTERRUPTED, decided_at=timezone.now())
-    return dict.fromkeys(call_ids, INTERRUPTED_TEXT)
+    return dict.fromkeys(approval_rows.requests_interrupt(session_id=session_id), INTERRUPTED_TEXT)
 
 
 def _refusal(status: str) -> str | None:

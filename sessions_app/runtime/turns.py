@@ -3,7 +3,7 @@
 However a turn ends, every tool call in it has a result and a `turn_end` closes it; a turn
 cut short by a dead process is closed by `session_repair` on the next use of the session.
 Each step is committed as it completes; model calls and tools run with no row lock held
-(the lease is a field in the session row, not a held lock).
+(the turn lease holds no database lock, see runtime.lease).
 """
 
 from __future__ import annotations

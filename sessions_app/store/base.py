@@ -1,20 +1,28 @@
 """The store protocol (DESIGN §4): plain dataclasses in and out, synchronous.
 
-Both backends (`db`, `jsonl`) implement `SessionStore`; services talk to the protocol and
-only `get_store()` knows which backend is in use.
+Both backends (`db`, `jsonl`) implement `SessionStore`; services and the runtime talk to the
+protocol and only `get_store()` knows which backend is in use. Everything that differs
+between backends is behind it: the conversation, the per-session lock (`locked`), the turn
+lease (`turn_lease`, `request_turn_abort`), the incarnation fence, and the removal of all a
+session has on `delete`. What is rows of the database under every backend has a module of
+its own in this package: the connection registry (connections.py) and tool approval
+requests (approvals.py).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sessions_app.ids import InvalidSessionId  # re-exported: stores raise it for bad ids
 from sessions_app.store.search import SearchHit  # re-exported: what `search` returns
+
+if TYPE_CHECKING:
+    from sessions_app.store.lease import TurnLeaseBackend
 
 __all__ = [
     "AgentMismatch",
@@ -215,7 +223,27 @@ class SessionStore(Protocol):
 
     def fenced(self, session_id: str, incarnation: str) -> AbstractContextManager[None]: ...
 
-    def delete(self, session_id: str) -> bool: ...
+    def locked(
+        self, session_id: str, *, agent: str = "jarvis", owner_id: int | None = None
+    ) -> AbstractContextManager[bool]:
+        """A database transaction holding the session's lock; yields whether one is held.
+
+        Deleting a session and attaching a connection to it take this lock, so that each
+        sees the other whole. Whether a session with no data yet can be locked is the
+        backend's (`agent` and `owner_id` are for a backend that needs a row to lock).
+        """
+        ...
+
+    def delete(self, session_id: str) -> bool:
+        """Remove the session and everything it has in the store — entries, notices, its
+        connection rows and approval requests; False when it did not exist. Its branches
+        stay, without a parent."""
+        ...
+
+    def get_turn_tail(self, session_id: str, up_to_seq: int) -> list[EntryRecord]:
+        """The entries from the last turn's start (or, without turn markers, the last
+        exchange's) up to `up_to_seq`, in seq order: all that a pairing repair looks at."""
+        ...
 
     def create_branch(
         self,
@@ -223,7 +251,24 @@ class SessionStore(Protocol):
         new_id: str | None = None,
         at_seq: int | None = None,
         owner_id: int | None = None,
-    ) -> SessionMeta: ...
+        closing: Sequence[NewEntry] = (),
+        incarnation: str | None = None,
+    ) -> SessionMeta:
+        """Copy the source up to `at_seq` (default: all) into a new session with the same
+        seqs, then append `closing` to the copy, as one step: the branch is seen whole or
+        not at all. The copy records `parent_id` and `branched_at_seq` and is independent
+        afterwards. SessionNotFound when the source is missing (or is no longer
+        `incarnation`), SessionExists for a taken `new_id`, ValueError for a cut outside
+        the history."""
+        ...
+
+    def turn_lease(self, session_id: str) -> TurnLeaseBackend:
+        """This backend's half of a turn lease on the session, not yet acquired."""
+        ...
+
+    def request_turn_abort(self, session_id: str) -> bool:
+        """Mark the session's held turn lease for abort; False when no turn holds it."""
+        ...
 
     def append_proactive(
         self, session_id: str, message_id: str, content: str, incarnation: str | None = None

@@ -20,9 +20,8 @@ from django.utils import timezone
 from psycopg.types.datetime import TimestamptzLoader
 
 from sessions_app.ids import new_session_id, validate_session_id
-from sessions_app.models import Entry, LiveConnection, ProactiveNotice, Session
-from sessions_app.runtime.history import repair_entries
-from sessions_app.store import db_search
+from sessions_app.models import Entry, ProactiveNotice, Session
+from sessions_app.store import approvals, connections, db_lease, db_search
 from sessions_app.store.base import (
     TITLE_MAX,
     AgentMismatch,
@@ -41,8 +40,6 @@ ENTRY_BODY_COLUMNS = (
     "turn_id, data"
 )
 ENTRY_COLUMNS = f"{ENTRY_BODY_COLUMNS}, created_at"
-BRANCH_TURN_ERROR = "the branch was cut before this turn finished"
-BRANCH_RESULT_TEXT = "outcome unknown: the branch was cut while this tool ran"
 
 
 def _json_param(value):
@@ -75,7 +72,6 @@ class DbSessionStore:
             "session": quote(Session._meta.db_table),
             "entry": quote(Entry._meta.db_table),
             "notice": quote(ProactiveNotice._meta.db_table),
-            "connection": quote(LiveConnection._meta.db_table),
         }
 
     # --- conversions --------------------------------------------------------------------
@@ -203,6 +199,20 @@ class DbSessionStore:
             if not self._rows(session_id, incarnation).select_for_update().exists():
                 raise SessionNotFound(session_id)
             yield
+
+    @contextmanager
+    def locked(self, session_id, *, agent="jarvis", owner_id=None):
+        """A transaction holding the session row's lock; yields whether there is a row.
+
+        A missing session has no row and nothing to lock: whoever creates it first owns it
+        (`create` ignores conflicts). On SQLite `select_for_update` does nothing, but every
+        transaction is IMMEDIATE (settings), so lockers serialize on the write lock instead.
+        """
+        validate_session_id(session_id)
+        with transaction.atomic():
+            yield bool(
+                list(Session.objects.select_for_update().filter(id=session_id).values_list("id"))
+            )
 
     def set_model(self, session_id, model):
         validate_session_id(session_id)
@@ -402,17 +412,42 @@ class DbSessionStore:
             params,
         )
 
+    def get_turn_tail(self, session_id, up_to_seq):
+        """The entries of the last turn (or exchange) up to `up_to_seq`: all a repair reads.
+
+        One backwards walk of the (session, seq) index to the nearest turn marker or user
+        message, stopping at the first match. The runtime stores a turn's user message right
+        after its `turn_start`, so reading from one entry before the match covers the turn's
+        start too; histories without turn markers still end each exchange at a user message,
+        after which only the latest assistant's calls can still be waiting for results.
+        """
+        validate_session_id(session_id)
+        up_to_seq = int(up_to_seq)
+        if up_to_seq <= 0:
+            return []
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT seq FROM {self._tables['entry']} WHERE session_id = %s AND seq <= %s "
+                "AND (kind IN ('turn_start', 'turn_end') OR role = 'user') "
+                "ORDER BY seq DESC LIMIT 1",
+                [session_id, up_to_seq],
+            )
+            row = cursor.fetchone()
+        after = max((row[0] if row is not None else 1) - 2, 0)
+        return self.get_messages(session_id, after_seq=after, limit=up_to_seq - after)
+
     # --- delete -------------------------------------------------------------------------
     def delete(self, session_id):
+        """Remove the session and all it has: entries, notices, connection rows, approval
+        requests. Its branches stay, without a parent."""
         validate_session_id(session_id)
         tables = self._tables
         with transaction.atomic(), connection.cursor() as cursor:
             # Children first, in plain DELETEs: the ORM collector would load every entry.
             cursor.execute(f"DELETE FROM {tables['entry']} WHERE session_id = %s", [session_id])
             cursor.execute(f"DELETE FROM {tables['notice']} WHERE session_id = %s", [session_id])
-            cursor.execute(
-                f"DELETE FROM {tables['connection']} WHERE session_id = %s", [session_id]
-            )
+            connections.remove_for_session(session_id)
+            approvals.remove_for_session(session_id)
             # Branches outlive their parent (parent is SET_NULL).
             cursor.execute(
                 f"UPDATE {tables['session']} SET parent_id = NULL WHERE parent_id = %s",
@@ -422,17 +457,19 @@ class DbSessionStore:
             return cursor.rowcount > 0
 
     # --- branch -------------------------------------------------------------------------
-    def create_branch(self, source_id, new_id=None, at_seq=None, owner_id=None):
+    def create_branch(
+        self, source_id, new_id=None, at_seq=None, owner_id=None, closing=(), incarnation=None
+    ):
         """Copy a session up to `at_seq` into a new, independent session.
 
-        Steps: check the source and the cut; insert the new session row; copy the entries
-        server-side in one INSERT … SELECT (same seqs); if the cut falls inside an unfinished
-        turn, append the repair that closes it, so the branch is always a valid history.
+        Steps, in one transaction: check the source (as of `incarnation`, if given) and the
+        cut; insert the new session row; copy the entries server-side in one INSERT … SELECT
+        (same seqs); append `closing` after them.
         """
         validate_session_id(source_id)
         new_id = validate_session_id(new_id) if new_id is not None else new_session_id()
         source = self.get_meta(source_id)
-        if source is None:
+        if source is None or (incarnation is not None and source.incarnation != incarnation):
             raise SessionNotFound(source_id)
         cut = source.last_seq if at_seq is None else int(at_seq)
         if not 0 <= cut <= source.last_seq:
@@ -464,34 +501,16 @@ class DbSessionStore:
                     "WHERE session_id = %s AND seq <= %s",
                     [new_id, source_id, cut],
                 )
-            repairs = repair_entries(
-                self._last_turn_entries(new_id, cut),
-                result_text=BRANCH_RESULT_TEXT,
-                turn_error=BRANCH_TURN_ERROR,
-            )
-            if repairs:
-                self.append(new_id, repairs)
+            if closing:
+                self.append(new_id, closing)
         return self.get_meta(new_id)
 
-    def _last_turn_entries(self, session_id, up_to_seq) -> list[EntryRecord]:
-        """The entries of the last turn (or exchange): all that repair looks at.
+    # --- turn lease ---------------------------------------------------------------------
+    def turn_lease(self, session_id):
+        return db_lease.DbTurnLease(validate_session_id(session_id))
 
-        One backwards walk of the (session, seq) index to the nearest turn marker or user
-        message, stopping at the first match. The runtime stores a turn's user message right
-        after its `turn_start`, so reading from one entry before the match covers the turn's
-        start too; histories without turn markers still end each exchange at a user message,
-        after which only the latest assistant's calls can still be waiting for results.
-        """
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT seq FROM {self._tables['entry']} WHERE session_id = %s AND seq <= %s "
-                "AND (kind IN ('turn_start', 'turn_end') OR role = 'user') "
-                "ORDER BY seq DESC LIMIT 1",
-                [session_id, up_to_seq],
-            )
-            row = cursor.fetchone()
-        boundary = row[0] if row is not None else 1
-        return self.get_messages(session_id, after_seq=max(boundary - 2, 0))
+    def request_turn_abort(self, session_id):
+        return db_lease.request_abort(validate_session_id(session_id))
 
     # --- proactive notices --------------------------------------------------------------
     def append_proactive(self, session_id, message_id, content, incarnation=None):

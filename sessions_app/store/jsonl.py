@@ -14,7 +14,14 @@ Per session:
   delete can clear their `parent_id` (as the db backend's SET_NULL does) without reading
   every meta file in the directory.
 The directory also holds the search index, `search.sqlite3` (jsonl_search.py), which
-append, branch and delete keep current while they hold the session's lock.
+append, branch and delete keep current while they hold the session's lock, and the turn
+leases' lock files (file_lease.py).
+
+What every worker must see lives in the database on this backend too: the connection
+registry (connections.py), approval requests (approvals.py), and, for each session that
+`locked` has locked, an anchor row in the `Session` table — the row that lock is held on and
+that connection rows point at. `delete` removes all three.
+
 Session ids never contain '/' and never start with '.', so no id can name a file outside
 the directory (sessions_app.ids).
 """
@@ -31,9 +38,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from django.conf import settings
+from django.db import transaction
 
 from sessions_app.ids import new_session_id, validate_session_id
-from sessions_app.runtime.history import repair_entries
+from sessions_app.models import Session
+from sessions_app.store import approvals, connections, file_lease
 from sessions_app.store.base import (
     TITLE_MAX,
     AgentMismatch,
@@ -47,7 +56,6 @@ from sessions_app.store.base import (
     new_incarnation,
     record_from_fields,
 )
-from sessions_app.store.db import BRANCH_RESULT_TEXT, BRANCH_TURN_ERROR
 from sessions_app.store.jsonl_search import JsonlSearchIndex, search_hit
 
 logger = logging.getLogger(__name__)
@@ -213,6 +221,42 @@ class JsonlSessionStore:
         with self._locked(session_id):
             self._current_meta(session_id, incarnation)
             yield
+
+    @contextmanager
+    def locked(self, session_id, *, agent="jarvis", owner_id=None):
+        """A transaction holding the lock of the session's anchor row; yields whether a row
+        is locked.
+
+        The conversation lives in files, but `session_delete` and `connection_open` must
+        serialize in the database: connection rows are rows there, and a delete removes the
+        files inside its transaction while the lock is held (removing them after commit
+        would let a reconnect create the session first and then lose its files). So the
+        session gets an anchor row, which connection rows need for their foreign key anyway.
+        The anchor lasts as long as the session: `delete` removes it, and a block that ends
+        with no session removes the one it made.
+        """
+        validate_session_id(session_id)
+        with transaction.atomic():
+            now = _now()
+            # ON CONFLICT DO NOTHING: an uncommitted anchor of a concurrent delete makes this
+            # wait for that delete, which is the point.
+            Session.objects.bulk_create(
+                [
+                    Session(
+                        id=session_id,
+                        agent=agent,
+                        owner_id=owner_id,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                ],
+                ignore_conflicts=True,
+            )
+            yield bool(
+                list(Session.objects.select_for_update().filter(id=session_id).values_list("id"))
+            )
+            if self._read_meta(session_id) is None:
+                Session.objects.filter(id=session_id).delete()
 
     def list(self, owner_id=None, agent=None, include_tests=True, include_subagents=True):
         metas = []
@@ -380,6 +424,14 @@ class JsonlSessionStore:
         return records
 
     def delete(self, session_id):
+        """Remove the session's rows (connections, approval requests, the anchor), then its
+        files; its branches stay, without a parent."""
+        validate_session_id(session_id)
+        # The rows first: inside a caller's transaction a failure there rolls them back and
+        # leaves the files, so nothing is half deleted.
+        connections.remove_for_session(session_id)
+        approvals.remove_for_session(session_id)
+        Session.objects.filter(id=session_id).delete()
         with self._locked(session_id):
             # The index first: a crash between the two can leave a conversation unfound,
             # never a deleted one found.
@@ -411,20 +463,30 @@ class JsonlSessionStore:
             if meta is not None and meta.parent_id == parent_id:
                 self._write_meta(replace(meta, parent_id=None), durable=True)
 
-    def create_branch(self, source_id, new_id=None, at_seq=None, owner_id=None):
+    def get_turn_tail(self, session_id, up_to_seq):
+        """The entries of the last turn (or exchange) up to `up_to_seq`: all a repair reads."""
+        validate_session_id(session_id)
+        if int(up_to_seq) <= 0:
+            return []
+        blob, _cut, parsed = self._cut_source(session_id, int(up_to_seq))
+        return parsed if parsed is not None else self._repair_window(session_id, blob)
+
+    def create_branch(
+        self, source_id, new_id=None, at_seq=None, owner_id=None, closing=(), incarnation=None
+    ):
         """Copy a session up to `at_seq` into a new, independent session.
 
-        Steps: read the source file once; take the lines up to the cut (byte for byte when
-        the file is well formed, see `_cut_source`); parse only the entries repair looks at;
-        write the copy and any repair; write the meta file last, which is the moment the
-        branch starts to exist for readers.
+        Steps: check the source (as of `incarnation`, if given); read its file once and take
+        the lines up to the cut (byte for byte when the file is well formed, see
+        `_cut_source`); write the copy and `closing` after it; write the meta file last,
+        which is the moment the branch starts to exist for readers.
         """
         new_id = validate_session_id(new_id) if new_id is not None else new_session_id()
         source = self.get_meta(source_id)
-        if source is None:
+        if source is None or (incarnation is not None and source.incarnation != incarnation):
             raise SessionNotFound(source_id)
-        copied, cut, tail = self._cut_source(source_id, at_seq)
-        repairs = repair_entries(tail, result_text=BRANCH_RESULT_TEXT, turn_error=BRANCH_TURN_ERROR)
+        copied, cut, _parsed = self._cut_source(source_id, at_seq)
+        closing = list(closing)
         with self._locked(new_id):
             if self._read_meta(new_id) is not None:
                 raise SessionExists(f"session {new_id!r} already exists")
@@ -452,22 +514,22 @@ class JsonlSessionStore:
                 model=source.model,
             )
             self._search.copy(source_id, new_id, cut, meta.owner_id)
-            if repairs:
-                records = self._write_entries(path, new_id, repairs)
+            if closing:
+                records = self._write_entries(path, new_id, closing)
                 meta = SessionMeta(**{**asdict(meta), "last_seq": records[-1].seq})
                 self._search.add(new_id, records, owner_id=lambda: meta.owner_id)
             self._write_meta(meta, durable=True)
         return meta
 
-    def _cut_source(self, source_id, at_seq) -> tuple[bytes, int, list[EntryRecord]]:
-        """The bytes of lines 1..cut, the cut, and the entries from the last turn boundary.
+    def _cut_source(self, source_id, at_seq) -> tuple[bytes, int, list[EntryRecord] | None]:
+        """The bytes of lines 1..cut, the cut, and the entries up to it if they were parsed.
 
         Lines carry no session id, so a well-formed file is copied byte for byte; parsing
         2,000 entries to write them back unchanged made a branch ~30x a file copy. "Well
         formed" is checked at C speed: n complete lines, each ending in `}`, the first
-        `{"seq": 1, …` and the last `{"seq": n, …`. Anything else takes the slow path, which parses every line and
-        reports damage by file and line. (Damage inside a line body that keeps this shape is
-        copied as it is, and reading either file reports it.)
+        `{"seq": 1, …` and the last `{"seq": n, …`. Anything else takes the slow path, which
+        parses every line and reports damage by file and line. (Damage inside a line body
+        that keeps this shape is copied as it is, and reading either file reports it.)
         """
         path = self._path(source_id, ".jsonl")
         try:
@@ -493,8 +555,7 @@ class JsonlSessionStore:
         cut = self._check_cut(count, at_seq)
         if cut < count:
             end = blob.find(b'\n{"seq": %d, ' % (cut + 1)) + 1
-        blob = blob[:end]
-        return blob, cut, self._repair_window(source_id, blob)
+        return blob[:end], cut, None
 
     @staticmethod
     def _check_cut(last: int, at_seq) -> int:
@@ -519,6 +580,13 @@ class JsonlSessionStore:
                 break
             end = start
         return window[::-1]
+
+    # --- turn lease ---------------------------------------------------------------------
+    def turn_lease(self, session_id):
+        return file_lease.FileTurnLease(self, validate_session_id(session_id))
+
+    def request_turn_abort(self, session_id):
+        return file_lease.request_abort(self.root, validate_session_id(session_id))
 
     # --- proactive notices --------------------------------------------------------------
     def append_proactive(self, session_id, message_id, content, incarnation=None):

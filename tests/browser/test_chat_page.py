@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from sessions_app import services
 from sessions_app.models import LiveConnection
+from sessions_app.store import connections
 from tests.browser.helpers import TIMEOUT_MS, browser_test, in_thread, session_of
 from tests.multiprocess.servers import daphne, free_port
 
@@ -38,7 +39,7 @@ def _restart(servers, port):
     # Let the heartbeat timeout pass for the dead worker's rows instead of waiting it out.
     in_thread(
         lambda: LiveConnection.objects.update(
-            heartbeat_at=timezone.now() - timedelta(seconds=services.LIVE_TIMEOUT_SEC + 1)
+            heartbeat_at=timezone.now() - timedelta(seconds=connections.LIVE_TIMEOUT_SEC + 1)
         )
     )
     servers.enter_context(daphne(port=port))

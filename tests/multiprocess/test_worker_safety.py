@@ -17,7 +17,7 @@ from rest_framework.authtoken.models import Token
 from memory_app.models import Episode, WorkingMemory
 from sessions_app import services
 from sessions_app.models import LiveConnection, Worker
-from sessions_app.store import get_store
+from sessions_app.store import connections, get_store
 from tests.conftest import requires_postgres
 from tests.multiprocess.servers import daphne
 from tests.multiprocess.test_live_connections import receive, ws_connect
@@ -122,7 +122,7 @@ def test_a_killed_worker_stops_blocking_delete_once_it_is_silent(tokens):
             )
             # The connection row itself is still fresh: only the worker's silence frees it.
             assert LiveConnection.objects.get(pk=row.pk).heartbeat_at > timezone.now() - timedelta(
-                seconds=services.LIVE_TIMEOUT_SEC
+                seconds=connections.LIVE_TIMEOUT_SEC
             )
             assert services.session_delete(session_id=session_id, owner_id=owner) is True
         finally:

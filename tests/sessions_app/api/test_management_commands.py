@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from sessions_app import services
 from sessions_app.models import LiveConnection
-from sessions_app.store import NewEntry, get_store
+from sessions_app.store import NewEntry, connections, get_store
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +30,7 @@ def test_cleanup_sessions_removes_only_connections_of_dead_workers(alice, backen
     services.connection_open(session_id="s1", channel_name="alive", user_id=alice.id)
     services.connection_open(session_id="s1", channel_name="dead", user_id=alice.id)
     LiveConnection.objects.filter(channel_name="dead").update(
-        heartbeat_at=timezone.now() - timedelta(seconds=services.LIVE_TIMEOUT_SEC + 5)
+        heartbeat_at=timezone.now() - timedelta(seconds=connections.LIVE_TIMEOUT_SEC + 5)
     )
     call_command("cleanup_sessions", "connections", "confirm", "--all-users")
     assert "removed 1" in capsys.readouterr().out

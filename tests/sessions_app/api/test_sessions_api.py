@@ -7,7 +7,7 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from sessions_app import services
-from sessions_app.store import NewEntry, get_store
+from sessions_app.store import NewEntry, connections, get_store
 
 pytestmark = pytest.mark.django_db
 
@@ -196,6 +196,28 @@ def test_branch_at_seq_with_a_chosen_id(api):
     assert entries[-1]["data"]["status"] == "interrupted"
 
 
+def test_a_branch_cut_after_a_tool_call_answers_it_and_closes_the_turn(api):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    a_turn("s1")
+    response = api.post("/api/sessions/s1/branch/", {"id": "s1-cut", "at_seq": 3}, format="json")
+    assert response.status_code == 201
+    assert response.json()["last_seq"] == 5
+    copied = api.get("/api/sessions/s1-cut/entries/").json()["entries"]
+    assert [(entry["kind"], entry["role"]) for entry in copied] == [
+        ("turn_start", ""),
+        ("message", "user"),
+        ("message", "assistant"),
+        ("message", "tool"),
+        ("turn_end", ""),
+    ]
+    assert copied[3]["tool_call_id"] == "call_1" and copied[3]["is_error"]
+    assert copied[3]["content"] == services.BRANCH_RESULT_TEXT
+    assert copied[4]["data"]["status"] == "interrupted"
+    assert len(api.get("/api/sessions/s1/entries/").json()["entries"]) == 6  # source untouched
+    context = api.get("/api/sessions/s1-cut/context/").json()
+    assert context["messages"][-1]["role"] == "tool"  # a history a model accepts
+
+
 def test_branch_errors(api, bob_api):
     api.post("/api/sessions/", {"id": "s1"}, format="json")
     bob_api.post("/api/sessions/", {"id": "bobs"}, format="json")
@@ -240,7 +262,7 @@ def test_delete_while_a_websocket_is_attached_is_409(api, alice):
 def test_a_connection_whose_heartbeat_stopped_does_not_block_delete(api, alice, monkeypatch):
     api.post("/api/sessions/", {"id": "s1"}, format="json")
     services.connection_open(session_id="s1", channel_name="chan-dead", user_id=alice.id)
-    monkeypatch.setattr(services, "LIVE_TIMEOUT_SEC", -1)  # every heartbeat is now too old
+    monkeypatch.setattr(connections, "LIVE_TIMEOUT_SEC", -1)  # every heartbeat is now too old
     assert api.delete("/api/sessions/s1/").json() == {"deleted": True}
 
 

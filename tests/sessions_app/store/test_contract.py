@@ -5,12 +5,15 @@ import json
 
 import pytest
 
+from sessions_app.models import Session
 from sessions_app.store import (
     AgentMismatch,
     InvalidSessionId,
     NewEntry,
     SessionExists,
     SessionNotFound,
+    approvals,
+    connections,
 )
 from tests.helpers import run_in_threads, run_python
 
@@ -181,6 +184,55 @@ def test_delete_removes_everything_and_missing_is_false(store):
     assert recreated.last_seq == 0 and store.get_proactive("s1") == []
 
 
+def test_delete_removes_the_sessions_connection_rows_and_approval_requests(store):
+    store.create("s1")
+    store.create("other")
+    for session_id in ("s1", "other"):
+        with store.locked(session_id):
+            connections.register(
+                session_id=session_id, channel_name=f"tab-{session_id}", user_id=None
+            )
+        approvals.request_insert(
+            session_id=session_id, turn_id="t1", call_id="c1", tool="forget", arguments={}
+        )
+    store.delete("s1")
+    assert not connections.any_live("s1") and connections.any_live("other")
+    assert approvals.requests_pending(session_id="s1") == []
+    assert len(approvals.requests_pending(session_id="other")) == 1
+
+
+# --- the session lock and the turn lease ------------------------------------------------
+
+
+def test_a_lock_on_a_missing_session_leaves_nothing_behind(store):
+    with store.locked("ghost", agent="jarvis", owner_id=None):
+        pass
+    assert store.get_meta("ghost") is None
+    assert [meta.id for meta in store.list()] == []
+    assert not Session.objects.filter(id="ghost").exists()  # no row to lock was left either
+    store.create("s1")
+    with store.locked("s1") as locked:
+        assert locked
+    assert store.get_meta("s1") is not None
+
+
+def test_a_turn_lease_has_one_holder_and_carries_an_abort_to_it(store):
+    store.create("s1")
+    first, second = store.turn_lease("s1"), store.turn_lease("s1")
+    assert store.request_turn_abort("s1") is False  # no turn holds it
+    assert first.try_acquire() is True
+    assert second.try_acquire() is False
+    assert type(first).keep([first]) == []
+    assert store.request_turn_abort("s1") is True
+    assert type(first).keep([first]) == [first]
+    first.release()
+    assert second.try_acquire() is True
+    assert type(second).keep([second]) == []  # the mark was meant for the ended turn
+    second.release()
+    with pytest.raises(SessionNotFound):
+        store.turn_lease("ghost").try_acquire()
+
+
 # --- branch -----------------------------------------------------------------------------
 
 
@@ -217,10 +269,9 @@ def test_branches_are_independent_both_ways(store):
     assert store.get_meta("br").parent_id in (None, "src")
 
 
-def test_branch_inside_an_unfinished_turn_closes_it_in_the_copy(store):
-    store.create("src")
+def a_finished_turn_with_a_call(store, session_id):
     store.append(
-        "src",
+        session_id,
         [
             NewEntry(kind="turn_start", turn_id="t1", data={"model": "offline"}),
             NewEntry(role="user", content="wait 5 seconds", turn_id="t1"),
@@ -232,18 +283,52 @@ def test_branch_inside_an_unfinished_turn_closes_it_in_the_copy(store):
             NewEntry(kind="turn_end", turn_id="t1", data={"status": "completed"}),
         ],
     )
-    store.create_branch("src", new_id="br", at_seq=3)
-    copied = store.get_messages("br")
-    assert [(entry.kind, entry.role) for entry in copied] == [
-        ("turn_start", ""),
-        ("message", "user"),
-        ("message", "assistant"),
-        ("message", "tool"),
-        ("turn_end", ""),
+
+
+def test_the_turn_tail_holds_the_turn_a_cut_falls_in(store):
+    """What the branch service repairs from: everything of the turn the cut leaves open."""
+    store.create("src")
+    a_finished_turn_with_a_call(store, "src")
+    tail = store.get_turn_tail("src", 3)
+    assert [entry.seq for entry in tail] == [1, 2, 3]
+    assert tail[-1].tool_calls[0]["id"] == "c1"
+    whole = store.get_turn_tail("src", 6)
+    assert whole[-1].kind == "turn_end"
+    assert [entry.seq for entry in whole] == list(range(whole[0].seq, 7))
+    assert store.get_turn_tail("src", 0) == []
+
+
+def test_branch_appends_the_closing_entries_after_the_copy(store):
+    store.create("src")
+    a_finished_turn_with_a_call(store, "src")
+    closing = [
+        NewEntry(role="tool", tool_call_id="c1", name="wait", content="cut", is_error=True),
+        NewEntry(kind="turn_end", turn_id="t1", data={"status": "interrupted"}),
     ]
-    assert copied[3].tool_call_id == "c1" and copied[3].is_error
-    assert copied[4].data["status"] == "interrupted"
+    branch = store.create_branch("src", new_id="br", at_seq=3, closing=closing)
+    copied = store.get_messages("br")
+    assert [(entry.seq, entry.kind, entry.role) for entry in copied] == [
+        (1, "turn_start", ""),
+        (2, "message", "user"),
+        (3, "message", "assistant"),
+        (4, "message", "tool"),
+        (5, "turn_end", ""),
+    ]
+    assert branch.branched_at_seq == 3 and branch.last_seq == 5
+    assert store.get_meta("br").last_seq == 5
+    assert store.append("br", [user("on")])[0].seq == 6
     assert len(store.get_messages("src")) == 6  # the source is untouched
+
+
+def test_branch_refuses_a_source_made_anew_since_it_was_read(store):
+    first = store.create("src")
+    store.append("src", [user("old")])
+    store.delete("src")
+    store.create("src")
+    store.append("src", [user("new")])
+    with pytest.raises(SessionNotFound):
+        store.create_branch("src", new_id="br", at_seq=1, incarnation=first.incarnation)
+    assert store.get_meta("br") is None
 
 
 def test_branch_refuses_a_taken_id_a_missing_source_and_a_bad_cut(store):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from sessions_app.runtime.history import repair_entries
 from sessions_app.store import CorruptSessionFile, InvalidSessionId, NewEntry
 from sessions_app.store.jsonl import JsonlSessionStore
 
@@ -289,7 +290,9 @@ def test_a_nested_kind_in_data_is_not_taken_for_a_turn_marker(store):
     # A later unknown entry whose data mentions a closed turn must not hide the open one.
     store.append("s1", [NewEntry(kind="note", data={"kind": "turn_end", "status": "completed"})])
 
-    meta = store.create_branch("s1", new_id="copy")
+    tail = store.get_turn_tail("s1", 4)
+    assert [entry.seq for entry in tail] == [1, 2, 3, 4]  # from the open turn's start
+    meta = store.create_branch("s1", new_id="copy", closing=repair_entries(tail))
 
     copied = store.get_messages("copy")
     assert [entry.kind for entry in copied[-2:]] == ["message", "turn_end"]

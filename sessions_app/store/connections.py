@@ -1,0 +1,132 @@
+"""The live-connection registry: one `LiveConnection` row per open WebSocket (DESIGN §8, §11).
+
+Rows of the database under both backends, so that every worker process sees every socket:
+a delete in one worker must know about a tab attached through another. Each row points at
+its session's row in the `Session` table (on the jsonl backend, the anchor row the store
+keeps for the session's lock). A row counts as live while it is renewed within
+LIVE_TIMEOUT_SEC and its worker is not known to be dead (sessions_app.workers); the rows of a
+session go with its delete (the store backends' `delete`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from sessions_app.models import LiveConnection, Session
+from sessions_app.workers import current_worker_id, dead_workers
+
+# A consumer renews its row every few seconds (services.HEARTBEAT_SEC); rows not renewed
+# for LIVE_TIMEOUT_SEC belong to a worker that died without closing its sockets.
+LIVE_TIMEOUT_SEC = 30
+
+
+@dataclass(frozen=True)
+class Closed:
+    """What `unregister` removed: the connection's session and user, and whether it was the
+    session's last live connection."""
+
+    session_id: str
+    user_id: int | None
+    last: bool
+
+
+def _cutoff():
+    return timezone.now() - timedelta(seconds=LIVE_TIMEOUT_SEC)
+
+
+def _live(session_id: str):
+    return LiveConnection.objects.filter(
+        session_id=session_id, heartbeat_at__gte=_cutoff()
+    ).exclude(worker_id__in=dead_workers())
+
+
+def _gone():
+    """Rows that no longer count: not renewed in time, or held by a dead worker."""
+    return LiveConnection.objects.filter(
+        Q(heartbeat_at__lt=_cutoff()) | Q(worker_id__in=dead_workers())
+    )
+
+
+def _stale(owner_id: int | None):
+    rows = LiveConnection.objects.filter(heartbeat_at__lt=_cutoff())
+    return rows if owner_id is None else rows.filter(user_id=owner_id)
+
+
+def register(*, session_id: str, channel_name: str, user_id: int | None) -> None:
+    """Record a socket of this worker on an existing session, dropping the session's rows
+    that no longer count. The caller holds the session's lock (store.locked)."""
+    now = timezone.now()
+    _gone().filter(session_id=session_id).delete()
+    LiveConnection.objects.update_or_create(
+        channel_name=channel_name,
+        defaults={
+            "session_id": session_id,
+            "user_id": user_id,
+            "connected_at": now,
+            "heartbeat_at": now,
+            "worker_id": current_worker_id(),
+        },
+    )
+
+
+def renew(*, channel_name: str) -> bool:
+    """Renew a row; False when it is gone (swept, or its session was deleted)."""
+    return bool(
+        LiveConnection.objects.filter(channel_name=channel_name).update(heartbeat_at=timezone.now())
+    )
+
+
+def unregister(*, channel_name: str) -> Closed | None:
+    """Remove a socket's row; None when there is none.
+
+    The session's row is locked first, so that two tabs closing at once cannot both see the
+    other still open (and neither report the last one).
+    """
+    with transaction.atomic():
+        row = (
+            LiveConnection.objects.filter(channel_name=channel_name)
+            .values_list("session_id", "user_id")
+            .first()
+        )
+        if row is None:
+            return None
+        session_id, user_id = row
+        list(Session.objects.select_for_update().filter(id=session_id).values_list("id"))
+        LiveConnection.objects.filter(channel_name=channel_name).delete()
+        return Closed(session_id=session_id, user_id=user_id, last=not any_live(session_id))
+
+
+def any_live(session_id: str) -> bool:
+    return _live(session_id).exists()
+
+
+def live_count(session_id: str) -> int:
+    return _live(session_id).count()
+
+
+def sweep() -> int:
+    """Remove the rows that no longer count, of every session; returns how many."""
+    deleted, _ = _gone().delete()
+    return deleted
+
+
+def stale_count(*, owner_id: int | None) -> int:
+    """Rows of this user's sockets (None: everyone's) not renewed within LIVE_TIMEOUT_SEC."""
+    return _stale(owner_id).count()
+
+
+def stale_remove(*, owner_id: int | None) -> list[str]:
+    """Remove the rows `stale_count` counts; returns their channel names."""
+    stale = list(_stale(owner_id).values_list("channel_name", flat=True))
+    _stale(owner_id).filter(channel_name__in=stale).delete()
+    return stale
+
+
+def remove_for_session(session_id: str) -> None:
+    """Remove every row of a session that is being deleted (store backends' `delete`)."""
+    LiveConnection.objects.filter(session_id=session_id).delete()

@@ -1,0 +1,126 @@
+"""The `db` backend's turn lease: two fields of the session row.
+
+`lease_holder` and `lease_expires_at` are taken with one conditional UPDATE and renewed by
+the runtime's lease keeper while the turn runs. Nothing is held between statements, so no
+model call or tool ever runs under a row lock. A crashed holder's lease is free as soon as
+its worker stops heartbeating for WORKER_DEAD_SEC (sessions_app.workers, wherever the
+worker ran), at once when the holder was a process on this machine that no longer exists,
+and in any case after LEASE_TTL_SEC.
+
+An abort from another process marks the holder with a trailing ABORT_MARK; the holder's
+keeper sees it on its next poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import timedelta
+
+from django.db.models import Q
+from django.utils import timezone
+
+from sessions_app.models import Session
+from sessions_app.store.base import SessionNotFound
+from sessions_app.store.lease import TurnLeaseBackend
+from sessions_app.workers import current_worker_id, worker_is_dead
+
+logger = logging.getLogger(__name__)
+
+LEASE_TTL_SEC = 15.0
+ABORT_MARK = "!"
+_HOST = current_worker_id().split(":", 1)[0]
+
+
+def _worker_of(holder: str) -> str:
+    """The worker id inside a holder (`<worker id>:<turn token>[!]`)."""
+    return holder.rstrip(ABORT_MARK).rsplit(":", 1)[0]
+
+
+def _holder_process_gone(holder: str) -> bool:
+    host, _, rest = holder.rstrip(ABORT_MARK).partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != _HOST or not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _expiry():
+    return timezone.now() + timedelta(seconds=LEASE_TTL_SEC)
+
+
+class DbTurnLease(TurnLeaseBackend):
+    def _rows(self):
+        return Session.objects.filter(id=self.session_id)
+
+    def try_acquire(self) -> bool:
+        now = timezone.now()
+        free = Q(lease_holder="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+        if self._rows().filter(free).update(lease_holder=self.holder, lease_expires_at=_expiry()):
+            return True
+        current = self._rows().values_list("lease_holder", flat=True).first()
+        if current is None:
+            raise SessionNotFound(self.session_id)
+        if current and (_holder_process_gone(current) or worker_is_dead(_worker_of(current))):
+            logger.warning("taking over the lease of %s from dead %s", self.session_id, current)
+            return bool(
+                self._rows()
+                .filter(lease_holder=current)
+                .update(lease_holder=self.holder, lease_expires_at=_expiry())
+            )
+        return False
+
+    @classmethod
+    def keep(cls, leases):
+        rows = {
+            row[0]: row[1:]
+            for row in Session.objects.filter(
+                id__in=[lease.session_id for lease in leases]
+            ).values_list("id", "lease_holder", "lease_expires_at")
+        }
+        now = timezone.now()
+        renew: list[str] = []
+        stopping = []
+        for lease in leases:
+            mine = [lease.holder, lease.holder + ABORT_MARK]
+            current = rows.get(lease.session_id)
+            if current is None or not current[0]:
+                # Not visible to this thread's connection: the session is gone (the turn's
+                # next append says so) or the turn runs inside a caller's open transaction.
+                continue
+            if current[0] not in mine:
+                logger.warning("turn of %s lost its lease (now %r)", lease.session_id, current)
+                stopping.append(lease)
+                continue
+            if current[0] == mine[1]:
+                stopping.append(lease)
+            remaining = (current[1] - now).total_seconds() if current[1] else 0
+            if remaining < LEASE_TTL_SEC * 2 / 3:
+                renew.extend(mine)
+        if renew:
+            Session.objects.filter(lease_holder__in=renew).update(
+                lease_expires_at=now + timedelta(seconds=LEASE_TTL_SEC)
+            )
+        return stopping
+
+    def release(self):
+        self._rows().filter(lease_holder__in=[self.holder, self.holder + ABORT_MARK]).update(
+            lease_holder="", lease_expires_at=None
+        )
+
+
+def request_abort(session_id: str) -> bool:
+    """Mark the session's live lease for abort; False when no turn holds it."""
+    rows = Session.objects.filter(id=session_id)
+    current = rows.values_list("lease_holder", "lease_expires_at").first()
+    if current is None or not current[0] or not current[1] or current[1] < timezone.now():
+        return False
+    if current[0].endswith(ABORT_MARK):
+        return True
+    return bool(rows.filter(lease_holder=current[0]).update(lease_holder=current[0] + ABORT_MARK))

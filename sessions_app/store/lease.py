@@ -1,0 +1,47 @@
+"""The backend half of a turn lease (DESIGN §5.5): where a turn's holding is recorded.
+
+`runtime.lease` runs the lease (waiting, the keeper thread that renews leases and watches
+for aborts, SessionBusy); it gets the object that knows the backend from the store
+(`store.turn_lease(session_id)`), so that it never needs to know which backend is in use.
+Each backend has its own kind: `db_lease.DbTurnLease` (fields of the session row) and
+`file_lease.FileTurnLease` (an flock beside the session's files).
+"""
+
+from __future__ import annotations
+
+import uuid
+from abc import ABC, abstractmethod
+
+from sessions_app.workers import current_worker_id
+
+
+def new_holder() -> str:
+    # `<worker id>:<token>`: the worker id (host:pid:boot) lets a waiter see that the holder's
+    # process is gone — on this machine by its pid, anywhere by its silent heartbeat.
+    return f"{current_worker_id()}:{uuid.uuid4().hex[:12]}"
+
+
+class TurnLeaseBackend(ABC):
+    """One turn's hold on a session, as its backend records it; used by one turn at a time."""
+
+    def __init__(self, session_id: str):
+        self.session_id = session_id
+        self.holder = new_holder()
+
+    @abstractmethod
+    def try_acquire(self) -> bool:
+        """Take the lease if it is free (or its holder is gone); never blocks.
+
+        Raises SessionNotFound when the session does not exist.
+        """
+
+    @classmethod
+    @abstractmethod
+    def keep(cls, leases: list[TurnLeaseBackend]) -> list[TurnLeaseBackend]:
+        """Keep these held leases (all of this kind) alive, in as few queries as the kind
+        can; return those whose turn must stop: an abort was asked for, or the lease was
+        lost to another holder."""
+
+    @abstractmethod
+    def release(self) -> None:
+        """Give the lease up (only if it is still ours)."""

@@ -219,6 +219,8 @@ def command_run(*, session_id: str, owner_id: int, line: str) -> CommandResult:
     name, *args = parts
     if name not in COMMANDS:
         raise CommandError("unknown_command", f"unknown command /{name}; /help lists them")
+    # Every command, even one that only reads (/help, /sessions), needs the caller's own
+    # session: in anyone else's each is not_found, the answer its service would give.
     selectors.session_get(session_id=session_id, owner_id=owner_id)
     handler = COMMANDS[name][0]
     return handler(_Context(session_id=session_id, owner_id=owner_id, args=args))

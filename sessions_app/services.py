@@ -633,9 +633,9 @@ def session_export(*, session_id: str, owner_id: OwnerId, fmt: str) -> ExportFil
 #
 # What a person does to a session (send a message, stop the turn, compact, ask what it cost,
 # export) has one service, whoever passes it on: the API, the WebSocket, a slash command or
-# manage.py. Each checks that the session is the caller's (a missing session and another
-# user's answer alike, with SessionNotFound, before anything is written) and sends what the
-# session's open tabs must see itself.
+# manage.py. Each checks that the session is the caller's before it writes anything (another
+# user's session is SessionNotFound, exactly like a missing one), and itself sends what the
+# session's open tabs must see.
 
 
 class Operator(enum.Enum):

@@ -158,7 +158,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if kind == "ping":
             return await self.send_json({"type": "pong"})
         if kind == "abort":
-            # Not spawned beside the turns: the abort is answered before anything else.
+            # In the receive loop itself, not a task: it never waits behind this socket's work.
             return await self._abort()
         if kind == "prompt":
             text = frame.get("text")
@@ -189,8 +189,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def _abort(self):
         try:
-            # On the event loop, with the check and the lease mark in the small control
-            # pool: a turn of this worker stops whatever else the worker is busy with.
+            # The check and the lease mark go through the small control pool: a turn of
+            # this worker stops at once, whatever else the worker is busy with.
             await services.turn_abort_async(session_id=self.session_id, owner_id=self.user_id)
         except SessionNotFound:
             await self._error("not_found", "the session no longer exists")

@@ -49,7 +49,6 @@ from sessions_app.runtime.approvals import (
 from sessions_app.runtime.executors import in_pool
 from sessions_app.runtime.lease import SessionBusy, TurnLease, lease_acquire
 from sessions_app.runtime.providers import check_model_spec
-from sessions_app.runtime.turns import TurnResult
 from sessions_app.signals import session_deleted, session_ended
 from sessions_app.store import (
     EntryRecord,
@@ -687,7 +686,7 @@ def turn_send(
     text: str,
     on_event: Callable[[dict], object] | None = None,
     provider: str | None = None,
-) -> TurnResult:
+) -> turns.TurnResult:
     """Run one turn of the caller's session to its end; every open tab watches it happen.
 
     Steps: check the session is the caller's; run the turn (runtime.turns: SessionBusy when
@@ -707,7 +706,7 @@ def turn_send(
     )
 
 
-async def turn_send_async(*, session_id: str, owner_id: int | None, text: str) -> TurnResult:
+async def turn_send_async(*, session_id: str, owner_id: int | None, text: str) -> turns.TurnResult:
     """`turn_send` for the event loop (the WebSocket): the turn runs on the caller's loop, its
     model call holds no thread, its store work and blocking tools go through bounded pools."""
     await in_pool("store", _owned_session, session_id=session_id, owner_id=owner_id)

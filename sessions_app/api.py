@@ -21,11 +21,9 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
 from sessions_app import limits, schedule_serializers, schedules, selectors, serializers, services
-from sessions_app.compaction import session_compact
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
-from sessions_app.runtime.cost import session_cost
 from sessions_app.runtime.history import HistoryInvalid
-from sessions_app.runtime.turns import SessionBusy, TooManyTurns, turn_abort, turn_run
+from sessions_app.runtime.turns import SessionBusy, TooManyTurns
 from sessions_app.store import AgentMismatch, InvalidSessionId, SessionNotFound
 from sessions_app.throttles import TurnRateThrottle
 
@@ -42,6 +40,7 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
     SessionBusy: (status.HTTP_409_CONFLICT, "session_busy"),
     TooManyTurns: (status.HTTP_429_TOO_MANY_REQUESTS, "too_many_turns"),
     HistoryInvalid: (status.HTTP_409_CONFLICT, "history_invalid"),
+    services.NothingToCompact: (status.HTTP_409_CONFLICT, "nothing_to_compact"),
     limits.InputInvalid: (status.HTTP_400_BAD_REQUEST, "invalid"),
     # Form bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (JSON ones: sessions_app.parsers).
     RequestDataTooBig: (status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "too_large"),
@@ -235,14 +234,7 @@ class SessionViewSet(ViewSet):
     @action(detail=True, methods=["post"], throttle_classes=[TurnRateThrottle])
     def messages(self, request, id=None):
         data = _parse(serializers.MessageInput, request.data)
-        selectors.session_get(session_id=id, owner_id=request.user.id)
-        result = turn_run(
-            session_id=id,
-            text=data["text"],
-            owner_id=request.user.id,
-            # Tabs open on this session watch the turn happen, as if typed there.
-            on_event=services.turn_event_broadcaster(id),
-        )
+        result = services.turn_send(session_id=id, owner_id=request.user.id, text=data["text"])
         return Response(
             {
                 "turn_id": result.turn_id,
@@ -257,8 +249,7 @@ class SessionViewSet(ViewSet):
     )
     @action(detail=True, methods=["post"])
     def abort(self, request, id=None):
-        selectors.session_get(session_id=id, owner_id=request.user.id)
-        return Response({"aborted": bool(turn_abort(session_id=id))})
+        return Response({"aborted": services.turn_abort(session_id=id, owner_id=request.user.id)})
 
     @extend_schema(
         parameters=[
@@ -324,17 +315,8 @@ class SessionViewSet(ViewSet):
     )
     @action(detail=True, methods=["post"])
     def compact(self, request, id=None):
-        selectors.session_get(session_id=id, owner_id=request.user.id)
-        try:
-            entry = session_compact(session_id=id)
-        except ValueError as error:
-            return Response(
-                {"code": "nothing_to_compact", "detail": str(error)},
-                status=status.HTTP_409_CONFLICT,
-            )
-        payload = selectors.entry_to_api(entry)
-        services.session_broadcast(session_id=id, event={"type": "entry", "entry": payload})
-        return Response(payload, status=status.HTTP_201_CREATED)
+        entry = services.session_compact(session_id=id, owner_id=request.user.id)
+        return Response(selectors.entry_to_api(entry), status=status.HTTP_201_CREATED)
 
     @extend_schema(
         parameters=[SESSION_ID, serializers.ExportQuery],
@@ -357,8 +339,7 @@ class SessionViewSet(ViewSet):
     @extend_schema(parameters=[SESSION_ID], responses={200: serializers.CostOutput, **ERRORS})
     @action(detail=True, methods=["get"])
     def cost(self, request, id=None):
-        selectors.session_get(session_id=id, owner_id=request.user.id)
-        return Response(session_cost(session_id=id))
+        return Response(services.session_cost(session_id=id, owner_id=request.user.id))
 
     @extend_schema(
         methods=["GET"],

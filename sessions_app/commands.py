@@ -14,8 +14,6 @@ from urllib.parse import quote
 
 from sessions_app import cleanup, selectors, services
 from sessions_app.agents import model_for_session
-from sessions_app.compaction import session_compact
-from sessions_app.runtime.cost import session_cost
 from sessions_app.runtime.lease import SessionBusy
 from sessions_app.runtime.providers import MODEL_SPEC_HELP
 from sessions_app.store import SessionNotFound
@@ -149,18 +147,15 @@ def _cleanup(ctx: _Context) -> CommandResult:
 
 def _compact(ctx: _Context) -> CommandResult:
     try:
-        entry = session_compact(session_id=ctx.session_id)
-    except ValueError as error:
-        raise CommandError("nothing_to_compact", str(error)) from error
-    payload = selectors.entry_to_api(entry)
-    # Every tab of the session shows the compaction where it happened in the history.
-    services.session_broadcast(session_id=ctx.session_id, event={"type": "entry", "entry": payload})
+        entry = services.session_compact(session_id=ctx.session_id, owner_id=ctx.owner_id)
+    except services.NothingToCompact as error:
+        raise CommandError(error.code, str(error)) from error
     data = entry.data or {}
     return CommandResult(
         "compact",
         f"compacted: entries before #{data.get('first_kept_seq')} are now a summary "
         f"({data.get('tokens_before')} tokens before)",
-        {"entry": payload},
+        {"entry": selectors.entry_to_api(entry)},
     )
 
 
@@ -179,7 +174,7 @@ def _export(ctx: _Context) -> CommandResult:
 
 
 def _cost(ctx: _Context) -> CommandResult:
-    cost = session_cost(session_id=ctx.session_id)
+    cost = services.session_cost(session_id=ctx.session_id, owner_id=ctx.owner_id)
     lines = []
     for row in cost["models"]:
         usd = "unknown" if row["usd"] is None else f"${row['usd']:.4f}"
@@ -224,6 +219,8 @@ def command_run(*, session_id: str, owner_id: int, line: str) -> CommandResult:
     name, *args = parts
     if name not in COMMANDS:
         raise CommandError("unknown_command", f"unknown command /{name}; /help lists them")
+    # Every command, even one that only reads (/help, /sessions), needs the caller's own
+    # session: in anyone else's each is not_found, the answer its service would give.
     selectors.session_get(session_id=session_id, owner_id=owner_id)
     handler = COMMANDS[name][0]
     return handler(_Context(session_id=session_id, owner_id=owner_id, args=args))

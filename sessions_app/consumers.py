@@ -22,12 +22,7 @@ from sessions_app import commands, delivery, limits, selectors, services
 from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
 from sessions_app.notice_watch import notices_unwatch, notices_watch
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
-from sessions_app.runtime.turns import (
-    SessionBusy,
-    TooManyTurns,
-    turn_abort_async,
-    turn_run_async,
-)
+from sessions_app.runtime.turns import SessionBusy, TooManyTurns
 from sessions_app.store import SessionNotFound
 from sessions_app.throttles import turn_throttle_wait
 
@@ -166,10 +161,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if kind == "ping":
             return await self.send_json({"type": "pong"})
         if kind == "abort":
-            # On the event loop itself: a turn of this worker stops at once, whatever else
-            # the worker is busy with.
-            await turn_abort_async(session_id=self.session_id)
-            return None
+            # In the receive loop itself, not a task: it never waits behind this socket's work.
+            return await self._abort()
         if kind == "prompt":
             text = frame.get("text")
             if not isinstance(text, str):
@@ -197,15 +190,20 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
+    async def _abort(self):
+        try:
+            # The check and the lease mark go through the small control pool: a turn of
+            # this worker stops at once, whatever else the worker is busy with.
+            await services.turn_abort_async(session_id=self.session_id, owner_id=self.user_id)
+        except SessionNotFound:
+            await self._error("not_found", "the session no longer exists")
+
     async def _turn(self, text: str):
         try:
             # The turn runs on this worker's event loop: its model call holds no thread, its
             # store writes and blocking tools go through bounded pools (runtime.executors).
-            await turn_run_async(
-                session_id=self.session_id,
-                text=text,
-                owner_id=self.user_id,
-                on_event=services.turn_event_broadcaster(self.session_id),
+            await services.turn_send_async(
+                session_id=self.session_id, owner_id=self.user_id, text=text
             )
         except (SessionBusy, TooManyTurns) as error:
             await self._error(error.code, str(error))
@@ -283,11 +281,6 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def notice_found(self, notice: dict):
         await self._send_notice(notice)
-
-    async def turn_abort(self, message):
-        # turn_abort also announces itself to the group. The running turn learns of it
-        # through its lease; clients learn from the `agent_end` with status "aborted".
-        return None
 
 
 class UnknownPathConsumer(AsyncWebsocketConsumer):

@@ -12,11 +12,14 @@ conversation, so each sees the other whole.
 
 from __future__ import annotations
 
+import enum
+import inspect
 import json
 import logging
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,14 +30,15 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 
-from sessions_app import limits, selectors
+from sessions_app import compaction, limits, selectors
 from sessions_app.agents import model_for_session, per_parent_session_ids
 from sessions_app.ids import group_name, new_session_id, safe_filename, validate_session_id
+from sessions_app.runtime import cost, turns
 from sessions_app.runtime.approvals import approval_resolve
+from sessions_app.runtime.executors import in_pool
 from sessions_app.runtime.history import repair_entries
 from sessions_app.runtime.lease import SessionBusy, TurnLease, lease_acquire
 from sessions_app.runtime.providers import check_model_spec
-from sessions_app.runtime.turns import turn_abort
 from sessions_app.signals import session_deleted, session_ended
 from sessions_app.store import (
     EntryRecord,
@@ -280,7 +284,7 @@ def _turn_stopped(session_id: str) -> TurnLease | None:
 
     Raises SessionBusy when the turn does not end within BUSY_GRACE_SEC.
     """
-    turn_abort(session_id=session_id)
+    turns.turn_abort(session_id=session_id)
     try:
         return lease_acquire(session_id=session_id, wait_sec=settings.BUSY_GRACE_SEC)
     except SessionNotFound:
@@ -528,17 +532,19 @@ def proactive_add(
 # --- export -------------------------------------------------------------------------------
 
 
-def session_export(*, session_id: str, owner_id: int | None, fmt: str) -> ExportFile:
+def session_export(*, session_id: str, owner_id: OwnerId, fmt: str) -> ExportFile:
     """Render the session as md or json and also write it to EXPORTS_DIR/<owner>/<safe id>.<fmt>.
 
-    Steps: render; write a temp file with a name of its own in the owner's directory; rename
-    it over the export in one step. Concurrent exports of one session never share a temp
-    file, and a reader never sees half a file. Each user has a directory because safe names
-    collide across ids ("a.1" and "a_1"), and one user's export must never replace another's.
+    Steps: check the session is the caller's (SessionNotFound otherwise; OPERATOR exports
+    anyone's, into its owner's directory); render; write a temp file with a name of its own
+    in the owner's directory; rename it over the export in one step. Concurrent exports of
+    one session never share a temp file, and a reader never sees half a file. Each user has
+    a directory because safe names collide across ids ("a.1" and "a_1"), and one user's
+    export must never replace another's.
     """
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"export format is md or json, not {fmt!r}")
-    meta = selectors.session_get(session_id=session_id, owner_id=owner_id)
+    meta = _owned_session(session_id=session_id, owner_id=owner_id)
     store = get_store()
     entries = store.get_messages(session_id)
     notices = store.get_proactive(session_id)
@@ -566,3 +572,131 @@ def session_export(*, session_id: str, owner_id: int | None, fmt: str) -> Export
         Path(tmp_name).unlink(missing_ok=True)
         raise
     return ExportFile(filename=filename, content_type=content_type, content=content, path=path)
+
+
+# --- user actions: one service each -------------------------------------------------------
+#
+# What a person does to a session (send a message, stop the turn, compact, ask what it cost,
+# export) has one service, whoever passes it on: the API, the WebSocket, a slash command or
+# manage.py. Each checks that the session is the caller's before it writes anything (another
+# user's session is SessionNotFound, exactly like a missing one), and itself sends what the
+# session's open tabs must see.
+
+
+class Operator(enum.Enum):
+    """The `owner_id` of an operator's manage.py command, which acts on any user's session."""
+
+    OPERATOR = "operator"
+
+
+OPERATOR = Operator.OPERATOR
+# A user's id, None for the system's own ownerless sessions, or OPERATOR.
+OwnerId = int | None | Operator
+
+
+class NothingToCompact(ValueError):
+    """Fewer than two turns in the model's context (409 / error `nothing_to_compact`)."""
+
+    code = "nothing_to_compact"
+
+
+def _owned_session(*, session_id: str, owner_id: OwnerId) -> SessionMeta:
+    """The session when `owner_id` may act on it; else SessionNotFound, as for a missing one."""
+    if owner_id is not OPERATOR:
+        return selectors.session_get(session_id=session_id, owner_id=owner_id)
+    meta = get_store().get_meta(validate_session_id(session_id))
+    if meta is None:
+        raise SessionNotFound(session_id)
+    return meta
+
+
+def _turn_listener(session_id: str, also: Callable[[dict], object] | None):
+    """The turn's `on_event`: the session's group, and `also` (the terminal chat) if given."""
+    broadcast = turn_event_broadcaster(session_id)
+    if also is None:
+        return broadcast
+
+    async def on_event(event: dict[str, Any]) -> None:
+        outcome = also(event)
+        if inspect.isawaitable(outcome):
+            await outcome
+        await broadcast(event)
+
+    return on_event
+
+
+def turn_send(
+    *,
+    session_id: str,
+    owner_id: int | None,
+    text: str,
+    on_event: Callable[[dict], object] | None = None,
+    provider: str | None = None,
+) -> turns.TurnResult:
+    """Run one turn of the caller's session to its end; every open tab watches it happen.
+
+    Steps: check the session is the caller's; run the turn (runtime.turns: SessionBusy when
+    another turn holds the session past BUSY_GRACE_SEC, TooManyTurns past
+    MAX_TURNS_PER_USER) with its events going to the session's group as they happen, and to
+    `on_event` too when given. `provider` overrides the session's model for this turn.
+    Synchronous callers (the HTTP API, manage.py chat) do the turn's store work in their own
+    thread, on their own database connection.
+    """
+    _owned_session(session_id=session_id, owner_id=owner_id)
+    return turns.turn_run(
+        session_id=session_id,
+        text=text,
+        owner_id=owner_id,
+        on_event=_turn_listener(session_id, on_event),
+        provider=provider,
+    )
+
+
+async def turn_send_async(*, session_id: str, owner_id: int | None, text: str) -> turns.TurnResult:
+    """`turn_send` for the event loop (the WebSocket): the turn runs on the caller's loop, its
+    model call holds no thread, its store work and blocking tools go through bounded pools."""
+    await in_pool("store", _owned_session, session_id=session_id, owner_id=owner_id)
+    return await turns.turn_run_async(
+        session_id=session_id,
+        text=text,
+        owner_id=owner_id,
+        on_event=turn_event_broadcaster(session_id),
+    )
+
+
+def turn_abort(*, session_id: str, owner_id: int | None) -> bool:
+    """Stop the running turn of the caller's session, whichever process runs it; False when
+    none runs. Tabs learn of it from the turn's `agent_end` with status "aborted"."""
+    _owned_session(session_id=session_id, owner_id=owner_id)
+    return turns.turn_abort(session_id=session_id)
+
+
+async def turn_abort_async(*, session_id: str, owner_id: int | None) -> bool:
+    """`turn_abort` for the event loop. The check goes through the small control pool, like
+    the lease mark: an abort never queues behind turns' work."""
+    await in_pool("control", _owned_session, session_id=session_id, owner_id=owner_id)
+    return await turns.turn_abort_async(session_id=session_id)
+
+
+def session_compact(*, session_id: str, owner_id: OwnerId) -> EntryRecord:
+    """Summarize the older turns of the caller's session; every open tab gets the entry.
+
+    Steps: check the session; append the `compaction` entry (sessions_app.compaction, which
+    asks the model before it writes anything); once that is committed, send the entry to the
+    session's group. Raises NothingToCompact when fewer than two turns are in the context.
+    """
+    _owned_session(session_id=session_id, owner_id=owner_id)
+    try:
+        entry = compaction.session_compact(session_id=session_id)
+    except ValueError as error:
+        raise NothingToCompact(str(error)) from error
+    session_broadcast_on_commit(
+        session_id=session_id, event={"type": "entry", "entry": selectors.entry_to_api(entry)}
+    )
+    return entry
+
+
+def session_cost(*, session_id: str, owner_id: int | None) -> dict[str, Any]:
+    """Tokens and estimated USD per model of the caller's session (runtime.cost)."""
+    _owned_session(session_id=session_id, owner_id=owner_id)
+    return cost.session_cost(session_id=session_id)

@@ -18,13 +18,11 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 
 from sessions_app.agents import agent_get, agent_tools, model_for_session
-from sessions_app.ids import group_name, validate_session_id
+from sessions_app.ids import validate_session_id
 from sessions_app.runtime.approvals import ApprovalGate, approvals_interrupted
 from sessions_app.runtime.executors import in_pool, run_for_sync_caller
 from sessions_app.runtime.history import (
@@ -503,18 +501,12 @@ def turn_abort(*, session_id: str) -> bool:
     """Stop the session's running turn, whichever process runs it; False when none runs.
 
     The turn's own process sees the abort at once, another process within a watch interval
-    (a mark on the lease). The session's channel-layer group gets {"type": "turn.abort"} so
-    connected clients learn about it too.
+    (a mark on the lease). Clients learn of it from the turn's `agent_end`, whose status is
+    "aborted".
     """
     validate_session_id(session_id)
     local = _abort_local(session_id)
     remote = lease_request_abort(session_id=session_id)
-    layer = get_channel_layer()
-    if layer is not None:
-        try:
-            async_to_sync(layer.group_send)(group_name(session_id), {"type": "turn.abort"})
-        except Exception:  # noqa: BLE001 - the lease mark already carries the abort
-            logger.exception("could not announce the abort of %s", session_id)
     return local or remote
 
 
@@ -525,10 +517,4 @@ async def turn_abort_async(*, session_id: str) -> bool:
     validate_session_id(session_id)
     local = _abort_local(session_id)
     remote = await in_pool("control", lease_request_abort, session_id=session_id)
-    layer = get_channel_layer()
-    if layer is not None:
-        try:
-            await layer.group_send(group_name(session_id), {"type": "turn.abort"})
-        except Exception:  # noqa: BLE001 - the lease mark already carries the abort
-            logger.exception("could not announce the abort of %s", session_id)
     return local or remote

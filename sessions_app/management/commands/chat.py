@@ -11,15 +11,14 @@ import json
 import sys
 import threading
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions_app import limits
+from sessions_app import limits, services
 from sessions_app.commands import CommandError as SlashCommandError
 from sessions_app.commands import command_run
-from sessions_app.runtime.turns import SessionBusy, turn_abort, turn_run
-from sessions_app.services import SessionIdUnavailable, session_create
-from sessions_app.store import AgentMismatch, InvalidSessionId, get_store
+from sessions_app.management.commands._owners import owner_id_by_username
+from sessions_app.runtime.turns import SessionBusy
+from sessions_app.store import AgentMismatch, InvalidSessionId
 
 
 class Command(BaseCommand):
@@ -34,20 +33,15 @@ class Command(BaseCommand):
         parser.add_argument("--user", default=None, help="owner (username) of a new session")
 
     def handle(self, *args, session_id, agent, model, user, **options):
-        owner_id = self._owner_id(user)
+        # Without --user: a local conversation without an owner, like the system's own.
+        owner_id = None if user is None else owner_id_by_username(user)
         try:
             limits.agent_check(agent)
-            if owner_id is None:
-                # A local conversation without an owner, like the system's own sessions.
-                get_store().create(session_id, agent=agent)
-            else:
-                session_create(owner_id=owner_id, session_id=session_id, agent=agent)
-        except (
-            InvalidSessionId,
-            AgentMismatch,
-            SessionIdUnavailable,
-            limits.InputInvalid,
-        ) as error:
+            services.session_create(owner_id=owner_id, session_id=session_id, agent=agent)
+        except services.SessionIdUnavailable as error:
+            hint = " (a user's session: name its owner with --user)" if owner_id is None else ""
+            raise CommandError(f"{error}{hint}") from error
+        except (InvalidSessionId, AgentMismatch, limits.InputInvalid) as error:
             raise CommandError(str(error)) from error
         interactive = sys.stdin.isatty()
         while True:
@@ -75,8 +69,12 @@ class Command(BaseCommand):
 
             def run(text=text, outcome=outcome, session_id=session_id):
                 try:
-                    outcome["result"] = turn_run(
-                        session_id=session_id, text=text, on_event=self._show, provider=model
+                    outcome["result"] = services.turn_send(
+                        session_id=session_id,
+                        owner_id=owner_id,
+                        text=text,
+                        on_event=self._show,
+                        provider=model,
                     )
                 except SessionBusy as busy:
                     outcome["busy"] = busy
@@ -88,7 +86,7 @@ class Command(BaseCommand):
                 while worker.is_alive():
                     worker.join(0.1)
             except KeyboardInterrupt:
-                turn_abort(session_id=session_id)
+                services.turn_abort(session_id=session_id, owner_id=owner_id)
                 worker.join()
             if "busy" in outcome:
                 self.stderr.write(f"[busy] {outcome['busy']}")
@@ -109,15 +107,6 @@ class Command(BaseCommand):
             self.stdout.write(f"[now in {switch_to}]")
             return switch_to
         return session_id
-
-    @staticmethod
-    def _owner_id(username):
-        if username is None:
-            return None
-        user = get_user_model().objects.filter(username=username).first()
-        if user is None:
-            raise CommandError(f"no user named {username!r}")
-        return user.pk
 
     def _show(self, event: dict) -> None:
         kind = event["type"]

@@ -6,10 +6,10 @@ line of progress per session. `--user <name>` cleans that user's sessions only;
 `cleanup_sessions connections confirm --all-users` clears the rows of dead workers).
 """
 
-from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from sessions_app import cleanup
+from sessions_app.management.commands._owners import owner_id_by_username
 
 
 class Command(BaseCommand):
@@ -27,7 +27,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, category, confirm, user, all_users, **options):
-        owner_id = None if all_users else self._owner_id(user)
+        owner_id = None if all_users else owner_id_by_username(user)
         if category is None or confirm is None:
             plan = cleanup.cleanup_plan(owner_id=owner_id)
             self.stdout.write(cleanup.plan_text(plan, how="manage.py cleanup_sessions"))
@@ -42,10 +42,3 @@ class Command(BaseCommand):
     def _progress(self, line: str) -> None:
         self.stdout.write(line)
         self.stdout.flush()
-
-    @staticmethod
-    def _owner_id(username: str) -> int:
-        user = get_user_model().objects.filter(username=username).first()
-        if user is None:
-            raise CommandError(f"no user named {username!r}")
-        return user.pk

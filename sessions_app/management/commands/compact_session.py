@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions_app.compaction import session_compact
+from sessions_app.services import OPERATOR, NothingToCompact, session_compact
 from sessions_app.store import InvalidSessionId, SessionNotFound
 
 
@@ -14,10 +14,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, session_id, **options):
         try:
-            record = session_compact(session_id=session_id)
+            # An operator compacts any user's session; its open tabs show the new entry.
+            record = session_compact(session_id=session_id, owner_id=OPERATOR)
         except (InvalidSessionId, SessionNotFound) as error:
             raise CommandError(f"no session {session_id!r}: {error}") from error
-        except ValueError as error:
+        except NothingToCompact as error:
             raise CommandError(str(error)) from error
         data = record.data
         self.stdout.write(

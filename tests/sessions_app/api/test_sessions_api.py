@@ -132,7 +132,8 @@ def test_another_users_session_is_404_everywhere(api, bob_api):
     a_turn("bobs")
     for path in ("", "entries/", "export/?format=md", "cost/", "proactive/"):
         assert_error(api.get(f"/api/sessions/bobs/{path}"), 404, "not_found")
-    assert_error(api.post("/api/sessions/bobs/branch/", {}, format="json"), 404, "not_found")
+    for action in ("branch/", "abort/", "compact/"):
+        assert_error(api.post(f"/api/sessions/bobs/{action}", {}, format="json"), 404, "not_found")
     # A delete answers exactly as for a free id: it tells nobody which ids exist.
     for taken_or_free in ("bobs", "nobody-has-this"):
         response = api.delete(f"/api/sessions/{taken_or_free}/")

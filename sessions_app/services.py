@@ -12,6 +12,7 @@ conversation, so each sees the other whole.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import inspect
 import json
@@ -19,6 +20,7 @@ import logging
 import os
 import tempfile
 import time
+import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -110,6 +112,22 @@ def session_broadcast_on_commit(*, session_id: str, event: dict[str, Any]) -> No
 DELTA_INTERVAL_SEC = 0.05
 
 
+# A worker's turns have at most this many event sends under way at once. With Redis each
+# send in flight holds a connection of the worker's pool: 200 turns sending at once grew it
+# to hundreds of connections in the middle of the burst, each built on the event loop. A turn
+# whose send waits keeps queueing its deltas, and they leave as one (the turn's event pump).
+GROUP_SENDS_AT_ONCE = 32
+_group_send_slots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _group_send_slot() -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    slot = _group_send_slots.get(loop)
+    if slot is None:
+        slot = _group_send_slots[loop] = asyncio.Semaphore(GROUP_SENDS_AT_ONCE)
+    return slot
+
+
 def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
     """An `on_event` coroutine for turn_run that forwards the turn's events to the group.
 
@@ -128,7 +146,8 @@ def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
     async def send(event: dict[str, Any]) -> None:
         layer = get_channel_layer()
         if layer is not None:
-            await layer.group_send(group, {"type": "session.event", "event": event})
+            async with _group_send_slot():
+                await layer.group_send(group, {"type": "session.event", "event": event})
 
     async def flush() -> None:
         if pending:

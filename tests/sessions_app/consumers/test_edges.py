@@ -219,6 +219,46 @@ async def test_deltas_are_coalesced_to_one_per_interval_and_flushed_before_other
     ]
 
 
+async def test_a_burst_of_turn_events_keeps_a_bounded_number_of_sends_under_way(
+    backend, monkeypatch
+):
+    """Many turns sending at once (with Redis, each send in flight holds a connection)."""
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(group_name("s1"), channel)
+    real_send = layer.group_send
+    in_flight = {"now": 0, "most": 0}
+    release = asyncio.Event()
+
+    async def held_send(group, message):
+        in_flight["now"] += 1
+        in_flight["most"] = max(in_flight["most"], in_flight["now"])
+        await release.wait()  # every send stays under way until the test lets them go
+        in_flight["now"] -= 1
+        await real_send(group, message)
+
+    monkeypatch.setattr(layer, "group_send", held_send)
+    turns = services.GROUP_SENDS_AT_ONCE * 3
+    sends = [
+        asyncio.ensure_future(
+            services.turn_event_broadcaster("s1")({"type": "agent_start", "turn_id": f"t{n}"})
+        )
+        for n in range(turns)
+    ]
+    while in_flight["now"] < services.GROUP_SENDS_AT_ONCE:
+        await asyncio.sleep(0)
+    for _ in range(100):  # give the others every chance to start a send too
+        await asyncio.sleep(0)
+    assert in_flight["most"] == services.GROUP_SENDS_AT_ONCE
+    release.set()
+    await asyncio.gather(*sends)
+    received = [
+        (await asyncio.wait_for(layer.receive(channel), RECEIVE_TIMEOUT))["event"]["turn_id"]
+        for _ in range(turns)
+    ]
+    assert sorted(received) == sorted(f"t{n}" for n in range(turns))
+
+
 # --- /export --------------------------------------------------------------------------------
 
 

@@ -90,7 +90,7 @@ TEMPLATES = [
 ]
 
 # --- Database -----------------------------------------------------------------------------
-# POSTGRES_DSN is accepted as an alias of DATABASE_URL (DESIGN §2).
+# POSTGRES_DSN is accepted as an alias of DATABASE_URL (docs/design.md §2).
 _database_url = env.str("DATABASE_URL", default="") or env.str("POSTGRES_DSN", default="")
 if not _database_url:
     _database_url = f"sqlite:///{VAR_DIR / 'jarvis.sqlite3'}"
@@ -256,7 +256,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_THROTTLE_RATES": {"turns": env.str("TURN_THROTTLE_RATE", default="60/min")},
-    # Every error body is {"code", "detail"} (DESIGN §7).
+    # Every error body is {"code", "detail"} (docs/design.md §7).
     "EXCEPTION_HANDLER": "sessions_app.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {

@@ -1,7 +1,7 @@
 """Admin for memory: read what the agent learned, judge the procedures it drafted.
 
 Read-only for everyone, superusers included: memory rows are written by memory_app's
-services alone (DESIGN §9), and an edit here would bypass what they keep consistent (an
+services alone (docs/design.md §9), and an edit here would bypass what they keep consistent (an
 episode and its thought log, a fact's source, a procedure's decision time). The only writes
 are the procedure actions, which call those services.
 """

@@ -1,4 +1,4 @@
-"""Memory grown from session turns (DESIGN §9).
+"""Memory grown from session turns (docs/design.md §9).
 
 Rows refer to sessions by their id string only: memory_app never imports sessions_app's
 models, and a session stored by the jsonl backend has no row to point at anyway. Episodes,

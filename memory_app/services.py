@@ -1,4 +1,4 @@
-"""Every write of memory_app (DESIGN §9).
+"""Every write of memory_app (docs/design.md §9).
 
 Receivers, the agent's working-memory tools, tasks, admin actions and management commands
 call these; nothing else writes memory rows.

@@ -1,4 +1,4 @@
-"""The agent's working-memory tools: `remember`, `recall` and `forget` (DESIGN §9).
+"""The agent's working-memory tools: `remember`, `recall` and `forget` (docs/design.md §9).
 
 Registered with the runtime's tool registry in MemoryAppConfig.ready; each runs one
 working-memory service for the session of the turn that calls it.

@@ -49,7 +49,7 @@ def _pretty_json(value) -> str:
 
 
 def _tool_call_arguments(arguments: str) -> str:
-    # Arguments are a JSON string (DESIGN §3); a model may send one that does not parse, and
+    # Arguments are a JSON string (docs/design.md §3); a model may send one that does not parse, and
     # that is shown as sent because it is exactly what a reader debugging a turn needs.
     try:
         return _pretty_json(json.loads(arguments))
@@ -183,7 +183,7 @@ class EntryAdmin(ReadOnlyAdminMixin, EntryDisplayMixin, admin.ModelAdmin):
     list_display = ("session_id", "seq", "kind", "role", "short_content", "turn_id", "created_at")
     list_filter = ("kind", "role", "is_error")
     search_fields = ("=session__id", "turn_id", "content")
-    # History is read in seq order, never by timestamp (DESIGN §3).
+    # History is read in seq order, never by timestamp (docs/design.md §3).
     ordering = ("session_id", "seq")
     show_full_result_count = False
     fields = (

@@ -1,4 +1,4 @@
-"""The HTTP API of DESIGN §7: parse, call one service or selector, shape the answer.
+"""The HTTP API of docs/design.md §7: parse, call one service or selector, shape the answer.
 
 Every error is `{"code": ..., "detail": ...}` (`exception_handler`, installed in settings as
 REST_FRAMEWORK["EXCEPTION_HANDLER"]). Another user's session is a 404, never a 403.
@@ -99,7 +99,7 @@ ERRORS = {
     404: OpenApiResponse(serializers.ErrorOutput, description="no such session of yours"),
 }
 SESSION_ID = OpenApiParameter(
-    "id", OpenApiTypes.STR, OpenApiParameter.PATH, description="session id (DESIGN §6)"
+    "id", OpenApiTypes.STR, OpenApiParameter.PATH, description="session id (docs/design.md §6)"
 )
 
 

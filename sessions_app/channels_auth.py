@@ -1,4 +1,4 @@
-"""WebSocket authentication by DRF token, for programs (DESIGN §6).
+"""WebSocket authentication by DRF token, for programs (docs/design.md §6).
 
 Browsers arrive with their Django session cookie (Channels' AuthMiddlewareStack, outside
 this middleware, resolves it). Programs send `Authorization: Token <key>` on the handshake;

@@ -2,7 +2,7 @@
 happened. Synchronous; the consumer runs them in a worker thread.
 
 Each command returns a `CommandResult` that the consumer sends as `command_result`
-`{command, text, data}` (DESIGN §8): `text` for people, `data` for the page's script.
+`{command, text, data}` (docs/design.md §8): `text` for people, `data` for the page's script.
 """
 
 from __future__ import annotations

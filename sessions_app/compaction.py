@@ -2,7 +2,7 @@
 
 The history stays whole — export and the API still show every entry, and cost is what it
 was. Only the projection changes: it sends the latest compaction's summary, then the entries
-from its `first_kept_seq` (DESIGN §5).
+from its `first_kept_seq` (docs/design.md §5).
 """
 
 from __future__ import annotations

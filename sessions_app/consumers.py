@@ -1,4 +1,4 @@
-"""The WebSocket of a session (DESIGN §8): a thin adapter between frames and services.
+"""The WebSocket of a session (docs/design.md §8): a thin adapter between frames and services.
 
 Every connection of a session joins the session's channel-layer group; turn events, entries
 and notices are sent to the group, so two tabs (in any worker process) show the same

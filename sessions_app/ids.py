@@ -1,4 +1,4 @@
-"""Session ids (DESIGN §6): the one place that says what an id may be.
+"""Session ids (docs/design.md §6): the one place that says what an id may be.
 
 Every entry point — API, WebSocket, store, management commands — validates through
 `validate_session_id`, so an id that could escape the jsonl directory or confuse a URL
@@ -19,7 +19,7 @@ SAFE_FILENAME_RE = re.compile(r"[^A-Za-z0-9_\-]")
 
 
 class InvalidSessionId(ValueError):
-    """The id breaks DESIGN §6; the API answers 400, the WebSocket closes with 4400."""
+    """The id breaks docs/design.md §6; the API answers 400, the WebSocket closes with 4400."""
 
 
 def validate_session_id(session_id: object) -> str:

@@ -1,4 +1,4 @@
-"""Sessions, their entries and proactive notices (DESIGN §3).
+"""Sessions, their entries and proactive notices (docs/design.md §3).
 
 The `db` store backend is the only writer of these tables; entry bodies are read in
 `seq` order and never by timestamp.
@@ -33,7 +33,7 @@ class Session(models.Model):
     # a sub-agent whose parent is gone. NULL (not "") for ordinary sessions, so that the
     # partial index below holds sub-agent sessions only.
     spawned_by = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
-    # Turn lease (DESIGN §5.5): one turn per session across processes. A holder renews the
+    # Turn lease (docs/design.md §5.5): one turn per session across processes. A holder renews the
     # expiry while its turn runs; a crashed holder's lease simply runs out.
     lease_holder = models.CharField(max_length=64, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)

@@ -1,4 +1,4 @@
-"""WebSocket routes of sessions_app (DESIGN §8)."""
+"""WebSocket routes of sessions_app (docs/design.md §8)."""
 
 from django.urls import path
 

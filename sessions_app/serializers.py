@@ -1,4 +1,4 @@
-"""API input and output shapes (DESIGN §7). Input serializers parse; output ones document.
+"""API input and output shapes (docs/design.md §7). Input serializers parse; output ones document.
 
 No domain rules here: ids are validated by sessions_app.ids inside the services, so the API,
 the WebSocket and the commands all refuse the same ids with the same message.

@@ -1,4 +1,4 @@
-"""Every write to sessions that the web, the API and the WebSocket make (DESIGN §6–§8).
+"""Every write to sessions that the web, the API and the WebSocket make (docs/design.md §6–§8).
 
 The store (sessions_app.store) holds conversations and whatever differs between backends,
 and the registry of live connections; this module adds ownership, the checks against live
@@ -89,7 +89,7 @@ class ExportFile:
 
 
 def session_broadcast(*, session_id: str, event: dict[str, Any]) -> None:
-    """Send one WebSocket event (DESIGN §8) to every connection of a session, in any process.
+    """Send one WebSocket event (docs/design.md §8) to every connection of a session, in any process.
 
     Callable from synchronous code only (services, the turn thread); async callers await
     the channel layer themselves.

@@ -1,4 +1,4 @@
-"""Pure functions over a session's entries: pairing repair, projection, validation (DESIGN §5).
+"""Pure functions over a session's entries: pairing repair, projection, validation (docs/design.md §5).
 
 No database, no I/O: the store and the turn loop both call these, and property tests can
 throw any history at them.

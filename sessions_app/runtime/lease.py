@@ -1,4 +1,4 @@
-"""One turn per session at a time, across threads and processes (DESIGN §5.5).
+"""One turn per session at a time, across threads and processes (docs/design.md §5.5).
 
 A turn holds its session's lease while it runs. How the holding is recorded is the
 backend's business: the store gives each lease its backend half (`store.turn_lease`; the db

@@ -2,7 +2,7 @@
 
 A tool's `run(context, arguments)` returns the result text or raises: `ToolAborted` when the
 user stopped the turn, any other exception for a failure. Either way the call gets a result
-entry (DESIGN §5.3); the exception text is what the model reads.
+entry (docs/design.md §5.3); the exception text is what the model reads.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The agent turn: one user request and everything the loop does for it (DESIGN §5).
+"""The agent turn: one user request and everything the loop does for it (docs/design.md §5).
 
 However a turn ends, every tool call in it has a result and a `turn_end` closes it; a turn
 cut short by a dead process is closed by `session_repair` on the next use of the session.
@@ -222,7 +222,7 @@ def _repair(
 
 
 def session_repair(*, session_id: str) -> list[EntryRecord]:
-    """Close the session's last turn if the process running it died (DESIGN §5.4).
+    """Close the session's last turn if the process running it died (docs/design.md §5.4).
 
     Steps: take the turn lease (so two repairers, or a repairer and a live turn, never both
     write); append error results for calls without one and a turn_end `interrupted`; release.

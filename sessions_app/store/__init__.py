@@ -1,4 +1,4 @@
-"""The session store: `get_store()` returns the configured backend (DESIGN §4).
+"""The session store: `get_store()` returns the configured backend (docs/design.md §4).
 
 It is the only place that reads which backend is configured; everything else talks to the
 protocol (base.py) and to the modules of rows every backend shares (connections.py,

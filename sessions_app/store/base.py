@@ -1,4 +1,4 @@
-"""The store protocol (DESIGN §4): plain dataclasses in and out, synchronous.
+"""The store protocol (docs/design.md §4): plain dataclasses in and out, synchronous.
 
 Both backends (`db`, `jsonl`) implement `SessionStore`; services and the runtime talk to the
 protocol and only `get_store()` knows which backend is in use. Everything that differs

@@ -1,4 +1,4 @@
-"""The live-connection registry: one `LiveConnection` row per open WebSocket (DESIGN §8, §11).
+"""The live-connection registry: one `LiveConnection` row per open WebSocket (docs/design.md §8, §11).
 
 Rows of the database under both backends, so that every worker process sees every socket:
 a delete in one worker must know about a tab attached through another. Each row points at

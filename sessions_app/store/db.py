@@ -1,7 +1,7 @@
 """The `db` backend: SQLite or PostgreSQL through Django's connection.
 
 Hot paths (append, load, branch, delete) are SQL through Django's own `connection.cursor()`
-with bound parameters: DESIGN §10 measured the ORM at ~3x the raw driver for a turn's
+with bound parameters: docs/design.md §10 measured the ORM at ~3x the raw driver for a turn's
 append and ~2.6x for loading history, while one multi-row INSERT through Django's cursor
 costs ~1.4x. Everything else uses the ORM.
 """
@@ -63,7 +63,7 @@ META_FIELDS = (
 
 
 class DbSessionStore:
-    """DESIGN §4 over the ORM models; portable between SQLite and PostgreSQL."""
+    """docs/design.md §4 over the ORM models; portable between SQLite and PostgreSQL."""
 
     @cached_property
     def _tables(self) -> dict[str, str]:

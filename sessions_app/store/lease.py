@@ -1,4 +1,4 @@
-"""The backend half of a turn lease (DESIGN §5.5): where a turn's holding is recorded.
+"""The backend half of a turn lease (docs/design.md §5.5): where a turn's holding is recorded.
 
 `runtime.lease` runs the lease (waiting, the keeper thread that renews leases and watches
 for aborts, SessionBusy); it gets the object that knows the backend from the store

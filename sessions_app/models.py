@@ -1,7 +1,11 @@
 """Sessions, their entries and proactive notices (docs/design.md §3).
 
-The `db` store backend is the only writer of these tables; entry bodies are read in
-`seq` order and never by timestamp.
+Sessions, entries, notices, live connections and approval requests are read and written
+only by the store package (`sessions_app/store/`): the `db` backend all of them, the
+connection registry and approval requests under both backends, the jsonl backend its anchor
+rows. Schedules, the webhook outbox and worker heartbeats belong to their services
+(`schedules.py`, `delivery.py`, `workers.py`). Entry bodies are read in `seq` order and never
+by timestamp.
 """
 
 from django.conf import settings

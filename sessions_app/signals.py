@@ -1,8 +1,10 @@
 """Signals that let memory_app follow sessions without importing sessions_app's models.
 
-Each event is sent by a service, inside the transaction of the change it announces, so a
-receiver that fails rolls the change back. The `*_requested` signals ask the receivers for
-something instead: the caller reads their answers from `send()`'s return value.
+`session_deleted`, `turn_finished` and `session_compacted` are sent inside the transaction of
+the change they announce, so a receiver that fails rolls the change back. `session_ended` is
+sent after its commit: nothing rolls back when a tab closes. The `*_requested` signals ask
+the receivers for something instead: the caller reads their answers from `send()`'s return
+value.
 """
 
 from django.dispatch import Signal
@@ -14,7 +16,8 @@ session_deleted = Signal()
 # through turn_end, in seq order). Sent in the transaction that stores the turn_end.
 turn_finished = Signal()
 
-# kwargs: session_id, owner_id. Sent when the last live connection of a session closes.
+# kwargs: session_id, owner_id. Sent after the commit that removed the last live connection
+# of a session.
 session_ended = Signal()
 
 # kwargs: session_id, entry_seq, summary, first_kept_seq, tokens_before (the data of the

@@ -1,21 +1,16 @@
-"""Fixtures of the browser tests: a user, a real Chromium, a real Daphne (offline or scripted model)."""
+"""Fixtures of the browser tests: a real Chromium, a real Daphne (offline or scripted model).
+The user who signs in is the shared `alice`."""
 
 import pytest
-from django.contrib.auth import get_user_model
 
-from tests.browser.helpers import CHROMIUM, LAUNCH_ARGS, PASSWORD, USERNAME
+from tests.browser.helpers import CHROMIUM, LAUNCH_ARGS
 from tests.fakes.llm_server import FakeLLMServer
 from tests.multiprocess.servers import daphne
 
 
 @pytest.fixture
-def user(transactional_db):
-    return get_user_model().objects.create_user(username=USERNAME, password=PASSWORD)
-
-
-@pytest.fixture
-def browser(user, monkeypatch):
-    """Chromium. It depends on `user` so the user is created before Playwright's event loop is
+def browser(alice, monkeypatch):
+    """Chromium. It depends on `alice` so the user is created before Playwright's event loop is
     set on this thread (ORM calls made after that get a connection nothing closes)."""
     from playwright.sync_api import sync_playwright
 
@@ -31,7 +26,7 @@ def browser(user, monkeypatch):
 
 
 @pytest.fixture
-def offline_server(user):
+def offline_server(alice):
     """The app with its default offline model."""
     with daphne() as base:
         yield base
@@ -45,7 +40,7 @@ def model():
 
 
 @pytest.fixture
-def model_server(user, model):
+def model_server(alice, model):
     """The app talking to the scripted model through the official OpenAI SDK."""
     with daphne(
         JARVIS_MODEL="openai:gpt-4o-mini",

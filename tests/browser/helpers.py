@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from django.db import connections
 
+from tests.builders import password_of
+
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_ARGS = [
     "--headless",
@@ -17,7 +19,8 @@ LAUNCH_ARGS = [
     "--no-first-run",
 ]
 TIMEOUT_MS = 15_000
-USERNAME, PASSWORD = "alice", "correct horse"
+USERNAME = "alice"  # the `alice` fixture, who signs in
+PASSWORD = password_of(USERNAME)
 AXE = Path(__file__).parent / "vendor" / "axe.min.js"
 
 # The two screens every feature is checked on: a laptop and a phone (an iPhone 12-14 size).

@@ -24,7 +24,7 @@ def wait_until_detached(session_id: str, timeout: float = 10) -> None:
         time.sleep(0.05)
 
 
-def test_chat_reload_restart_branch_delete_and_export(user, browser, tmp_path):
+def test_chat_reload_restart_branch_delete_and_export(alice, browser, tmp_path):
     from playwright.sync_api import expect
 
     port = free_port()

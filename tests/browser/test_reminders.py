@@ -25,7 +25,7 @@ def wait_for_notice(session_id: str) -> None:
         time.sleep(0.1)
 
 
-def test_a_reminder_typed_in_the_chat_comes_back_as_a_notice(browser, user):
+def test_a_reminder_typed_in_the_chat_comes_back_as_a_notice(browser, alice):
     from playwright.sync_api import expect
 
     with daphne() as server, db_worker():
@@ -53,7 +53,7 @@ def test_a_reminder_typed_in_the_chat_comes_back_as_a_notice(browser, user):
         expect(page.locator(f'li[data-session-id="{session_id}"] .notice-badge')).to_have_count(0)
 
 
-def test_a_notice_that_arrived_elsewhere_badges_its_session_until_it_is_opened(browser, user):
+def test_a_notice_that_arrived_elsewhere_badges_its_session_until_it_is_opened(browser, alice):
     from playwright.sync_api import expect
 
     with daphne() as server, db_worker():
@@ -71,7 +71,7 @@ def test_a_notice_that_arrived_elsewhere_badges_its_session_until_it_is_opened(b
         # A reminder made in the first conversation fires while the page shows the second.
         in_thread(
             lambda: schedules.schedule_create(
-                owner_id=user.id, text="stretch", in_seconds=0.5, session_id=first
+                owner_id=alice.id, text="stretch", in_seconds=0.5, session_id=first
             )
         )
         wait_for_notice(first)

@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from memory_app.models import Procedure
 from memory_app.services import memory_consolidate
-from tests.memory_app.turns import arithmetic_turn, play_turn
+from tests.builders import arithmetic_turn, play_turn
 
 pytestmark = pytest.mark.django_db
 

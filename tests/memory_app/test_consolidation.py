@@ -20,8 +20,8 @@ from memory_app.services import (
     procedure_reject,
 )
 from sessions_app import signals
+from tests.builders import arithmetic_turn, play_turn
 from tests.helpers import REPO, child_env
-from tests.memory_app.turns import arithmetic_turn, play_turn
 
 pytestmark = pytest.mark.django_db
 

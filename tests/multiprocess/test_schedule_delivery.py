@@ -14,9 +14,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from websockets.asyncio.client import connect
 
 from sessions_app.models import NoticeOutbox, Schedule
@@ -102,11 +100,11 @@ def wait_until(predicate):
 
 
 @pytest.mark.parametrize("backend, layer", [("db", "redis"), ("jsonl", "in-memory")])
-def test_a_reminder_reaches_the_socket_on_time_and_the_webhook_once(backend, layer, settings):
+def test_a_reminder_reaches_the_socket_on_time_and_the_webhook_once(
+    backend, layer, settings, alice_token
+):
     settings.JARVIS_SESSION__PERSISTENCE_BACKEND = backend
     get_store.cache_clear()
-    alice = get_user_model().objects.create_user(username="alice", password="pw")
-    token = Token.objects.create(user=alice).key
     receiver = Receiver()
     env = {
         "NOTIFY_WEBHOOK_URL": receiver.url,
@@ -116,7 +114,7 @@ def test_a_reminder_reaches_the_socket_on_time_and_the_webhook_once(backend, lay
     try:
         with daphne(**env) as base, db_worker(**env):
             for session_id in ["test-e2e", "chat-e2e"]:
-                notice, arrived = asyncio.run(remind(base, token, session_id))
+                notice, arrived = asyncio.run(remind(base, alice_token, session_id))
                 schedule = Schedule.objects.get(session_id=session_id)
                 assert notice["content"] == "Reminder: stretch"
                 assert notice["message_id"].startswith(f"schedule:{schedule.id}:")

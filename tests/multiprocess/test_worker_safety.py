@@ -10,9 +10,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from memory_app.models import Episode, WorkingMemory
 from sessions_app import services
@@ -25,13 +23,6 @@ from tests.multiprocess.test_live_connections import receive, ws_connect
 pytestmark = [requires_postgres, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 TIMEOUT = 30
-
-
-@pytest.fixture
-def tokens(transactional_db):
-    make = get_user_model().objects.create_user
-    alice, bob = make(username="alice", password="pw-a"), make(username="bob", password="pw-b")
-    return Token.objects.create(user=alice).key, Token.objects.create(user=bob).key
 
 
 def http(method, url, token, body=None):
@@ -60,8 +51,10 @@ def until(condition, what: str):
         time.sleep(0.05)
 
 
-def test_delete_on_one_worker_stops_an_http_turn_on_another_and_the_id_starts_clean(tokens):
-    alice, bob = tokens
+def test_delete_on_one_worker_stops_an_http_turn_on_another_and_the_id_starts_clean(
+    alice_token, bob_token
+):
+    alice, bob = alice_token, bob_token
     session_id = f"mp-{uuid.uuid4().hex[:8]}"
     with daphne() as worker_a, daphne() as worker_b:
         assert http("POST", f"{worker_a}/api/sessions/", alice, {"id": session_id})[0] == 201
@@ -94,8 +87,8 @@ def test_delete_on_one_worker_stops_an_http_turn_on_another_and_the_id_starts_cl
     assert not WorkingMemory.objects.filter(session_id=session_id).exists()
 
 
-def test_a_killed_worker_stops_blocking_delete_once_it_is_silent(tokens):
-    alice, _ = tokens
+def test_a_killed_worker_stops_blocking_delete_once_it_is_silent(alice_token):
+    alice = alice_token
     session_id = f"mp-{uuid.uuid4().hex[:8]}"
     with daphne() as worker:
         import asyncio

@@ -13,7 +13,7 @@ from sessions_app.runtime.history import (
     validate_openai,
 )
 from sessions_app.store import SessionNotFound, get_store
-from tests.memory_app.turns import arithmetic_turn, play_turn
+from tests.builders import arithmetic_turn, play_turn
 
 pytestmark = pytest.mark.django_db
 

@@ -3,10 +3,7 @@
 import threading
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connections
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from sessions_app.runtime.turns import turn_run
 from sessions_app.store import get_store
@@ -14,16 +11,7 @@ from sessions_app.store import get_store
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def client_of(user) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-    return client
-
-
-def test_the_owner_answers_once_and_every_other_answer_has_a_code(backend):
-    make = get_user_model().objects.create_user
-    alice, bob = make(username="alice", password="pw-a"), make(username="bob", password="pw-b")
-    api, bob_api = client_of(alice), client_of(bob)
+def test_the_owner_answers_once_and_every_other_answer_has_a_code(alice, api, bob_api):
     get_store().create("appr-api", owner_id=alice.id)
     asked = threading.Event()
     requests, outcome = [], {}

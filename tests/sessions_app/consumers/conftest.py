@@ -5,8 +5,6 @@ import json
 import pytest
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 
 # The chat page's own origin: the handshake's Host, with ws:// as http://.
 HOST = (b"host", b"127.0.0.1")
@@ -20,26 +18,6 @@ def _fresh_channel_layer():
     channel_layers.backends.clear()
     yield
     channel_layers.backends.clear()
-
-
-@pytest.fixture
-def alice(transactional_db):
-    return get_user_model().objects.create_user(username="alice", password="pw-alice")
-
-
-@pytest.fixture
-def bob(transactional_db):
-    return get_user_model().objects.create_user(username="bob", password="pw-bob")
-
-
-@pytest.fixture
-def alice_token(alice):
-    return Token.objects.create(user=alice).key
-
-
-@pytest.fixture
-def bob_token(bob):
-    return Token.objects.create(user=bob).key
 
 
 def communicator(path, token=None, headers=()):

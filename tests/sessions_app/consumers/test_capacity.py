@@ -2,11 +2,9 @@
 per-user limits answer as specified."""
 
 import pytest
-from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from sessions_app.throttles import TurnRateThrottle
+from tests.builders import make_user, token_client, token_of
 
 from .conftest import events_until, open_session, turn_done
 
@@ -30,11 +28,8 @@ async def start_long_turn(path, token):
 async def test_long_turns_do_not_starve_a_short_turn_or_an_abort(backend, settings):
     from asgiref.sync import sync_to_async
 
-    users = [
-        await sync_to_async(get_user_model().objects.create_user)(username=f"user{n}")
-        for n in range(LONG_TURNS + 1)
-    ]
-    tokens = [(await sync_to_async(Token.objects.create)(user=user)).key for user in users]
+    users = [await sync_to_async(make_user)(f"user{n}") for n in range(LONG_TURNS + 1)]
+    tokens = [await sync_to_async(token_of)(user) for user in users]
     long_turns = [
         await start_long_turn(f"/ws/sessions/long-{n}/", tokens[n]) for n in range(LONG_TURNS)
     ]
@@ -72,9 +67,9 @@ async def test_a_user_beyond_max_turns_is_refused_on_the_socket_and_over_http(
     from asgiref.sync import sync_to_async
 
     def over_http():
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Token {alice_token}")
-        return client.post("/api/sessions/mine-3/messages/", {"text": "hello"}, format="json")
+        return token_client(alice).post(
+            "/api/sessions/mine-3/messages/", {"text": "hello"}, format="json"
+        )
 
     response = await sync_to_async(over_http)()
     assert response.status_code == 429 and response.json()["code"] == "too_many_turns"

@@ -14,10 +14,10 @@ from sessions_app.runtime.providers.anthropic import AnthropicProvider
 from sessions_app.runtime.providers.openai import OpenAIProvider
 from sessions_app.runtime.turns import turn_abort, turn_run
 from sessions_app.store import NewEntry, get_store
+from tests.builders import crash_mid_step
 from tests.fakes.llm_server import FakeLLMServer, Reply
 
 from .conftest import assert_history_valid
-from .factories import crash_mid_step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,9 +10,9 @@ from sessions_app.runtime.history import CRASH_RESULT_TEXT
 from sessions_app.runtime.turns import SessionBusy, session_repair, turn_abort, turn_run
 from sessions_app.signals import turn_finished
 from sessions_app.store import SessionNotFound, get_store
+from tests.builders import crash_mid_step
 
 from .conftest import assert_history_valid
-from .factories import crash_mid_step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,4 +1,4 @@
-"""Schedule fixtures: users, the real task worker run in a thread, a real webhook receiver."""
+"""Schedule fixtures: the real task worker run in a thread, a real webhook receiver."""
 
 import json
 import threading
@@ -7,7 +7,6 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connections
 from django.utils import timezone
 from django_tasks_db.management.commands.db_worker import Worker
@@ -16,16 +15,6 @@ from django_tasks_db.models import DBTaskResult
 from sessions_app.models import Schedule
 
 WAIT_LIMIT_SEC = 30
-
-
-@pytest.fixture
-def alice(transactional_db):
-    return get_user_model().objects.create_user(username="alice", password="pw-alice")
-
-
-@pytest.fixture
-def bob(transactional_db):
-    return get_user_model().objects.create_user(username="bob", password="pw-bob")
 
 
 def worker(worker_id: str = "test-worker") -> Worker:

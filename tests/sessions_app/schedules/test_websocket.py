@@ -8,7 +8,6 @@ import pytest
 from channels.db import database_sync_to_async
 from django.db import connections
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from sessions_app.models import Schedule
 from sessions_app.schedules import schedule_fire
@@ -61,9 +60,10 @@ def notice_of(session_id):
     return notice
 
 
-async def test_a_reminder_set_over_the_websocket_arrives_on_time(backend, alice, running_worker):
-    token = await sync(lambda: Token.objects.create(user=alice).key)()
-    ws, _ = await open_session("/ws/sessions/chat-ws/", token)
+async def test_a_reminder_set_over_the_websocket_arrives_on_time(
+    backend, alice_token, running_worker
+):
+    ws, _ = await open_session("/ws/sessions/chat-ws/", alice_token)
     await ws.send_json_to({"type": "prompt", "text": "remind me in 2 seconds to stretch"})
     events = await events_until(ws, turn_done)
     assert "OK, scheduled #" in "".join(e["text"] for e in events if e["type"] == "delta")
@@ -89,9 +89,8 @@ async def test_a_reminder_set_over_the_websocket_arrives_on_time(backend, alice,
     await ws.disconnect()
 
 
-async def test_a_reminder_cancelled_in_the_chat_never_fires(backend, alice):
-    token = await sync(lambda: Token.objects.create(user=alice).key)()
-    ws, _ = await open_session("/ws/sessions/chat-ws/", token)
+async def test_a_reminder_cancelled_in_the_chat_never_fires(backend, alice_token):
+    ws, _ = await open_session("/ws/sessions/chat-ws/", alice_token)
     await ws.send_json_to({"type": "prompt", "text": "remind me in 5 minutes to stretch"})
     await events_until(ws, turn_done)
     schedule = await sync(Schedule.objects.get)()

@@ -1,7 +1,6 @@
 """`/compact`: the model sees a summary instead of older turns; the history stays whole."""
 
 import pytest
-from django.core.management import CommandError, call_command
 
 from memory_app.models import CompactionSummary
 from sessions_app.compaction import estimate_tokens, session_compact
@@ -122,15 +121,3 @@ def test_too_little_history_is_nothing_to_compact(backend):
     ]
     with pytest.raises(SessionNotFound):
         session_compact(session_id="s-missing")
-
-
-def test_the_command_compacts_and_reports(capsys):
-    three_turns("s-cmd")
-    call_command("compact_session", "s-cmd")
-    out = capsys.readouterr().out
-    assert "compacted s-cmd" in out
-    assert "My name is Mia" in out
-    with pytest.raises(CommandError, match="nothing to compact"):
-        call_command("compact_session", "s-cmd")
-    with pytest.raises(CommandError, match="no session"):
-        call_command("compact_session", "s-nope")

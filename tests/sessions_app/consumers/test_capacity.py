@@ -6,7 +6,7 @@ import pytest
 from sessions_app.throttles import TurnRateThrottle
 from tests.builders import make_user, token_client, token_of
 
-from .conftest import events_until, open_session, turn_done
+from .conftest import RECEIVE_TIMEOUT, events_until, open_session, turn_done
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
@@ -61,7 +61,7 @@ async def test_a_user_beyond_max_turns_is_refused_on_the_socket_and_over_http(
     running = [await start_long_turn(f"/ws/sessions/mine-{n}/", alice_token) for n in range(2)]
     third, _ = await open_session("/ws/sessions/mine-3/", alice_token)
     await third.send_json_to({"type": "prompt", "text": "hello"})
-    refused = await third.receive_json_from(timeout=10)
+    refused = await third.receive_json_from(timeout=RECEIVE_TIMEOUT)
     assert refused["type"] == "error" and refused["code"] == "too_many_turns", refused
 
     from asgiref.sync import sync_to_async
@@ -91,6 +91,6 @@ async def test_socket_prompts_share_the_turn_throttle_with_http(backend, alice_t
         await ws.send_json_to({"type": "prompt", "text": "hello"})
         assert (await events_until(ws, turn_done))[-1]["status"] == "completed"
     await ws.send_json_to({"type": "prompt", "text": "hello"})
-    refused = await ws.receive_json_from(timeout=10)
+    refused = await ws.receive_json_from(timeout=RECEIVE_TIMEOUT)
     assert refused["type"] == "error" and refused["code"] == "throttled", refused
     await ws.disconnect()

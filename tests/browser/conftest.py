@@ -3,7 +3,7 @@ The user who signs in is the shared `alice`."""
 
 import pytest
 
-from tests.browser.helpers import CHROMIUM, LAUNCH_ARGS
+from tests.browser.helpers import CHROMIUM, LAUNCH_ARGS, TIMEOUT_MS
 from tests.fakes.llm_server import FakeLLMServer
 from tests.multiprocess.servers import daphne
 
@@ -12,11 +12,13 @@ from tests.multiprocess.servers import daphne
 def browser(alice, monkeypatch):
     """Chromium. It depends on `alice` so the user is created before Playwright's event loop is
     set on this thread (ORM calls made after that get a connection nothing closes)."""
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     # Playwright's sync API keeps an event loop on this thread; the server helper's own
     # database check at shutdown is plain synchronous code and safe here.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    # `expect` waits 5 s by default, too little for a loaded machine to be sure of.
+    expect.set_options(timeout=TIMEOUT_MS)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
         try:

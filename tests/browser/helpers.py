@@ -9,6 +9,7 @@ import pytest
 from django.db import connections
 
 from tests.builders import password_of
+from tests.helpers import GUARD_SEC
 
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_ARGS = [
@@ -18,7 +19,8 @@ LAUNCH_ARGS = [
     "--disable-background-networking",
     "--no-first-run",
 ]
-TIMEOUT_MS = 15_000
+# Playwright's waits are guards against hanging, never what a test measures.
+TIMEOUT_MS = GUARD_SEC * 1000
 USERNAME = "alice"  # the `alice` fixture, who signs in
 PASSWORD = password_of(USERNAME)
 AXE = Path(__file__).parent / "vendor" / "axe.min.js"
@@ -52,7 +54,7 @@ def in_thread(function):
 
     worker = threading.Thread(target=run)
     worker.start()
-    worker.join(30)
+    worker.join(GUARD_SEC)
     return result.get("value")
 
 

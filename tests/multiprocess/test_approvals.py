@@ -15,6 +15,7 @@ from sessions_app.runtime.approvals import DENIED_TEXT, INTERRUPTED_TEXT
 from sessions_app.runtime.turns import turn_run
 from sessions_app.store import get_store
 from tests.conftest import requires_postgres
+from tests.helpers import GUARD_SEC
 from tests.multiprocess.servers import daphne
 from tests.multiprocess.test_live_connections import receive, ws_connect
 from tests.multiprocess.test_worker_safety import http
@@ -121,7 +122,7 @@ def test_a_worker_killed_while_a_call_waits_leaves_a_result_saying_so(alice, ali
 
         request = asyncio.run(scenario())
         worker.process.kill()  # SIGKILL: no wrap-up, the pending row and the open turn stay
-        worker.process.wait(10)
+        worker.process.wait(GUARD_SEC)
     assert ToolApproval.objects.get(call_id=request["call_id"]).status == "pending"
 
     # The next use of the session repairs the dead turn first.

@@ -14,12 +14,13 @@ from sessions_app.models import LiveConnection
 from sessions_app.store import get_store
 from tests.builders import user
 from tests.conftest import requires_postgres
+from tests.helpers import GUARD_SEC
 from tests.multiprocess.redis_layer import TEST_REDIS_URL, requires_redis
 from tests.multiprocess.servers import daphne
 
 pytestmark = [requires_postgres, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-RECEIVE_TIMEOUT = 15
+RECEIVE_TIMEOUT = GUARD_SEC  # a guard against hanging only
 
 
 def http(method, url, token):
@@ -50,15 +51,16 @@ async def receive(ws):
 
 
 async def delete_until_done(base, session_id, token):
-    """DELETE, retrying while the closed socket's worker has not unregistered it yet."""
-    for _ in range(50):
+    """DELETE, retrying while the closed socket's worker has not unregistered it yet (a state
+    of another process the test can only poll for)."""
+    deadline = asyncio.get_running_loop().time() + GUARD_SEC
+    while True:
         status, body = await asyncio.to_thread(
             http, "DELETE", f"{base}/api/sessions/{session_id}/", token
         )
-        if status != 409:
+        if status != 409 or asyncio.get_running_loop().time() > deadline:
             return status, body
         await asyncio.sleep(0.1)
-    return status, body
 
 
 def test_a_socket_on_one_worker_blocks_delete_on_another(alice_token):

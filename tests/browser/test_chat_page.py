@@ -9,7 +9,14 @@ from django.utils import timezone
 
 from sessions_app import services
 from sessions_app.models import LiveConnection
-from tests.browser.helpers import TIMEOUT_MS, browser_test, in_thread, session_of
+from tests.browser.helpers import (
+    PASSWORD,
+    TIMEOUT_MS,
+    USERNAME,
+    browser_test,
+    in_thread,
+    session_of,
+)
 from tests.helpers import eventually
 from tests.multiprocess.servers import daphne, free_port
 
@@ -53,8 +60,8 @@ def _walk_through(server, browser, tmp_path, expect, restart):
     # Sign in; the chat opens a new session and puts its id in the URL.
     page.goto(server + "/")
     expect(page).to_have_url(re.compile(r"/accounts/login/"))
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "correct horse")
+    page.fill("#id_username", USERNAME)
+    page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")
     expect(page).to_have_url(re.compile(r"\?session="))
     expect(page.locator("#connection")).to_have_text("live")

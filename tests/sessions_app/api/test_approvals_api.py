@@ -7,6 +7,7 @@ from django.db import connections
 
 from sessions_app.runtime.turns import turn_run
 from sessions_app.store import get_store
+from tests.helpers import GUARD_SEC
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,7 +32,7 @@ def test_the_owner_answers_once_and_every_other_answer_has_a_code(alice, api, bo
 
     turn = threading.Thread(target=run)
     turn.start()
-    assert asked.wait(10)
+    assert asked.wait(GUARD_SEC)
     url = f"/api/sessions/appr-api/approvals/{requests[0]['call_id']}/"
 
     assert bob_api.post(url, {"allow": True}, format="json").json()["code"] == "not_found"
@@ -51,7 +52,7 @@ def test_the_owner_answers_once_and_every_other_answer_has_a_code(alice, api, bo
     again = api.post(url, {"allow": True}, format="json")
     assert (again.status_code, again.json()["code"]) == (409, "approval_closed")
 
-    turn.join(10)
+    turn.join(GUARD_SEC)
     result = outcome["result"]
     tool = next(e for e in result.entries if e.role == "tool")
     assert tool.is_error and tool.content.startswith("denied")

@@ -21,12 +21,13 @@ from sessions_app.runtime.approvals import (
 from sessions_app.runtime.history import CRASH_RESULT_TEXT
 from sessions_app.runtime.turns import session_repair, turn_abort, turn_run
 from sessions_app.store import NewEntry, SessionNotFound, get_store
+from tests.helpers import GUARD_SEC
 
 from .conftest import assert_history_valid
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-WAIT = 10
+WAIT = GUARD_SEC
 
 
 @pytest.fixture

@@ -1,10 +1,16 @@
-"""Fixtures shared by the whole suite."""
+"""Fixtures shared by the whole suite: isolation of every test, the store backends, and two
+users (alice, bob) with their API tokens and token clients.
+
+The user fixtures ask for `db`; a test marked `django_db(transaction=True)` gets them in a
+transactional database all the same (the mark decides), which threads and servers need.
+"""
 
 import pytest
 from django.conf import settings
 from django.core.cache import cache
 
 from sessions_app.store import get_store
+from tests.builders import make_user, token_client, token_of
 
 
 def on_postgres() -> bool:
@@ -42,3 +48,34 @@ def backend(request, settings):
     settings.JARVIS_SESSION__PERSISTENCE_BACKEND = request.param
     get_store.cache_clear()
     return request.param
+
+
+@pytest.fixture
+def alice(db):
+    return make_user("alice")
+
+
+@pytest.fixture
+def bob(db):
+    return make_user("bob")
+
+
+@pytest.fixture
+def alice_token(alice) -> str:
+    return token_of(alice)
+
+
+@pytest.fixture
+def bob_token(bob) -> str:
+    return token_of(bob)
+
+
+@pytest.fixture
+def api(alice):
+    """Alice's token client: the API as a program calling it on her behalf sees it."""
+    return token_client(alice)
+
+
+@pytest.fixture
+def bob_api(bob):
+    return token_client(bob)

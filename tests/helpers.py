@@ -4,12 +4,28 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from django.conf import settings
 from django.db import connection, connections
 
 REPO = Path(__file__).resolve().parent.parent
+
+# How long a test waits for something that must happen before it calls the run stuck. It
+# guards against hanging and is never what a test measures: generous, so that a loaded
+# two-core machine never reaches it on a healthy run.
+GUARD_SEC = 60
+
+
+def eventually(predicate, *, what: str, limit: float = GUARD_SEC, interval: float = 0.05):
+    """Poll until `predicate()` is truthy and return its value: for a state another process
+    reaches that the test can only read (a row, a file). Fails only after `limit`."""
+    deadline = time.monotonic() + limit
+    while not (value := predicate()):
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(interval)
+    return value
 
 
 def database_url_of_test_db() -> str:
@@ -31,7 +47,7 @@ def child_env(**extra) -> dict:
     return env
 
 
-def run_python(code: str, timeout: float = 60, **env) -> subprocess.CompletedProcess:
+def run_python(code: str, timeout: float = GUARD_SEC, **env) -> subprocess.CompletedProcess:
     """Run Django code in a fresh interpreter against the test database."""
     prelude = "import django; django.setup()\n"
     return subprocess.run(
@@ -45,7 +61,7 @@ def run_python(code: str, timeout: float = 60, **env) -> subprocess.CompletedPro
     )
 
 
-def run_in_threads(target, count: int, timeout: float = 60) -> list:
+def run_in_threads(target, count: int, timeout: float = GUARD_SEC) -> list:
     """Start `count` threads at once (a barrier), return their results or raise their errors."""
     barrier = threading.Barrier(count)
     results: list = [None] * count

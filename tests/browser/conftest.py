@@ -1,27 +1,24 @@
-"""Fixtures of the browser tests: a user, a real Chromium, a real Daphne (offline or scripted model)."""
+"""Fixtures of the browser tests: a real Chromium, a real Daphne (offline or scripted model).
+The user who signs in is the shared `alice`."""
 
 import pytest
-from django.contrib.auth import get_user_model
 
-from tests.browser.helpers import CHROMIUM, LAUNCH_ARGS, PASSWORD, USERNAME
+from tests.browser.helpers import CHROMIUM, LAUNCH_ARGS, TIMEOUT_MS
 from tests.fakes.llm_server import FakeLLMServer
 from tests.multiprocess.servers import daphne
 
 
 @pytest.fixture
-def user(transactional_db):
-    return get_user_model().objects.create_user(username=USERNAME, password=PASSWORD)
-
-
-@pytest.fixture
-def browser(user, monkeypatch):
-    """Chromium. It depends on `user` so the user is created before Playwright's event loop is
+def browser(alice, monkeypatch):
+    """Chromium. It depends on `alice` so the user is created before Playwright's event loop is
     set on this thread (ORM calls made after that get a connection nothing closes)."""
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     # Playwright's sync API keeps an event loop on this thread; the server helper's own
     # database check at shutdown is plain synchronous code and safe here.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    # `expect` waits 5 s by default, too little for a loaded machine to be sure of.
+    expect.set_options(timeout=TIMEOUT_MS)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
         try:
@@ -31,7 +28,7 @@ def browser(user, monkeypatch):
 
 
 @pytest.fixture
-def offline_server(user):
+def offline_server(alice):
     """The app with its default offline model."""
     with daphne() as base:
         yield base
@@ -45,7 +42,7 @@ def model():
 
 
 @pytest.fixture
-def model_server(user, model):
+def model_server(alice, model):
     """The app talking to the scripted model through the official OpenAI SDK."""
     with daphne(
         JARVIS_MODEL="openai:gpt-4o-mini",

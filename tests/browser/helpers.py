@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 from django.db import connections
 
+from tests.builders import password_of
+from tests.helpers import GUARD_SEC
+
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_ARGS = [
     "--headless",
@@ -16,8 +19,10 @@ LAUNCH_ARGS = [
     "--disable-background-networking",
     "--no-first-run",
 ]
-TIMEOUT_MS = 15_000
-USERNAME, PASSWORD = "alice", "correct horse"
+# Playwright's waits are guards against hanging, never what a test measures.
+TIMEOUT_MS = GUARD_SEC * 1000
+USERNAME = "alice"  # the `alice` fixture, who signs in
+PASSWORD = password_of(USERNAME)
 AXE = Path(__file__).parent / "vendor" / "axe.min.js"
 
 # The two screens every feature is checked on: a laptop and a phone (an iPhone 12-14 size).
@@ -49,7 +54,7 @@ def in_thread(function):
 
     worker = threading.Thread(target=run)
     worker.start()
-    worker.join(30)
+    worker.join(GUARD_SEC)
     return result.get("value")
 
 

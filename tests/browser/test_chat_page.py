@@ -2,7 +2,6 @@
 
 import contextlib
 import re
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -11,21 +10,29 @@ from django.utils import timezone
 from sessions_app import services
 from sessions_app.models import LiveConnection
 from sessions_app.store import connections
-from tests.browser.helpers import TIMEOUT_MS, browser_test, in_thread, session_of
+from tests.browser.helpers import (
+    PASSWORD,
+    TIMEOUT_MS,
+    USERNAME,
+    browser_test,
+    in_thread,
+    session_of,
+)
+from tests.helpers import eventually
 from tests.multiprocess.servers import daphne, free_port
 
 pytestmark = browser_test
 
 
-def wait_until_detached(session_id: str, timeout: float = 10) -> None:
+def wait_until_detached(session_id: str) -> None:
     """Until the server has unregistered the sockets of a closed tab (it learns of it async)."""
-    deadline = time.monotonic() + timeout
-    while in_thread(lambda: services.live_connection_count(session_id=session_id)):
-        assert time.monotonic() < deadline, f"{session_id} still has a live connection"
-        time.sleep(0.05)
+    eventually(
+        lambda: in_thread(lambda: services.live_connection_count(session_id=session_id)) == 0,
+        what=f"{session_id} has no live connection",
+    )
 
 
-def test_chat_reload_restart_branch_delete_and_export(user, browser, tmp_path):
+def test_chat_reload_restart_branch_delete_and_export(alice, browser, tmp_path):
     from playwright.sync_api import expect
 
     port = free_port()
@@ -54,8 +61,8 @@ def _walk_through(server, browser, tmp_path, expect, restart):
     # Sign in; the chat opens a new session and puts its id in the URL.
     page.goto(server + "/")
     expect(page).to_have_url(re.compile(r"/accounts/login/"))
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "correct horse")
+    page.fill("#id_username", USERNAME)
+    page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")
     expect(page).to_have_url(re.compile(r"\?session="))
     expect(page.locator("#connection")).to_have_text("live")
@@ -84,7 +91,7 @@ def _walk_through(server, browser, tmp_path, expect, restart):
 
     # A server restart: the page notices, reconnects on its own and carries on.
     restart()
-    expect(page.locator("#connection")).to_have_text("live", timeout=30_000)
+    expect(page.locator("#connection")).to_have_text("live")
     expect(page.locator(".msg.user")).to_have_count(1)
     page.fill("#prompt", "what is 2+3?")
     page.keyboard.press("Enter")

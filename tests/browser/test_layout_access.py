@@ -5,7 +5,7 @@ import pytest
 from playwright.sync_api import expect
 
 from sessions_app import services
-from sessions_app.store import NewEntry, get_store
+from sessions_app.store import get_store
 from tests.browser.helpers import (
     AXE,
     ask,
@@ -15,6 +15,7 @@ from tests.browser.helpers import (
     session_of,
     sign_in,
 )
+from tests.builders import turn_entries
 from tests.fakes.llm_server import Reply
 
 pytestmark = browser_test
@@ -52,21 +53,9 @@ def long_conversation(owner_id: int, turns: int = 25) -> str:
     store = get_store()
     for number in range(turns):
         turn = f"turn_{number}"
-        store.append(
-            meta.id,
-            [
-                NewEntry(kind="turn_start", turn_id=turn, data={"model": "offline", "tools": []}),
-                NewEntry(role="user", content=f"question {number}", turn_id=turn),
-                NewEntry(
-                    role="assistant",
-                    content=f"answer {number}\n\n- one point\n- another point",
-                    model="offline",
-                    usage={"input_tokens": 10, "output_tokens": 10},
-                    turn_id=turn,
-                ),
-                NewEntry(kind="turn_end", turn_id=turn, data={"status": "completed"}),
-            ],
-        )
+        answer = f"answer {number}\n\n- one point\n- another point"
+        usage = {"input_tokens": 10, "output_tokens": 10}
+        store.append(meta.id, turn_entries(f"question {number}", answer, turn=turn, usage=usage))
     return meta.id
 
 
@@ -101,9 +90,9 @@ def page_scrolls(page) -> bool:
 
 @pytest.mark.parametrize("screen", ["desktop", "phone"])
 def test_only_the_log_scrolls_and_the_controls_stay_on_screen(
-    browser, user, offline_server, screen
+    browser, alice, offline_server, screen
 ):
-    session_id = in_thread(lambda: long_conversation(user.id))
+    session_id = in_thread(lambda: long_conversation(alice.id))
     page = new_page(browser, screen)
     sign_in(page, offline_server, f"/?session={session_id}")
     expect(page.locator(".msg.user")).to_have_count(25)

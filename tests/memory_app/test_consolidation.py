@@ -3,7 +3,6 @@
 import signal
 import subprocess
 import sys
-import time
 from datetime import timedelta
 
 import pytest
@@ -20,8 +19,8 @@ from memory_app.services import (
     procedure_reject,
 )
 from sessions_app import signals
-from tests.helpers import REPO, child_env
-from tests.memory_app.turns import arithmetic_turn, play_turn
+from tests.builders import arithmetic_turn, play_turn
+from tests.helpers import GUARD_SEC, REPO, child_env, eventually
 
 pytestmark = pytest.mark.django_db
 
@@ -244,8 +243,17 @@ def test_idle_sweep_queues_tasks_that_the_db_worker_runs(settings, alice):
 @pytest.mark.django_db(transaction=True)
 def test_the_sweep_loop_queues_idle_sessions_and_stops_on_sigterm(alice):
     """What `make run` starts beside Daphne: `consolidate_memory --idle --loop SECONDS`."""
+
+    def make_idle(session_id):
+        Episode.objects.filter(session_id=session_id).update(
+            created_at=newest_episode_time(session_id) - timedelta(seconds=IDLE + 5)
+        )
+
+    def queued_for(session_id):
+        return [t for t in DBTaskResult.objects.all() if t.args_kwargs["args"] == [session_id]]
+
     play_turn("s-loop", "I live in Bern", "ok", owner_id=alice.id)
-    Episode.objects.update(created_at=newest_episode_time("s-loop") - timedelta(seconds=IDLE + 5))
+    make_idle("s-loop")
     loop = subprocess.Popen(
         [sys.executable, "manage.py", "consolidate_memory", "--idle", "--loop", "0.2"],
         cwd=REPO,
@@ -255,14 +263,16 @@ def test_the_sweep_loop_queues_idle_sessions_and_stops_on_sigterm(alice):
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while not DBTaskResult.objects.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(1)  # several more sweeps: the waiting task is not queued again
-        task = DBTaskResult.objects.get()
+        eventually(lambda: queued_for("s-loop"), what="the loop queued s-loop")
+        # A session that goes idle now is queued by a later sweep: once it is, that sweep has
+        # seen s-loop's task waiting and has not queued it again.
+        play_turn("s-loop-later", "I live in Basel", "ok", owner_id=alice.id)
+        make_idle("s-loop-later")
+        eventually(lambda: queued_for("s-loop-later"), what="a later sweep queued s-loop-later")
+        (task,) = queued_for("s-loop")
         assert task.args_kwargs == {"args": ["s-loop"], "kwargs": {}}
     finally:
         loop.send_signal(signal.SIGTERM)
-        out, err = loop.communicate(timeout=20)
+        out, err = loop.communicate(timeout=GUARD_SEC)
     assert loop.returncode == 0, err
-    assert "queued consolidation of 1 idle session(s)" in out
+    assert out.count("queued consolidation of 1 idle session(s)") == 2

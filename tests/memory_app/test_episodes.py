@@ -5,7 +5,7 @@ import pytest
 from memory_app.extraction import classify_task
 from memory_app.models import Episode, ThoughtLog
 from sessions_app import signals
-from tests.memory_app.turns import arithmetic_turn, play_turn
+from tests.builders import arithmetic_turn, play_turn
 
 pytestmark = pytest.mark.django_db
 

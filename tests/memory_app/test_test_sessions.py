@@ -13,7 +13,7 @@ from memory_app.services import (
 )
 from sessions_app.selectors import session_delivery_target
 from sessions_app.store import NewEntry, get_store
-from tests.memory_app.turns import arithmetic_turn, play_turn
+from tests.builders import arithmetic_turn, play_turn
 
 pytestmark = pytest.mark.django_db
 

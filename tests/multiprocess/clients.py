@@ -7,7 +7,10 @@ import urllib.request
 
 from websockets.asyncio.client import connect
 
-RECEIVE_TIMEOUT = 15
+from tests.helpers import GUARD_SEC
+
+# Only a guard against hanging: a frame that is coming arrives long before it.
+RECEIVE_TIMEOUT = GUARD_SEC
 
 
 def http(method, url, token, body=None):

@@ -14,9 +14,8 @@ import urllib.request
 
 from django.db import connection, connections
 
-from tests.helpers import REPO, child_env
+from tests.helpers import GUARD_SEC, REPO, child_env
 
-STARTUP_TIMEOUT_SEC = 30
 # libpq names the servers' database sessions, so shutdown can wait for exactly those.
 APPLICATION_NAME = "jarvis-test-daphne"
 
@@ -58,13 +57,13 @@ def daphne(port: int | None = None, **env):
     base = Server(f"http://127.0.0.1:{port}")
     base.process = process
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_SEC
+        deadline = time.monotonic() + GUARD_SEC
         while True:
             if process.poll() is not None:
                 log.seek(0)
                 raise RuntimeError(f"daphne exited with {process.returncode}:\n{log.read()}")
             try:
-                urllib.request.urlopen(base + "/accounts/login/", timeout=2).close()
+                urllib.request.urlopen(base + "/accounts/login/", timeout=10).close()
                 break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 if time.monotonic() > deadline:
@@ -75,15 +74,15 @@ def daphne(port: int | None = None, **env):
         if process.poll() is None:
             process.terminate()
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=GUARD_SEC)
         except subprocess.TimeoutExpired:
             process.kill()
-            process.wait(timeout=5)
+            process.wait(timeout=GUARD_SEC)
         log.close()
         _wait_for_its_database_sessions_to_end()
 
 
-def _wait_for_its_database_sessions_to_end(timeout: float = 5) -> None:
+def _wait_for_its_database_sessions_to_end(timeout: float = GUARD_SEC) -> None:
     """PostgreSQL notices a dead client's socket a moment after the process is gone; until
     then the test database cannot be dropped ("being accessed by other users").
 

@@ -8,8 +8,6 @@ import os
 import uuid
 
 import pytest
-from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 
 from memory_app.services import working_memory_recall, working_memory_remember
 from sessions_app.models import ToolApproval
@@ -17,6 +15,7 @@ from sessions_app.runtime.approvals import DENIED_TEXT, INTERRUPTED_TEXT
 from sessions_app.runtime.turns import turn_run
 from sessions_app.store import get_store
 from tests.conftest import requires_postgres
+from tests.helpers import GUARD_SEC
 from tests.multiprocess.servers import daphne
 from tests.multiprocess.test_live_connections import receive, ws_connect
 from tests.multiprocess.test_worker_safety import http
@@ -24,16 +23,6 @@ from tests.multiprocess.test_worker_safety import http
 pytestmark = [requires_postgres, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
-@pytest.fixture
-def alice(transactional_db):
-    return get_user_model().objects.create_user(username="alice", password="pw")
-
-
-@pytest.fixture
-def token(alice):
-    return Token.objects.create(user=alice).key
 
 
 async def until_type(ws, kind):
@@ -51,13 +40,13 @@ def tool_results(seen):
     ]
 
 
-def test_a_request_on_one_worker_is_answered_from_the_other(alice, token):
+def test_a_request_on_one_worker_is_answered_from_the_other(alice, alice_token):
     """No shared channel layer: the decision travels through the database alone."""
     session_id = f"mp-{uuid.uuid4().hex[:8]}"
     with daphne() as worker_a, daphne() as worker_b:
 
         async def scenario():
-            async with ws_connect(worker_a, session_id, token) as tab_a:
+            async with ws_connect(worker_a, session_id, alice_token) as tab_a:
                 await receive(tab_a)
                 await asyncio.to_thread(
                     working_memory_remember, session_id=session_id, key="color", value="blue"
@@ -70,7 +59,7 @@ def test_a_request_on_one_worker_is_answered_from_the_other(alice, token):
                     http,
                     "POST",
                     f"{worker_b}/api/sessions/{session_id}/approvals/{request['call_id']}/",
-                    token,
+                    alice_token,
                     {"allow": False},
                 )
                 assert (status, body["status"]) == (200, "denied")
@@ -80,7 +69,7 @@ def test_a_request_on_one_worker_is_answered_from_the_other(alice, token):
                 # Allowed from a tab opened on the other worker while the call waits.
                 await tab_a.send(json.dumps({"type": "prompt", "text": "forget my color"}))
                 request = (await until_type(tab_a, "approval_request"))[-1]
-                async with ws_connect(worker_b, session_id, token) as tab_b:
+                async with ws_connect(worker_b, session_id, alice_token) as tab_b:
                     snapshot = await receive(tab_b)
                     assert [a["call_id"] for a in snapshot["approvals"]] == [request["call_id"]]
                     await tab_b.send(
@@ -96,14 +85,14 @@ def test_a_request_on_one_worker_is_answered_from_the_other(alice, token):
     assert working_memory_recall(session_id=session_id) == {}
 
 
-def test_with_redis_a_tab_on_the_other_worker_is_asked_and_answers(alice, token):
+def test_with_redis_a_tab_on_the_other_worker_is_asked_and_answers(alice, alice_token):
     session_id = f"mp-{uuid.uuid4().hex[:8]}"
     with daphne(REDIS_URL=REDIS_URL) as worker_a, daphne(REDIS_URL=REDIS_URL) as worker_b:
 
         async def scenario():
             async with (
-                ws_connect(worker_a, session_id, token) as tab_a,
-                ws_connect(worker_b, session_id, token) as tab_b,
+                ws_connect(worker_a, session_id, alice_token) as tab_a,
+                ws_connect(worker_b, session_id, alice_token) as tab_b,
             ):
                 await receive(tab_a)
                 await receive(tab_b)
@@ -121,19 +110,19 @@ def test_with_redis_a_tab_on_the_other_worker_is_asked_and_answers(alice, token)
         asyncio.run(scenario())
 
 
-def test_a_worker_killed_while_a_call_waits_leaves_a_result_saying_so(alice, token):
+def test_a_worker_killed_while_a_call_waits_leaves_a_result_saying_so(alice, alice_token):
     session_id = f"mp-{uuid.uuid4().hex[:8]}"
     with daphne() as worker:
 
         async def scenario():
-            async with ws_connect(worker, session_id, token) as tab:
+            async with ws_connect(worker, session_id, alice_token) as tab:
                 await receive(tab)
                 await tab.send(json.dumps({"type": "prompt", "text": "forget my color"}))
                 return (await until_type(tab, "approval_request"))[-1]
 
         request = asyncio.run(scenario())
         worker.process.kill()  # SIGKILL: no wrap-up, the pending row and the open turn stay
-        worker.process.wait(10)
+        worker.process.wait(GUARD_SEC)
     assert ToolApproval.objects.get(call_id=request["call_id"]).status == "pending"
 
     # The next use of the session repairs the dead turn first.

@@ -8,29 +8,19 @@ import urllib.request
 import uuid
 
 import pytest
-from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 from websockets.asyncio.client import connect
 
 from sessions_app.models import LiveConnection
-from sessions_app.store import NewEntry, get_store
+from sessions_app.store import get_store
+from tests.builders import user
 from tests.conftest import requires_postgres
+from tests.helpers import GUARD_SEC
 from tests.multiprocess.redis_layer import TEST_REDIS_URL, requires_redis
 from tests.multiprocess.servers import daphne
 
 pytestmark = [requires_postgres, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-RECEIVE_TIMEOUT = 15
-
-
-@pytest.fixture
-def user(transactional_db):
-    return get_user_model().objects.create_user(username="alice", password="pw")
-
-
-@pytest.fixture
-def token(user):
-    return Token.objects.create(user=user).key
+RECEIVE_TIMEOUT = GUARD_SEC  # a guard against hanging only
 
 
 def http(method, url, token):
@@ -61,30 +51,31 @@ async def receive(ws):
 
 
 async def delete_until_done(base, session_id, token):
-    """DELETE, retrying while the closed socket's worker has not unregistered it yet."""
-    for _ in range(50):
+    """DELETE, retrying while the closed socket's worker has not unregistered it yet (a state
+    of another process the test can only poll for)."""
+    deadline = asyncio.get_running_loop().time() + GUARD_SEC
+    while True:
         status, body = await asyncio.to_thread(
             http, "DELETE", f"{base}/api/sessions/{session_id}/", token
         )
-        if status != 409:
+        if status != 409 or asyncio.get_running_loop().time() > deadline:
             return status, body
         await asyncio.sleep(0.1)
-    return status, body
 
 
-def test_a_socket_on_one_worker_blocks_delete_on_another(token):
+def test_a_socket_on_one_worker_blocks_delete_on_another(alice_token):
     session_id = f"mp-{uuid.uuid4().hex[:8]}"
     with daphne() as worker_a, daphne() as worker_b:
 
         async def scenario():
-            async with ws_connect(worker_a, session_id, token) as ws:
+            async with ws_connect(worker_a, session_id, alice_token) as ws:
                 first = await receive(ws)
                 assert first["type"] == "session" and first["session"]["id"] == session_id
                 status, body = await asyncio.to_thread(
-                    http, "DELETE", f"{worker_b}/api/sessions/{session_id}/", token
+                    http, "DELETE", f"{worker_b}/api/sessions/{session_id}/", alice_token
                 )
                 assert status == 409 and body["code"] == "session_connected", body
-            status, body = await delete_until_done(worker_b, session_id, token)
+            status, body = await delete_until_done(worker_b, session_id, alice_token)
             assert (status, body) == (200, {"deleted": True})
 
         asyncio.run(scenario())
@@ -92,15 +83,15 @@ def test_a_socket_on_one_worker_blocks_delete_on_another(token):
 
 
 @requires_redis
-def test_tabs_on_two_workers_see_the_same_turn_through_redis(token):
+def test_tabs_on_two_workers_see_the_same_turn_through_redis(alice_token):
     session_id = f"mp-{uuid.uuid4().hex[:8]}"
     redis = {"REDIS_URL": TEST_REDIS_URL}
     with daphne(**redis) as worker_a, daphne(**redis) as worker_b:
 
         async def scenario():
             async with (
-                ws_connect(worker_a, session_id, token) as tab_a,
-                ws_connect(worker_b, session_id, token) as tab_b,
+                ws_connect(worker_a, session_id, alice_token) as tab_a,
+                ws_connect(worker_b, session_id, alice_token) as tab_b,
             ):
                 await receive(tab_a)
                 await receive(tab_b)
@@ -122,7 +113,7 @@ def test_tabs_on_two_workers_see_the_same_turn_through_redis(token):
 
 @pytest.mark.parametrize("backend", ["db", "jsonl"])
 def test_delete_racing_a_reconnect_never_leaves_a_socket_on_a_lost_history(
-    token, user, backend, settings
+    alice_token, alice, backend, settings
 ):
     """30 rounds of DELETE on one worker fired together with a connect on the other.
 
@@ -140,23 +131,25 @@ def test_delete_racing_a_reconnect_never_leaves_a_socket_on_a_lost_history(
             """Connect on A and DELETE on B at once; return what each saw, socket still open."""
 
             async def attach():
-                ws = await ws_connect(worker_a, session_id, token)
+                ws = await ws_connect(worker_a, session_id, alice_token)
                 return ws, await receive(ws)
 
             return await asyncio.gather(
                 attach(),
-                asyncio.to_thread(http, "DELETE", f"{worker_b}/api/sessions/{session_id}/", token),
+                asyncio.to_thread(
+                    http, "DELETE", f"{worker_b}/api/sessions/{session_id}/", alice_token
+                ),
             )
 
         async def close_and_delete(ws, session_id):
             await ws.close()
-            return await delete_until_done(worker_b, session_id, token)
+            return await delete_until_done(worker_b, session_id, alice_token)
 
         # The test process's own database work stays outside the event loop (plain sync).
         for number in range(30):
             session_id = f"race-{number}-{uuid.uuid4().hex[:6]}"
-            store.create(session_id, owner_id=user.id)
-            store.append(session_id, [NewEntry(role="user", content=f"round {number}")] * 3)
+            store.create(session_id, owner_id=alice.id)
+            store.append(session_id, [user(f"round {number}")] * 3)
             loop = asyncio.new_event_loop()
             try:
                 (ws, first), (status, body) = loop.run_until_complete(race(session_id))

@@ -27,12 +27,12 @@ SCENARIO_TIMEOUT = 240
 
 
 @requires_redis
-def test_an_idle_socket_stays_open_and_answers_the_next_prompt(token):
+def test_an_idle_socket_stays_open_and_answers_the_next_prompt(alice_token):
     session_id = f"idle-{uuid.uuid4().hex[:8]}"
     with daphne(REDIS_URL=TEST_REDIS_URL) as server:
 
         async def scenario():
-            async with ws_connect(server, session_id, token) as ws:
+            async with ws_connect(server, session_id, alice_token) as ws:
                 assert (await receive(ws))["type"] == "session"
                 # The reproduction is the quiet time itself; nothing is raced here.
                 await asyncio.sleep(IDLE_SEC)
@@ -61,7 +61,7 @@ async def entries_after(base, session_id, token, after_seq):
 @requires_redis
 @requires_postgres
 @pytest.mark.postgres
-def test_twenty_clients_on_two_workers_lose_no_turn_event(token):
+def test_twenty_clients_on_two_workers_lose_no_turn_event(alice_token):
     """20 sessions, each with a tab on both workers; one tab prompts 4 times. Every tab gets
     every turn's `agent_end`, and with the `last_seq` it names, the whole history."""
     # One user runs all 20 conversations: let each worker run them all at once (the per-user
@@ -74,8 +74,8 @@ def test_twenty_clients_on_two_workers_lose_no_turn_event(token):
             home, other = (worker_a, worker_b) if number % 2 else (worker_b, worker_a)
             ends = 0
             async with (
-                ws_connect(home, session_id, token) as typing_tab,
-                ws_connect(other, session_id, token) as watching_tab,
+                ws_connect(home, session_id, alice_token) as typing_tab,
+                ws_connect(other, session_id, alice_token) as watching_tab,
             ):
                 await receive(typing_tab)
                 await receive(watching_tab)
@@ -94,7 +94,9 @@ def test_twenty_clients_on_two_workers_lose_no_turn_event(token):
                         if seen[tab] != expected:
                             first_missing = min(expected - seen[tab])
                             seen[tab] |= set(
-                                await entries_after(base, session_id, token, first_missing - 1)
+                                await entries_after(
+                                    base, session_id, alice_token, first_missing - 1
+                                )
                             )
                         assert seen[tab] == expected, end
             return ends
@@ -108,15 +110,15 @@ def test_twenty_clients_on_two_workers_lose_no_turn_event(token):
         assert sum(asyncio.run(scenario())) == CLIENTS * PROMPTS * 2
 
 
-def test_a_page_on_another_port_of_the_same_host_cannot_open_a_socket(token):
+def test_a_page_on_another_port_of_the_same_host_cannot_open_a_socket(alice_token):
     with daphne() as site, daphne() as other_port:
 
         async def scenario():
             with pytest.raises(InvalidStatus) as refused:
-                async with ws_connect(site, "s1", token, origin=other_port):
+                async with ws_connect(site, "s1", alice_token, origin=other_port):
                     pass
             assert refused.value.response.status_code == 403
-            async with ws_connect(site, "s1", token, origin=site) as ws:
+            async with ws_connect(site, "s1", alice_token, origin=site) as ws:
                 assert (await receive(ws))["type"] == "session"
 
         asyncio.run(scenario())

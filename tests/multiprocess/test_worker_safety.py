@@ -3,35 +3,24 @@ on another, and a worker that dies stops blocking deletes and turns within WORKE
 
 import json
 import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from memory_app.models import Episode, WorkingMemory
 from sessions_app import services
 from sessions_app.models import LiveConnection, Worker
 from sessions_app.store import connections, get_store
 from tests.conftest import requires_postgres
+from tests.helpers import GUARD_SEC, eventually
 from tests.multiprocess.servers import daphne
 from tests.multiprocess.test_live_connections import receive, ws_connect
 
 pytestmark = [requires_postgres, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-TIMEOUT = 30
-
-
-@pytest.fixture
-def tokens(transactional_db):
-    make = get_user_model().objects.create_user
-    alice, bob = make(username="alice", password="pw-a"), make(username="bob", password="pw-b")
-    return Token.objects.create(user=alice).key, Token.objects.create(user=bob).key
 
 
 def http(method, url, token, body=None):
@@ -46,22 +35,16 @@ def http(method, url, token, body=None):
         },
     )
     try:
-        with urllib.request.urlopen(request, timeout=60) as response:
+        with urllib.request.urlopen(request, timeout=GUARD_SEC) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
 
 
-def until(condition, what: str):
-    """Poll an observable state (a handshake with another process), bounded in time."""
-    deadline = time.monotonic() + TIMEOUT
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.05)
-
-
-def test_delete_on_one_worker_stops_an_http_turn_on_another_and_the_id_starts_clean(tokens):
-    alice, bob = tokens
+def test_delete_on_one_worker_stops_an_http_turn_on_another_and_the_id_starts_clean(
+    alice_token, bob_token
+):
+    alice, bob = alice_token, bob_token
     session_id = f"mp-{uuid.uuid4().hex[:8]}"
     with daphne() as worker_a, daphne() as worker_b:
         assert http("POST", f"{worker_a}/api/sessions/", alice, {"id": session_id})[0] == 201
@@ -77,13 +60,13 @@ def test_delete_on_one_worker_stops_an_http_turn_on_another_and_the_id_starts_cl
             )
         )
         turn.start()
-        until(
+        eventually(
             lambda: any(e.tool_calls for e in get_store().get_messages(session_id)),
-            "the turn's tool calls are stored",
+            what="the turn's tool calls are stored",
         )
         status, body = http("DELETE", f"{worker_b}/api/sessions/{session_id}/", alice)
         assert (status, body) == (200, {"deleted": True})
-        turn.join(TIMEOUT)
+        turn.join(GUARD_SEC)
         status, reply = answer["reply"]
         assert status == 200 and reply["status"] == "aborted", reply
 
@@ -94,8 +77,8 @@ def test_delete_on_one_worker_stops_an_http_turn_on_another_and_the_id_starts_cl
     assert not WorkingMemory.objects.filter(session_id=session_id).exists()
 
 
-def test_a_killed_worker_stops_blocking_delete_once_it_is_silent(tokens):
-    alice, _ = tokens
+def test_a_killed_worker_stops_blocking_delete_once_it_is_silent(alice_token):
+    alice = alice_token
     session_id = f"mp-{uuid.uuid4().hex[:8]}"
     with daphne() as worker:
         import asyncio
@@ -115,7 +98,7 @@ def test_a_killed_worker_stops_blocking_delete_once_it_is_silent(tokens):
                 services.session_delete(session_id=session_id, owner_id=owner)
 
             worker.process.kill()  # no disconnect, no cleanup: the socket's row stays
-            worker.process.wait(10)
+            worker.process.wait(GUARD_SEC)
             # The dead worker cannot renew its heartbeat; let WORKER_DEAD_SEC pass for it.
             Worker.objects.filter(id=row.worker_id).update(
                 heartbeat_at=timezone.now() - timedelta(seconds=60)

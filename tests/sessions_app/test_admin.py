@@ -3,7 +3,6 @@
 import re
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -11,6 +10,7 @@ from django.urls import reverse
 from sessions_app.models import Entry, LiveConnection, ProactiveNotice, Session
 from sessions_app.store import NewEntry
 from sessions_app.store.db import DbSessionStore
+from tests.builders import assistant, call, result, user
 
 pytestmark = pytest.mark.django_db
 
@@ -22,23 +22,12 @@ def store():
     return DbSessionStore()
 
 
-@pytest.fixture
-def alice():
-    return get_user_model().objects.create_user("alice", password="pw-alice-123")
-
-
 def a_turn(question="what is 2+2?"):
     return [
-        NewEntry(role="user", content=question),
-        NewEntry(
-            role="assistant",
-            content="",
-            tool_calls=[
-                {"id": "call_1", "name": "calculator", "arguments": '{"expression": "2+2"}'}
-            ],
-        ),
-        NewEntry(role="tool", tool_call_id="call_1", name="calculator", content="4"),
-        NewEntry(role="assistant", content="It is 4."),
+        user(question),
+        assistant(calls=[call("call_1")]),
+        result("call_1"),
+        assistant("It is 4."),
     ]
 
 

@@ -1,7 +1,6 @@
 """`/compact`: the model sees a summary instead of older turns; the history stays whole."""
 
 import pytest
-from django.core.management import CommandError, call_command
 
 from memory_app.models import CompactionSummary
 from sessions_app.compaction import estimate_tokens, session_compact
@@ -13,7 +12,7 @@ from sessions_app.runtime.history import (
     validate_openai,
 )
 from sessions_app.store import SessionNotFound, get_store
-from tests.memory_app.turns import arithmetic_turn, play_turn
+from tests.builders import arithmetic_turn, play_turn
 
 pytestmark = pytest.mark.django_db
 
@@ -122,18 +121,6 @@ def test_too_little_history_is_nothing_to_compact(backend):
     ]
     with pytest.raises(SessionNotFound):
         session_compact(session_id="s-missing")
-
-
-def test_the_command_compacts_and_reports(capsys):
-    three_turns("s-cmd")
-    call_command("compact_session", "s-cmd")
-    out = capsys.readouterr().out
-    assert "compacted s-cmd" in out
-    assert "My name is Mia" in out
-    with pytest.raises(CommandError, match="nothing to compact"):
-        call_command("compact_session", "s-cmd")
-    with pytest.raises(CommandError, match="no session"):
-        call_command("compact_session", "s-nope")
 
 
 def test_a_compaction_whose_summary_memory_cannot_keep_is_not_stored(settings, monkeypatch):

@@ -4,7 +4,6 @@ delete and its turn leases are free — without waiting for their own, longer ex
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from sessions_app import services
@@ -18,11 +17,6 @@ from tests.sessions_app.runtime.conftest import assert_history_valid
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ELSEWHERE = "other-machine:4242:0badc0de"  # a worker on another host: no pid to check
-
-
-@pytest.fixture
-def alice(db):
-    return get_user_model().objects.create_user(username="alice", password="pw")
 
 
 def worker_heard(seconds_ago: float) -> None:

@@ -4,7 +4,6 @@ same id — not through entries, titles, notices or memory — on both backends.
 import threading
 
 import pytest
-from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from memory_app.models import Episode, WorkingMemory
@@ -22,9 +21,8 @@ SESSION = "shared-id"
 
 
 @pytest.fixture
-def users(db):
-    make = get_user_model().objects.create_user
-    return make(username="alice", password="pw-a"), make(username="bob", password="pw-b")
+def users(alice, bob):
+    return alice, bob
 
 
 def client_of(user) -> APIClient:

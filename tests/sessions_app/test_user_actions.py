@@ -9,7 +9,6 @@ import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import channel_layers, get_channel_layer
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.db import connections
 
@@ -30,16 +29,6 @@ def _fresh_channel_layer():
     channel_layers.backends.clear()
     yield
     channel_layers.backends.clear()
-
-
-@pytest.fixture
-def alice(transactional_db):
-    return get_user_model().objects.create_user(username="alice", password="pw-alice")
-
-
-@pytest.fixture
-def bob(transactional_db):
-    return get_user_model().objects.create_user(username="bob", password="pw-bob")
 
 
 @pytest.fixture

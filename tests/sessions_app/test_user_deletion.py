@@ -12,9 +12,7 @@ from sessions_app.store import get_store
 pytestmark = pytest.mark.django_db
 
 
-def test_deleting_a_user_removes_their_sessions_and_memory_only(backend, django_user_model):
-    alice = django_user_model.objects.create_user("alice", password="pw-alice-123")
-    bob = django_user_model.objects.create_user("bob", password="pw-bob-123")
+def test_deleting_a_user_removes_their_sessions_and_memory_only(backend, alice, bob):
     for owner, session_id in ((alice, "alice-1"), (alice, "alice-2"), (bob, "bob-1")):
         services.session_create(session_id=session_id, owner_id=owner.id)
         turn_run(session_id=session_id, text="My name is Sam. remember that my locker code is 4411")
@@ -46,10 +44,7 @@ def test_deleting_a_user_removes_their_sessions_and_memory_only(backend, django_
 
 # A real transaction: the user's delete rolls back as a whole, as it does outside tests.
 @pytest.mark.django_db(transaction=True)
-def test_a_failing_purge_keeps_the_account_and_its_sessions(
-    backend, django_user_model, monkeypatch
-):
-    alice = django_user_model.objects.create_user("alice", password="pw-alice-123")
+def test_a_failing_purge_keeps_the_account_and_its_sessions(backend, alice, monkeypatch):
     services.session_create(session_id="alice-1", owner_id=alice.id)
     turn_run(session_id="alice-1", text="hello")
 

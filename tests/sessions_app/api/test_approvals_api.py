@@ -3,27 +3,16 @@
 import threading
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connections
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from sessions_app.runtime.turns import turn_run
 from sessions_app.store import get_store
+from tests.helpers import GUARD_SEC
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def client_of(user) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-    return client
-
-
-def test_the_owner_answers_once_and_every_other_answer_has_a_code(backend):
-    make = get_user_model().objects.create_user
-    alice, bob = make(username="alice", password="pw-a"), make(username="bob", password="pw-b")
-    api, bob_api = client_of(alice), client_of(bob)
+def test_the_owner_answers_once_and_every_other_answer_has_a_code(alice, api, bob_api):
     get_store().create("appr-api", owner_id=alice.id)
     asked = threading.Event()
     requests, outcome = [], {}
@@ -43,7 +32,7 @@ def test_the_owner_answers_once_and_every_other_answer_has_a_code(backend):
 
     turn = threading.Thread(target=run)
     turn.start()
-    assert asked.wait(10)
+    assert asked.wait(GUARD_SEC)
     url = f"/api/sessions/appr-api/approvals/{requests[0]['call_id']}/"
 
     assert bob_api.post(url, {"allow": True}, format="json").json()["code"] == "not_found"
@@ -63,7 +52,7 @@ def test_the_owner_answers_once_and_every_other_answer_has_a_code(backend):
     again = api.post(url, {"allow": True}, format="json")
     assert (again.status_code, again.json()["code"]) == (409, "approval_closed")
 
-    turn.join(10)
+    turn.join(GUARD_SEC)
     result = outcome["result"]
     tool = next(e for e in result.entries if e.role == "tool")
     assert tool.is_error and tool.content.startswith("denied")

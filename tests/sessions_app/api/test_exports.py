@@ -4,10 +4,9 @@ import json
 
 import pytest
 from django.conf import settings
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from sessions_app.store import NewEntry, get_store
+from tests.builders import token_client, user
 from tests.helpers import run_in_threads
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -15,15 +14,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 EXPORTERS = 30
 
 
-def token_client(user) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get(user=user).key}")
-    return client
-
-
-def a_session(user, session_id, text):
-    get_store().create(session_id, owner_id=user.id)
-    get_store().append(session_id, [NewEntry(role="user", content=text)])
+def a_session(owner, session_id, text):
+    get_store().create(session_id, owner_id=owner.id)
+    get_store().append(session_id, [user(text)])
 
 
 def test_thirty_concurrent_exports_all_succeed_whole(api, alice):

@@ -2,8 +2,6 @@
 and every error under /api/ — 400, 404, 405, 413, 500 — is JSON with a `code`."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 from django.conf import settings
@@ -11,7 +9,6 @@ from django.test import Client
 
 from sessions_app import limits, selectors
 from sessions_app.store import get_store
-from tests.helpers import REPO, child_env
 
 pytestmark = pytest.mark.django_db
 
@@ -150,43 +147,3 @@ def test_a_server_error_under_api_is_json(alice, session, monkeypatch):
     client = Client(raise_request_exception=False)
     client.force_login(alice)
     assert_error(client.get(f"/api/sessions/{session}/"), 500, "server_error")
-
-
-# --- the chat command -----------------------------------------------------------------------
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_chat_command_refuses_what_the_api_refuses(backend):
-    lines = "a\x00b\n" + "x" * (limits.PROMPT_MAX_CHARS + 1) + "\nwhat is 6*7?\n"
-    completed = subprocess.run(
-        [sys.executable, "manage.py", "chat", "test-limits"],
-        input=lines,
-        cwd=REPO,
-        env=child_env(JARVIS_MODEL="offline", JARVIS_SESSION__PERSISTENCE_BACKEND=backend),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr
-    assert completed.stderr.count("[invalid]") == 2, completed.stderr
-    assert "NUL" in completed.stderr and f"limit is {limits.PROMPT_MAX_CHARS}" in completed.stderr
-    users = [e.content for e in get_store().get_messages("test-limits") if e.role == "user"]
-    assert users == ["what is 6*7?"]
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_chat_command_refuses_a_bad_agent(backend):
-    completed = subprocess.run(
-        [sys.executable, "manage.py", "chat", "test-limits", "--agent", "a\x01" + "b" * 100],
-        input="",
-        cwd=REPO,
-        env=child_env(JARVIS_SESSION__PERSISTENCE_BACKEND=backend),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert completed.returncode != 0
-    assert "the agent has 102 characters" in completed.stderr
-    assert get_store().get_meta("test-limits") is None

@@ -1,11 +1,10 @@
 """GET /api/search/: what a person searching their conversations sees (both store backends,
 and the db backend on SQLite and PostgreSQL)."""
 
-import json
-
 import pytest
 
 from sessions_app.store import NewEntry, get_store
+from tests.builders import turn_entries
 
 pytestmark = pytest.mark.django_db
 
@@ -18,20 +17,8 @@ def new_session(client, session_id, title=""):
 
 def a_turn(session_id, question, answer, tool_output="nothing to see"):
     """A finished turn with a tool call, stored the way the runtime stores it."""
-    call = {"id": "call_1", "name": "lookup", "arguments": json.dumps({"q": question})}
-    return get_store().append(
-        session_id,
-        [
-            NewEntry(kind="turn_start", turn_id="t1", data={"model": "offline"}),
-            NewEntry(role="user", content=question, turn_id="t1"),
-            NewEntry(role="assistant", tool_calls=[call], turn_id="t1", model="offline"),
-            NewEntry(
-                role="tool", tool_call_id="call_1", name="lookup", content=tool_output, turn_id="t1"
-            ),
-            NewEntry(role="assistant", content=answer, turn_id="t1", model="offline"),
-            NewEntry(kind="turn_end", turn_id="t1", data={"status": "completed"}),
-        ],
-    )
+    entries = turn_entries(question, answer, tools=[("lookup", {"q": question}, tool_output)])
+    return get_store().append(session_id, entries)
 
 
 def search(client, q, **params):

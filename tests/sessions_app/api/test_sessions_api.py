@@ -7,33 +7,21 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from sessions_app import services
-from sessions_app.store import NewEntry, connections, get_store
+from sessions_app.store import connections, get_store
+from tests.builders import turn_entries
 
 pytestmark = pytest.mark.django_db
 
 
 def a_turn(session_id, question="What is 6*7?", answer="42"):
     """One finished turn with a tool call, stored the way the runtime stores it."""
-    call = {"id": "call_1", "name": "calculator", "arguments": json.dumps({"expr": "6*7"})}
-    return get_store().append(
-        session_id,
-        [
-            NewEntry(kind="turn_start", turn_id="t1", data={"model": "offline"}),
-            NewEntry(role="user", content=question, turn_id="t1"),
-            NewEntry(role="assistant", tool_calls=[call], turn_id="t1", model="offline"),
-            NewEntry(
-                role="tool", tool_call_id="call_1", name="calculator", content="42", turn_id="t1"
-            ),
-            NewEntry(
-                role="assistant",
-                content=answer,
-                turn_id="t1",
-                model="offline",
-                usage={"input_tokens": 10, "output_tokens": 2},
-            ),
-            NewEntry(kind="turn_end", turn_id="t1", data={"status": "completed"}),
-        ],
+    entries = turn_entries(
+        question,
+        answer,
+        tools=[("calculator", {"expr": "6*7"}, "42")],
+        usage={"input_tokens": 10, "output_tokens": 2},
     )
+    return get_store().append(session_id, entries)
 
 
 def assert_error(response, status, code):
@@ -211,7 +199,7 @@ def test_a_branch_cut_after_a_tool_call_answers_it_and_closes_the_turn(api):
         ("message", "tool"),
         ("turn_end", ""),
     ]
-    assert copied[3]["tool_call_id"] == "call_1" and copied[3]["is_error"]
+    assert copied[3]["tool_call_id"] == copied[2]["tool_calls"][0]["id"] and copied[3]["is_error"]
     assert copied[3]["content"] == services.BRANCH_RESULT_TEXT
     assert copied[4]["data"]["status"] == "interrupted"
     assert len(api.get("/api/sessions/s1/entries/").json()["entries"]) == 6  # source untouched

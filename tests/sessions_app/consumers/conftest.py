@@ -5,13 +5,14 @@ import json
 import pytest
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
+
+from tests.helpers import GUARD_SEC
 
 # The chat page's own origin: the handshake's Host, with ws:// as http://.
 HOST = (b"host", b"127.0.0.1")
 ORIGIN = (b"origin", b"http://127.0.0.1")
-RECEIVE_TIMEOUT = 10
+# Only a guard against hanging: a frame that is coming arrives long before it.
+RECEIVE_TIMEOUT = GUARD_SEC
 
 
 @pytest.fixture(autouse=True)
@@ -20,26 +21,6 @@ def _fresh_channel_layer():
     channel_layers.backends.clear()
     yield
     channel_layers.backends.clear()
-
-
-@pytest.fixture
-def alice(transactional_db):
-    return get_user_model().objects.create_user(username="alice", password="pw-alice")
-
-
-@pytest.fixture
-def bob(transactional_db):
-    return get_user_model().objects.create_user(username="bob", password="pw-bob")
-
-
-@pytest.fixture
-def alice_token(alice):
-    return Token.objects.create(user=alice).key
-
-
-@pytest.fixture
-def bob_token(bob):
-    return Token.objects.create(user=bob).key
 
 
 def communicator(path, token=None, headers=()):

@@ -6,7 +6,7 @@ from channels.db import database_sync_to_async
 
 from memory_app.services import working_memory_recall, working_memory_remember
 
-from .conftest import events_until, open_session, turn_done
+from .conftest import RECEIVE_TIMEOUT, events_until, open_session, turn_done
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
@@ -46,9 +46,9 @@ async def test_a_reloaded_tab_sees_the_pending_request_and_its_answer_runs_the_t
 
     # Answering again, or a call that never asked, is an error frame; the socket stays open.
     await reloaded.send_json_to({"type": "approval", "call_id": request["call_id"], "allow": False})
-    assert (await reloaded.receive_json_from(timeout=10))["code"] == "approval_closed"
+    assert (await reloaded.receive_json_from(timeout=RECEIVE_TIMEOUT))["code"] == "approval_closed"
     await reloaded.send_json_to({"type": "approval", "call_id": "call_nope", "allow": True})
-    assert (await reloaded.receive_json_from(timeout=10))["code"] == "not_found"
+    assert (await reloaded.receive_json_from(timeout=RECEIVE_TIMEOUT))["code"] == "not_found"
     await first_tab.disconnect()
     await reloaded.disconnect()
 
@@ -61,9 +61,9 @@ async def test_a_malformed_approval_frame_is_a_bad_request(backend, alice_token)
         {"type": "approval", "call_id": 7, "allow": True},
     ):
         await ws.send_json_to(frame)
-        assert (await ws.receive_json_from(timeout=10))["code"] == "bad_request"
+        assert (await ws.receive_json_from(timeout=RECEIVE_TIMEOUT))["code"] == "bad_request"
     await ws.send_json_to({"type": "approval", "call_id": "c\x00", "allow": True})
-    assert (await ws.receive_json_from(timeout=10))["code"] == "invalid"
+    assert (await ws.receive_json_from(timeout=RECEIVE_TIMEOUT))["code"] == "invalid"
     await ws.send_json_to({"type": "ping"})
-    assert (await ws.receive_json_from(timeout=10))["type"] == "pong"
+    assert (await ws.receive_json_from(timeout=RECEIVE_TIMEOUT))["type"] == "pong"
     await ws.disconnect()

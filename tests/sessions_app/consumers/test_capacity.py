@@ -2,13 +2,11 @@
 per-user limits answer as specified."""
 
 import pytest
-from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from sessions_app.throttles import TurnRateThrottle
+from tests.builders import make_user, token_client, token_of
 
-from .conftest import events_until, open_session, turn_done
+from .conftest import RECEIVE_TIMEOUT, events_until, open_session, turn_done
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
@@ -30,11 +28,8 @@ async def start_long_turn(path, token):
 async def test_long_turns_do_not_starve_a_short_turn_or_an_abort(backend, settings):
     from asgiref.sync import sync_to_async
 
-    users = [
-        await sync_to_async(get_user_model().objects.create_user)(username=f"user{n}")
-        for n in range(LONG_TURNS + 1)
-    ]
-    tokens = [(await sync_to_async(Token.objects.create)(user=user)).key for user in users]
+    users = [await sync_to_async(make_user)(f"user{n}") for n in range(LONG_TURNS + 1)]
+    tokens = [await sync_to_async(token_of)(user) for user in users]
     long_turns = [
         await start_long_turn(f"/ws/sessions/long-{n}/", tokens[n]) for n in range(LONG_TURNS)
     ]
@@ -66,15 +61,15 @@ async def test_a_user_beyond_max_turns_is_refused_on_the_socket_and_over_http(
     running = [await start_long_turn(f"/ws/sessions/mine-{n}/", alice_token) for n in range(2)]
     third, _ = await open_session("/ws/sessions/mine-3/", alice_token)
     await third.send_json_to({"type": "prompt", "text": "hello"})
-    refused = await third.receive_json_from(timeout=10)
+    refused = await third.receive_json_from(timeout=RECEIVE_TIMEOUT)
     assert refused["type"] == "error" and refused["code"] == "too_many_turns", refused
 
     from asgiref.sync import sync_to_async
 
     def over_http():
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Token {alice_token}")
-        return client.post("/api/sessions/mine-3/messages/", {"text": "hello"}, format="json")
+        return token_client(alice).post(
+            "/api/sessions/mine-3/messages/", {"text": "hello"}, format="json"
+        )
 
     response = await sync_to_async(over_http)()
     assert response.status_code == 429 and response.json()["code"] == "too_many_turns"
@@ -96,6 +91,6 @@ async def test_socket_prompts_share_the_turn_throttle_with_http(backend, alice_t
         await ws.send_json_to({"type": "prompt", "text": "hello"})
         assert (await events_until(ws, turn_done))[-1]["status"] == "completed"
     await ws.send_json_to({"type": "prompt", "text": "hello"})
-    refused = await ws.receive_json_from(timeout=10)
+    refused = await ws.receive_json_from(timeout=RECEIVE_TIMEOUT)
     assert refused["type"] == "error" and refused["code"] == "throttled", refused
     await ws.disconnect()

@@ -5,7 +5,6 @@ and a history both providers accept."""
 import threading
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connections
 
 from memory_app.services import working_memory_recall, working_memory_remember
@@ -22,17 +21,18 @@ from sessions_app.runtime.approvals import (
 from sessions_app.runtime.history import CRASH_RESULT_TEXT
 from sessions_app.runtime.turns import session_repair, turn_abort, turn_run
 from sessions_app.store import NewEntry, SessionNotFound, get_store
+from tests.helpers import GUARD_SEC
 
 from .conftest import assert_history_valid
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-WAIT = 10
+WAIT = GUARD_SEC
 
 
 @pytest.fixture
-def owner(backend):
-    return get_user_model().objects.create_user(username="alice", password="pw-alice")
+def owner(backend, alice):
+    return alice
 
 
 @pytest.fixture
@@ -185,8 +185,7 @@ def test_the_pending_request_is_in_the_snapshot_until_answered(session, owner):
     assert selectors.session_snapshot(session_id=session, owner_id=owner.id)["approvals"] == []
 
 
-def test_decide_refuses_unknown_calls_second_answers_and_other_users(session, owner):
-    bob = get_user_model().objects.create_user(username="bob", password="pw-bob")
+def test_decide_refuses_unknown_calls_second_answers_and_other_users(session, owner, bob):
     turn = TurnInThread(session, owner.id)
     call_id = turn.request()["call_id"]
     with pytest.raises(SessionNotFound):

@@ -6,7 +6,6 @@ import threading
 from dataclasses import replace
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connections
 
 from memory_app.models import Episode, WorkingMemory
@@ -20,16 +19,6 @@ from tests.helpers import run_in_threads
 from .conftest import assert_history_valid
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def alice(transactional_db):
-    return get_user_model().objects.create_user(username="alice", password="pw")
-
-
-@pytest.fixture
-def bob(transactional_db):
-    return get_user_model().objects.create_user(username="bob", password="pw")
 
 
 def conversation(user, session_id="chat-1"):

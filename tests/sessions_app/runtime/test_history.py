@@ -17,8 +17,7 @@ from sessions_app.runtime.history import (
     validate_openai,
 )
 from sessions_app.store import NewEntry
-
-from .factories import assistant, call, records, result, turn_end, turn_start, user
+from tests.builders import assistant, call, records, result, turn_end, turn_start, user
 
 SYSTEM = "You are Jarvis."
 

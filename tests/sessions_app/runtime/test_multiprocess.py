@@ -6,7 +6,6 @@ backend's flock works wherever the files are.
 
 import json
 import signal
-import time
 
 import pytest
 
@@ -14,7 +13,7 @@ from sessions_app.runtime.history import CRASH_RESULT_TEXT
 from sessions_app.runtime.turns import turn_abort, turn_run
 from sessions_app.store import get_store
 from tests.conftest import requires_postgres
-from tests.helpers import start_python
+from tests.helpers import GUARD_SEC, eventually, start_python
 
 from .conftest import assert_history_valid
 
@@ -52,21 +51,10 @@ def start_turn(backend, session, text, grace=3):
     )
 
 
-def outcome(child, timeout=20):
-    out, err = child.communicate(timeout=timeout)
+def outcome(child):
+    out, err = child.communicate(timeout=GUARD_SEC)
     assert child.returncode == 0, err
     return json.loads(out.strip().splitlines()[-1])
-
-
-def wait_for(predicate, timeout=60):
-    """Poll for a state another process reaches (a handshake), bounded in time."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting")
 
 
 def tool_running(session):
@@ -82,21 +70,26 @@ def test_second_process_is_refused_after_the_grace_period(backend, session):
     # The first turn waits until the test aborts it: however slowly the second interpreter
     # starts, the first is still running when the second asks.
     first = start_turn(backend, session, "wait 120 seconds")
-    wait_for(lambda: tool_running(session))
+    eventually(lambda: tool_running(session), what="the first turn runs its tool")
     second = start_turn(backend, session, "hello", grace=0.5)
-    refused = outcome(second, timeout=60)
+    refused = outcome(second)
     assert refused["busy"] == "session_busy"
     assert refused["message"] == "the previous request is still being processed"
+    # A lower bound only: load can make the wait longer, never shorter.
     assert refused["elapsed"] >= 0.5, "it waited the grace period before giving up"
     assert turn_abort(session_id=session) is True
-    assert outcome(first, timeout=60)["status"] == "aborted"
+    assert outcome(first)["status"] == "aborted"
     starts = [e for e in get_store().get_messages(session) if e.kind == "turn_start"]
     assert len(starts) == 1, "the refused request stored nothing"
     assert_history_valid(session)
 
 
 def test_racing_processes_take_turns_one_at_a_time(backend, session):
-    children = [start_turn(backend, session, f"wait 0.5 seconds ({n})", grace=8) for n in range(3)]
+    # The grace is a guard: each process waits for the others' turns, however slowly the
+    # interpreters start on a loaded machine.
+    children = [
+        start_turn(backend, session, f"wait 0.5 seconds ({n})", grace=GUARD_SEC) for n in range(3)
+    ]
     assert [outcome(child)["status"] for child in children] == ["completed"] * 3
     open_turn = None
     for entry in get_store().get_messages(session):
@@ -114,9 +107,9 @@ def test_a_killed_turn_is_repaired_on_next_use_and_the_session_continues(
     backend, session, settings
 ):
     child = start_turn(backend, session, "wait 120 seconds")
-    wait_for(lambda: tool_running(session))
+    eventually(lambda: tool_running(session), what="the turn runs its tool")
     child.send_signal(signal.SIGKILL)
-    child.wait(5)
+    child.wait(GUARD_SEC)
     # The dead holder's lease is taken over at once: with no grace at all, the next turn
     # still gets it (no waiting for it to expire).
     settings.BUSY_GRACE_SEC = 0
@@ -135,9 +128,9 @@ def test_a_killed_turn_is_repaired_on_next_use_and_the_session_continues(
 
 def test_abort_from_another_process_ends_the_turn(backend, session):
     child = start_turn(backend, session, "wait 120 seconds")
-    wait_for(lambda: tool_running(session))
+    eventually(lambda: tool_running(session), what="the turn runs its tool")
     assert turn_abort(session_id=session) is True
-    (end,) = wait_for(lambda: turn_end_of(session), timeout=60)
+    (end,) = eventually(lambda: turn_end_of(session), what="the aborted turn ends")
     assert end.data["status"] == "aborted"
-    assert outcome(child, timeout=60)["status"] == "aborted"
+    assert outcome(child)["status"] == "aborted"
     assert_history_valid(session)

@@ -7,9 +7,9 @@ import pytest
 from sessions_app.runtime.providers.offline import OfflineProvider
 from sessions_app.runtime.tools import TOOLS, calculate
 from sessions_app.runtime.turns import turn_run
+from tests.builders import records, turn_start, user
 
 from .conftest import assert_history_valid
-from .factories import records, turn_start, user
 
 SPECS = [tool.spec() for tool in TOOLS.values()]
 

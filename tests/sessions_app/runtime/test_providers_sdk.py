@@ -3,7 +3,6 @@ server that answers like the real APIs — including their 400s for broken histo
 
 import asyncio
 import threading
-import time
 
 import anthropic
 import openai
@@ -14,10 +13,12 @@ from sessions_app.runtime.providers.anthropic import AnthropicProvider
 from sessions_app.runtime.providers.openai import OpenAIProvider
 from sessions_app.runtime.turns import turn_abort, turn_run
 from sessions_app.store import NewEntry, get_store
+from tests.builders import crash_mid_step
 from tests.fakes.llm_server import FakeLLMServer, Reply
+from tests.handshakes import signal_waits
+from tests.helpers import GUARD_SEC
 
 from .conftest import assert_history_valid
-from .factories import crash_mid_step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -127,25 +128,21 @@ def test_two_parallel_calls_are_answered_contiguously(api, server, provider, ses
     assert server.refusals == []
 
 
-def test_abort_mid_tool_leaves_a_history_the_api_accepts(api, server, provider, session):
-    server.script(Reply(calls=[("wait", {"seconds": 20})]), Reply(text="Back again."))
-    running = threading.Event()
+def test_abort_mid_tool_leaves_a_history_the_api_accepts(
+    api, server, provider, session, monkeypatch
+):
+    server.script(Reply(calls=[("wait", {"seconds": 300})]), Reply(text="Back again."))
+    waiting = signal_waits(monkeypatch)
     outcome = {}
 
     def run():
-        outcome["result"] = turn_run(
-            session_id=session,
-            text="wait 20 seconds",
-            provider=provider,
-            on_event=lambda e: e["type"] == "entry" and e["entry"].tool_calls and running.set(),
-        )
+        outcome["result"] = turn_run(session_id=session, text="wait 300 seconds", provider=provider)
 
     thread = threading.Thread(target=run)
     thread.start()
-    assert running.wait(5)
-    time.sleep(0.1)
+    assert waiting.wait(GUARD_SEC), "the wait tool never ran"
     turn_abort(session_id=session)
-    thread.join(5)
+    thread.join(GUARD_SEC)
     assert outcome["result"].status == "aborted"
     assert len(server.requests) == 1, "the model is not called again after an abort"
     follow_up = turn_run(session_id=session, text="are you there?", provider=provider)

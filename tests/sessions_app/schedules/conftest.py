@@ -1,31 +1,18 @@
-"""Schedule fixtures: users, the real task worker run in a thread, a real webhook receiver."""
+"""Schedule fixtures: the real task worker run in a thread, a real webhook receiver."""
 
 import json
 import threading
-import time
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connections
 from django.utils import timezone
 from django_tasks_db.management.commands.db_worker import Worker
 from django_tasks_db.models import DBTaskResult
 
 from sessions_app.models import Schedule
-
-WAIT_LIMIT_SEC = 30
-
-
-@pytest.fixture
-def alice(transactional_db):
-    return get_user_model().objects.create_user(username="alice", password="pw-alice")
-
-
-@pytest.fixture
-def bob(transactional_db):
-    return get_user_model().objects.create_user(username="bob", password="pw-bob")
+from tests.helpers import GUARD_SEC, eventually
 
 
 def worker(worker_id: str = "test-worker") -> Worker:
@@ -46,7 +33,8 @@ def run_due_tasks() -> None:
     """Run the tasks that are due now, in a thread with its own connection, as a worker would."""
     thread = threading.Thread(target=_run_once)
     thread.start()
-    thread.join(WAIT_LIMIT_SEC)
+    thread.join(GUARD_SEC)
+    assert not thread.is_alive(), "the worker is stuck"
 
 
 def _run_once():
@@ -56,13 +44,15 @@ def _run_once():
         connections.close_all()
 
 
-def run_worker_until(predicate, limit: float = WAIT_LIMIT_SEC) -> None:
-    """Run the worker until `predicate()` holds: for runs whose time is still ahead."""
-    deadline = time.monotonic() + limit
-    while not predicate():
-        assert time.monotonic() < deadline, "the worker never got there"
+def run_worker_until(predicate) -> None:
+    """Run the worker until `predicate()` holds: for runs whose time is still ahead (a retry's
+    back-off), so what is awaited is that time, not another party."""
+
+    def ran_and_holds():
         run_due_tasks()
-        time.sleep(0.02)  # the next run's time, not a race, is what is awaited
+        return predicate()
+
+    eventually(ran_and_holds, what="the worker got there", interval=0.02)
 
 
 def ready_tasks(task_name: str) -> list[DBTaskResult]:

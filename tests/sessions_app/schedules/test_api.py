@@ -5,7 +5,6 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from sessions_app import services
@@ -14,22 +13,6 @@ from sessions_app.models import Schedule
 from .conftest import ready_tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def client_of(user) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-    return client
-
-
-@pytest.fixture
-def api(alice):
-    return client_of(alice)
-
-
-@pytest.fixture
-def bob_api(bob):
-    return client_of(bob)
 
 
 def test_create_list_and_cancel(backend, api, alice):

@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from sessions_app.models import Schedule
 from sessions_app.store import get_store
@@ -15,8 +14,7 @@ from .conftest import make_due
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_restart_between_scheduling_and_firing_loses_nothing(backend):
-    alice = get_user_model().objects.create_user(username="alice", password="pw")
+def test_a_restart_between_scheduling_and_firing_loses_nothing(backend, alice):
     # One process takes the request through a real turn, then stops.
     made = run_python(
         "from sessions_app.services import session_create\n"
@@ -47,7 +45,7 @@ def test_a_restart_between_scheduling_and_firing_loses_nothing(backend):
     assert schedule.state == "done"
 
 
-def test_a_run_whose_worker_was_killed_mid_task_fires_after_recovery(backend, capsys):
+def test_a_run_whose_worker_was_killed_mid_task_fires_after_recovery(backend, alice, capsys):
     from django.core.management import call_command
     from django.utils import timezone
     from django_tasks_db.models import DBTaskResult
@@ -57,7 +55,6 @@ def test_a_run_whose_worker_was_killed_mid_task_fires_after_recovery(backend, ca
 
     from .conftest import run_due_tasks
 
-    alice = get_user_model().objects.create_user(username="alice", password="pw")
     services.session_create(owner_id=alice.id, session_id="chat-1")
     schedule = schedule_create(owner_id=alice.id, session_id="chat-1", text="stretch", in_seconds=9)
     make_due(schedule)

@@ -15,25 +15,10 @@ from sessions_app.store import (
     approvals,
     connections,
 )
+from tests.builders import assistant, call, result, user
 from tests.helpers import run_in_threads, run_python
 
 pytestmark = pytest.mark.django_db
-
-
-def user(text):
-    return NewEntry(role="user", content=text)
-
-
-def assistant(text, calls=None):
-    return NewEntry(role="assistant", content=text, tool_calls=calls)
-
-
-def call(call_id, name="calculator", arguments='{"expression": "2+2"}'):
-    return {"id": call_id, "name": name, "arguments": arguments}
-
-
-def result(call_id, text="4", name="calculator"):
-    return NewEntry(role="tool", tool_call_id=call_id, name=name, content=text)
 
 
 def contents(entries):

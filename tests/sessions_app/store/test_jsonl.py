@@ -17,19 +17,12 @@ import pytest
 from sessions_app.runtime.history import repair_entries
 from sessions_app.store import CorruptSessionFile, InvalidSessionId, NewEntry
 from sessions_app.store.jsonl import JsonlSessionStore
+from tests.builders import assistant, user
 
 
 @pytest.fixture
 def store(settings):
     return JsonlSessionStore(settings.SESSIONS_DIR)
-
-
-def user(text):
-    return NewEntry(role="user", content=text)
-
-
-def assistant(text):
-    return NewEntry(role="assistant", content=text)
 
 
 def entry_file(store, session_id) -> Path:

@@ -22,8 +22,8 @@ def hits(store, query, owner_id, **kwargs):
 
 
 @pytest.fixture
-def owner(django_user_model):
-    return django_user_model.objects.create_user(username="owner", password="pw").id
+def owner(alice):
+    return alice.id
 
 
 def test_search_returns_hits_with_title_role_time_and_marked_snippet(store, owner):
@@ -39,8 +39,8 @@ def test_search_returns_hits_with_title_role_time_and_marked_snippet(store, owne
     assert "".join(text for text, _ in hit.snippet) == "a heron stood in the reeds"
 
 
-def test_only_the_owners_sessions_and_none_without_an_owner(store, owner, django_user_model):
-    other = django_user_model.objects.create_user(username="other", password="pw").id
+def test_only_the_owners_sessions_and_none_without_an_owner(store, owner, bob):
+    other = bob.id
     store.create("mine", owner_id=owner)
     store.create("theirs", owner_id=other)
     store.create("system")  # no owner

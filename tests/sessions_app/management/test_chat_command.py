@@ -1,14 +1,15 @@
-"""`manage.py chat` holds a conversation from piped input and leaves a valid history."""
+"""`manage.py chat` holds a conversation from piped input and leaves a valid history; it refuses
+what the API refuses."""
 
 import subprocess
 import sys
 
 import pytest
 
+from sessions_app import limits
 from sessions_app.store import get_store
 from tests.helpers import REPO, child_env
-
-from .conftest import assert_history_valid
+from tests.sessions_app.runtime.conftest import assert_history_valid
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -59,3 +60,41 @@ def test_chat_command_says_where_a_waiting_call_can_be_answered():
         completed.stdout
     )
     assert_history_valid("test-chat-approval")
+
+
+# --- input limits -------------------------------------------------------------------------
+
+
+def test_the_chat_command_refuses_what_the_api_refuses(backend):
+    lines = "a\x00b\n" + "x" * (limits.PROMPT_MAX_CHARS + 1) + "\nwhat is 6*7?\n"
+    completed = subprocess.run(
+        [sys.executable, "manage.py", "chat", "test-limits"],
+        input=lines,
+        cwd=REPO,
+        env=child_env(JARVIS_MODEL="offline", JARVIS_SESSION__PERSISTENCE_BACKEND=backend),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stderr.count("[invalid]") == 2, completed.stderr
+    assert "NUL" in completed.stderr and f"limit is {limits.PROMPT_MAX_CHARS}" in completed.stderr
+    users = [e.content for e in get_store().get_messages("test-limits") if e.role == "user"]
+    assert users == ["what is 6*7?"]
+
+
+def test_the_chat_command_refuses_a_bad_agent(backend):
+    completed = subprocess.run(
+        [sys.executable, "manage.py", "chat", "test-limits", "--agent", "a\x01" + "b" * 100],
+        input="",
+        cwd=REPO,
+        env=child_env(JARVIS_SESSION__PERSISTENCE_BACKEND=backend),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode != 0
+    assert "the agent has 102 characters" in completed.stderr
+    assert get_store().get_meta("test-limits") is None

@@ -1,4 +1,4 @@
-"""Consolidation: episodes become the user's profile facts and procedure drafts (DESIGN §9)."""
+"""Consolidation: episodes become the user's profile facts and procedure drafts (docs/design.md §9)."""
 
 import signal
 import subprocess

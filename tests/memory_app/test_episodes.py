@@ -1,4 +1,4 @@
-"""Every finished turn becomes an episode with its thought log (DESIGN §9)."""
+"""Every finished turn becomes an episode with its thought log (docs/design.md §9)."""
 
 import pytest
 

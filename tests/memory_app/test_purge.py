@@ -1,4 +1,4 @@
-"""Deleting a session takes its memory along — and nothing else (DESIGN §9)."""
+"""Deleting a session takes its memory along — and nothing else (docs/design.md §9)."""
 
 import pytest
 

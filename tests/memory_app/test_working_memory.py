@@ -1,4 +1,4 @@
-"""The agent's per-session scratchpad: `remember` and `recall` (DESIGN §9)."""
+"""The agent's per-session scratchpad: `remember` and `recall` (docs/design.md §9)."""
 
 import json
 

@@ -93,7 +93,7 @@ def test_filter_by_agent_and_by_having_a_parent(admin_client, store):
 
 def test_session_page_shows_entries_in_seq_order_with_legible_tool_calls(admin_client, store):
     store.create("s1")
-    # One batch shares one created_at: only seq can order these (DESIGN §3).
+    # One batch shares one created_at: only seq can order these (docs/design.md §3).
     store.append("s1", a_turn("first question"))
     store.append("s1", [NewEntry(role="user", content="second question")])
 

@@ -1,5 +1,5 @@
 """sessions_app never imports memory_app: memory follows sessions through signals and
-registers its tools itself (DESIGN §9), so sessions_app works and changes on its own."""
+registers its tools itself (docs/design.md §9), so sessions_app works and changes on its own."""
 
 import ast
 from pathlib import Path

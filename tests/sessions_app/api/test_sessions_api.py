@@ -1,4 +1,4 @@
-"""DESIGN §7, row by row: what a client of the HTTP API sees (both store backends)."""
+"""docs/design.md §7, row by row: what a client of the HTTP API sees (both store backends)."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""DESIGN §8 through the real ASGI stack: what a browser tab or a program on the socket sees."""
+"""docs/design.md §8 through the real ASGI stack: what a browser tab or a program on the socket sees."""
 
 import pytest
 from channels.db import database_sync_to_async

@@ -1,4 +1,4 @@
-"""The store contract (DESIGN §4), run against every backend: db (on SQLite, or PostgreSQL
+"""The store contract (docs/design.md §4), run against every backend: db (on SQLite, or PostgreSQL
 when DATABASE_URL points there) and jsonl."""
 
 import json

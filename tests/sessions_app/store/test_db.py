@@ -1,4 +1,4 @@
-"""What only the db backend can get wrong: which SQL it sends (DESIGN §3, §4)."""
+"""What only the db backend can get wrong: which SQL it sends (docs/design.md §3, §4)."""
 
 import pytest
 from django.db import connection

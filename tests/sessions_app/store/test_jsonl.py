@@ -1,4 +1,4 @@
-"""What only the jsonl backend can get wrong: files on disk (DESIGN §4).
+"""What only the jsonl backend can get wrong: files on disk (docs/design.md §4).
 
 A crash mid-write leaves a torn last line, which is ignored and reported, then cut off by
 the next append; any other damage is an error naming the file and line, and never an

@@ -12,8 +12,9 @@ import asyncio
 import threading
 from dataclasses import replace
 
-from sessions_app.runtime.lease import DbTurnLease, FileTurnLease
 from sessions_app.runtime.tools import TOOLS
+from sessions_app.store.db_lease import DbTurnLease
+from sessions_app.store.file_lease import FileTurnLease
 from tests.helpers import GUARD_SEC
 
 
@@ -75,11 +76,11 @@ def lease_contention(monkeypatch) -> threading.Event:
     refused = threading.Event()
     for kind in (DbTurnLease, FileTurnLease):
 
-        def try_acquire(self, _real=kind._try_acquire):
+        def try_acquire(self, _real=kind.try_acquire):
             taken = _real(self)
             if not taken:
                 refused.set()
             return taken
 
-        monkeypatch.setattr(kind, "_try_acquire", try_acquire)
+        monkeypatch.setattr(kind, "try_acquire", try_acquire)
     return refused

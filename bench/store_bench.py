@@ -108,7 +108,8 @@ def run_config(config: str, scratch: Path) -> dict | None:
     env.pop("REDIS_URL", None)
     env["DJANGO_SETTINGS_MODULE"] = "jarvis_site.settings"
     env["SESSIONS_DIR"] = str(scratch / "sessions")
-    # Every configuration gets a database of its own; jsonl never touches it.
+    # Every configuration gets a database of its own; jsonl keeps only its connection rows,
+    # approval requests and lock anchors there.
     env["DATABASE_URL"] = f"sqlite:///{scratch / 'bench.sqlite3'}"
     env["JARVIS_SESSION__PERSISTENCE_BACKEND"] = "jsonl" if config == "jsonl" else "db"
     if config == "postgres":
@@ -496,6 +497,7 @@ class RawDb:
                 "sessions_app_entry",
                 "sessions_app_proactivenotice",
                 "sessions_app_liveconnection",
+                "sessions_app_toolapproval",
             ):
                 self.db.execute(
                     self.sql(f"DELETE FROM {table} WHERE session_id = %s"), (session_id,)
@@ -810,7 +812,7 @@ def search_rows(store, config: str) -> list[dict]:
     from django.db import connection
 
     sessions, queries = search_corpus()
-    # The jsonl child has no migrated database, and jsonl meta files need no user row.
+    # jsonl meta files need no user row.
     owner = 1 if config == "jsonl" else get_user_model().objects.create_user("bench-search").id
     for number, entries in enumerate(sessions):
         session_id = f"search-{number:04d}"
@@ -889,9 +891,8 @@ def child(config: str) -> int:
     from sessions_app.selectors import session_list
     from sessions_app.store import get_store
 
-    if config != "jsonl":
-        log(f"{config}: migrating the scratch database")
-        call_command("migrate", verbosity=0, interactive=False)
+    log(f"{config}: migrating the scratch database")
+    call_command("migrate", verbosity=0, interactive=False)
     store = get_store()
     if config == "jsonl":
         raw = RawJsonl(Path(settings.SESSIONS_DIR))
@@ -971,7 +972,7 @@ def child(config: str) -> int:
 
     log(f"{config}: list {LISTED_SESSIONS} sessions")
     if config == "jsonl":
-        owner_id = 1  # jsonl keeps the id; there is no user table to point into
+        owner_id = 1  # jsonl keeps the id; its meta files point into no user table
         for number in range(LISTED_SESSIONS - 2):
             session_id = f"listed-{number:05d}"
             store.create(session_id, title=f"session {number}", owner_id=owner_id)

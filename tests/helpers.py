@@ -47,6 +47,21 @@ def child_env(**extra) -> dict:
     return env
 
 
+def run_chat(*args: str, lines: str = "", **env) -> subprocess.CompletedProcess:
+    """`manage.py chat ARGS` in a fresh interpreter against the test database, with `lines`
+    piped in as a person typing them."""
+    return subprocess.run(
+        [sys.executable, "manage.py", "chat", *args],
+        input=lines,
+        cwd=REPO,
+        env=child_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=GUARD_SEC,
+        check=False,
+    )
+
+
 def run_python(code: str, timeout: float = GUARD_SEC, **env) -> subprocess.CompletedProcess:
     """Run Django code in a fresh interpreter against the test database."""
     prelude = "import django; django.setup()\n"

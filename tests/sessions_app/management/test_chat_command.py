@@ -1,14 +1,11 @@
 """`manage.py chat` holds a conversation from piped input and leaves a valid history; it refuses
 what the API refuses."""
 
-import subprocess
-import sys
-
 import pytest
 
 from sessions_app import limits
 from sessions_app.store import get_store
-from tests.helpers import REPO, child_env
+from tests.helpers import run_chat
 from tests.sessions_app.runtime.conftest import assert_history_valid
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -16,16 +13,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_chat_command_holds_a_conversation_from_piped_input():
     lines = "hello\nwhat is 2+3 and what time is it\n\nwhat did I say\n/quit\nnever sent\n"
-    completed = subprocess.run(
-        [sys.executable, "manage.py", "chat", "test-chat"],
-        input=lines,
-        cwd=REPO,
-        env=child_env(JARVIS_MODEL="offline"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    completed = run_chat("test-chat", lines=lines, JARVIS_MODEL="offline")
     assert completed.returncode == 0, completed.stderr
     out = completed.stdout
     assert "You said: “hello”" in out
@@ -44,15 +32,11 @@ def test_chat_command_holds_a_conversation_from_piped_input():
 
 
 def test_chat_command_says_where_a_waiting_call_can_be_answered():
-    completed = subprocess.run(
-        [sys.executable, "manage.py", "chat", "test-chat-approval"],
-        input="forget my color\n/quit\n",
-        cwd=REPO,
-        env=child_env(JARVIS_MODEL="offline", APPROVAL_TIMEOUT_SEC="0.2"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    completed = run_chat(
+        "test-chat-approval",
+        lines="forget my color\n/quit\n",
+        JARVIS_MODEL="offline",
+        APPROVAL_TIMEOUT_SEC="0.2",
     )
     assert completed.returncode == 0, completed.stderr
     assert "? forget waits for approval" in completed.stdout
@@ -67,15 +51,11 @@ def test_chat_command_says_where_a_waiting_call_can_be_answered():
 
 def test_the_chat_command_refuses_what_the_api_refuses(backend):
     lines = "a\x00b\n" + "x" * (limits.PROMPT_MAX_CHARS + 1) + "\nwhat is 6*7?\n"
-    completed = subprocess.run(
-        [sys.executable, "manage.py", "chat", "test-limits"],
-        input=lines,
-        cwd=REPO,
-        env=child_env(JARVIS_MODEL="offline", JARVIS_SESSION__PERSISTENCE_BACKEND=backend),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    completed = run_chat(
+        "test-limits",
+        lines=lines,
+        JARVIS_MODEL="offline",
+        JARVIS_SESSION__PERSISTENCE_BACKEND=backend,
     )
     assert completed.returncode == 0, completed.stderr
     assert completed.stderr.count("[invalid]") == 2, completed.stderr
@@ -85,15 +65,8 @@ def test_the_chat_command_refuses_what_the_api_refuses(backend):
 
 
 def test_the_chat_command_refuses_a_bad_agent(backend):
-    completed = subprocess.run(
-        [sys.executable, "manage.py", "chat", "test-limits", "--agent", "a\x01" + "b" * 100],
-        input="",
-        cwd=REPO,
-        env=child_env(JARVIS_SESSION__PERSISTENCE_BACKEND=backend),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    completed = run_chat(
+        "test-limits", "--agent", "a\x01" + "b" * 100, JARVIS_SESSION__PERSISTENCE_BACKEND=backend
     )
     assert completed.returncode != 0
     assert "the agent has 102 characters" in completed.stderr

@@ -1,14 +1,11 @@
 """`manage.py list_sessions`, `cleanup_sessions` and the slash commands of `manage.py chat`."""
 
-import subprocess
-import sys
-
 import pytest
 from django.core.management import CommandError, call_command
 
 from sessions_app.runtime.turns import turn_run
 from sessions_app.store import get_store
-from tests.helpers import REPO, child_env
+from tests.helpers import run_chat
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,16 +67,7 @@ def test_chat_takes_every_slash_command(alice):
         "what is 2+3\n/cost\n/model\n/model anthropic:\n/model offline\n/sessions\n"
         "/branch\nwhat did I say\n/nonsense\n/quit\n"
     )
-    completed = subprocess.run(
-        [sys.executable, "manage.py", "chat", "test-cli", "--user", "alice"],
-        input=lines,
-        cwd=REPO,
-        env=child_env(JARVIS_MODEL="offline"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    completed = run_chat("test-cli", "--user", "alice", lines=lines, JARVIS_MODEL="offline")
     assert completed.returncode == 0, completed.stderr
     out, err = completed.stdout, completed.stderr
     assert "2+3 = 5." in out

@@ -52,9 +52,11 @@ INSTALLED_APPS = [
     "channels",
     "django_tasks",
     "django_tasks_db",
-    # Before sessions_app: its ready() registers the working-memory tools, which
-    # sessions_app's ready() expects to find when it checks JARVIS_AGENTS_FILE.
+    # Before sessions_app: their ready() registers their tools (working memory; schedule and
+    # unschedule), which sessions_app's ready() expects to find when it checks
+    # JARVIS_AGENTS_FILE.
     "memory_app",
+    "notices_app",
     "sessions_app",
 ]
 
@@ -293,5 +295,6 @@ LOGGING = {
     "loggers": {
         "sessions_app": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
         "memory_app": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+        "notices_app": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     },
 }

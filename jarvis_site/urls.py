@@ -8,7 +8,8 @@ from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from sessions_app.api import ScheduleViewSet, SearchViewSet, SessionViewSet
+from notices_app.api import ScheduleViewSet
+from sessions_app.api import SearchViewSet, SessionViewSet
 
 router = DefaultRouter()
 router.register("sessions", SessionViewSet, basename="session")

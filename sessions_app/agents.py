@@ -48,7 +48,7 @@ SESSION_ID_MAX = 200
 HASH_CHARS = 16
 
 _BASE_TOOLS = ("calculator", "clock", "wait", "remember", "recall")
-# The main agent's reminders and scheduled prompts (sessions_app.schedules).
+# The main agent's reminders and scheduled prompts (registered by notices_app).
 _SCHEDULE_TOOLS = ("schedule", "unschedule")
 
 

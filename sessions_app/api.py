@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
-from sessions_app import limits, schedule_serializers, schedules, selectors, serializers, services
+from sessions_app import limits, selectors, serializers, services
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.history import HistoryInvalid
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
@@ -368,54 +368,6 @@ class SessionViewSet(ViewSet):
             selectors.notice_to_api(notice),
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
         )
-
-
-# --- schedules --------------------------------------------------------------------------------
-
-
-@extend_schema(tags=["schedules"])
-class ScheduleViewSet(ViewSet):
-    """The caller's reminders and scheduled prompts (docs/schedules.md)."""
-
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
-
-    @extend_schema(
-        parameters=[schedule_serializers.ScheduleListQuery],
-        responses={200: schedule_serializers.ScheduleOutput(many=True)},
-    )
-    def list(self, request):
-        query = _parse(schedule_serializers.ScheduleListQuery, request.query_params)
-        return Response(
-            schedules.schedule_list(
-                owner_id=request.user.id, include_inactive=query["state"] == "all"
-            )
-        )
-
-    @extend_schema(
-        request=schedule_serializers.ScheduleCreateInput,
-        responses={201: schedule_serializers.ScheduleOutput, **ERRORS},
-    )
-    def create(self, request):
-        data = _parse(schedule_serializers.ScheduleCreateInput, request.data)
-        try:
-            schedule = schedules.schedule_create(owner_id=request.user.id, **data)
-        except schedules.ScheduleInvalid as error:
-            raise exceptions.ValidationError({"schedule": [str(error)]}) from error
-        return Response(schedules.schedule_to_api(schedule), status=status.HTTP_201_CREATED)
-
-    @extend_schema(
-        parameters=[OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH)],
-        responses={200: schedule_serializers.ScheduleOutput, **ERRORS},
-    )
-    def destroy(self, request, pk=None):
-        try:
-            schedule = schedules.schedule_cancel(schedule_id=int(pk), owner_id=request.user.id)
-        except (ValueError, schedules.ScheduleNotFound):
-            return Response(
-                {"code": "not_found", "detail": "no such schedule"},
-                status=status.HTTP_404_NOT_FOUND,
-            )
-        return Response(schedules.schedule_to_api(schedule))
 
 
 @extend_schema(tags=["search"])

@@ -13,7 +13,6 @@ class SessionsAppConfig(AppConfig):
         from jarvis_site.sqlite_wal import keep_wal_open
         from sessions_app import receivers
         from sessions_app.agents import agent_registry
-        from sessions_app.signals import session_deleted
 
         agent_registry()  # a broken JARVIS_AGENTS_FILE stops start-up with what is wrong
 
@@ -25,8 +24,4 @@ class SessionsAppConfig(AppConfig):
             receivers.remove_sessions_of_deleted_user,
             sender=settings.AUTH_USER_MODEL,
             dispatch_uid="sessions_app.remove_sessions_of_deleted_user",
-        )
-        session_deleted.connect(
-            receivers.purge_outbox_of_deleted_session,
-            dispatch_uid="sessions_app.purge_outbox_of_deleted_session",
         )

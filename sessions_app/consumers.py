@@ -18,7 +18,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocke
 from channels.layers import InMemoryChannelLayer
 from django.db import connections
 
-from sessions_app import commands, delivery, limits, selectors, services
+from sessions_app import commands, limits, selectors, services
 from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
 from sessions_app.notice_watch import notices_unwatch, notices_watch
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
@@ -275,7 +275,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "proactive", "notice": notice})
         if notice.get("delivered_at") is None:
             # This socket received it: the notice counts as delivered.
-            await database_sync_to_async(delivery.notice_mark_delivered)(
+            await database_sync_to_async(services.notice_mark_delivered)(
                 session_id=self.session_id, message_id=notice["message_id"]
             )
 

@@ -3,8 +3,8 @@
 Sessions, entries, notices, live connections and approval requests are read and written
 only by the store package (`sessions_app/store/`): the `db` backend all of them, the
 connection registry and approval requests under both backends, the jsonl backend its anchor
-rows. Schedules, the webhook outbox and worker heartbeats belong to their services
-(`schedules.py`, `delivery.py`, `workers.py`). Entry bodies are read in `seq` order and never
+rows. Worker heartbeats belong to their service (`workers.py`); schedules and the outbound
+outbox live in notices_app. Entry bodies are read in `seq` order and never
 by timestamp.
 """
 
@@ -149,109 +149,6 @@ class Worker(models.Model):
 
     def __str__(self) -> str:
         return self.id
-
-
-class Schedule(models.Model):
-    """A reminder or a prompt a user asked for at a time, once or every N minutes/hours/days.
-
-    Each run is a deferred task of the task worker (`db_worker`); `task_id` names the one
-    waiting for `next_run_at`. `session_id` is the conversation it was made in, kept as text:
-    on the jsonl backend sessions are files, and a schedule outlives its session anyway.
-    """
-
-    REMINDER = "reminder"
-    PROMPT = "prompt"
-    KINDS = [(REMINDER, "reminder"), (PROMPT, "prompt")]
-    ACTIVE = "active"
-    DONE = "done"
-    CANCELLED = "cancelled"
-    STATES = [(ACTIVE, "active"), (DONE, "done"), (CANCELLED, "cancelled")]
-    UNITS = [("minutes", "minutes"), ("hours", "hours"), ("days", "days")]
-
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jarvis_schedules"
-    )
-    session_id = models.CharField(max_length=200, blank=True, default="")
-    kind = models.CharField(max_length=16, choices=KINDS, default=REMINDER)
-    text = models.TextField()
-    first_run_at = models.DateTimeField()
-    repeat_every = models.PositiveIntegerField(null=True, blank=True)
-    repeat_unit = models.CharField(max_length=8, choices=UNITS, blank=True, default="")
-    next_run_at = models.DateTimeField(null=True, blank=True)
-    state = models.CharField(max_length=16, choices=STATES, default=ACTIVE)
-    task_id = models.CharField(max_length=64, blank=True, default="")
-    created_at = models.DateTimeField()
-    cancelled_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        indexes = [
-            models.Index(fields=["owner", "state", "next_run_at"], name="schedule_owner_next"),
-        ]
-
-    def __str__(self) -> str:
-        return f"#{self.pk} {self.kind}: {self.text[:40]}"
-
-
-class ScheduleRun(models.Model):
-    """One fired run. The unique (schedule, run_at) pair is what makes firing happen once,
-    whichever worker, retry or duplicate task gets there first."""
-
-    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="runs")
-    run_at = models.DateTimeField()
-    fired_at = models.DateTimeField()
-    session_id = models.CharField(max_length=200, blank=True, default="")
-    message_id = models.CharField(max_length=200, blank=True, default="")
-    outcome = models.CharField(max_length=16, default="firing")
-
-    class Meta:
-        ordering = ["schedule", "run_at"]
-        constraints = [
-            models.UniqueConstraint(fields=["schedule", "run_at"], name="schedule_run_once"),
-        ]
-
-    def __str__(self) -> str:
-        return f"schedule #{self.schedule_id} at {self.run_at.isoformat()}: {self.outcome}"
-
-
-class NoticeOutbox(models.Model):
-    """A notice waiting for, or done with, its POST to NOTIFY_WEBHOOK_URL.
-
-    One row per notice (unique session + message id), so a notice is never queued twice.
-    `state` moves pending -> sending -> sent; a failed attempt goes back to pending with the
-    next attempt's time.
-    """
-
-    PENDING = "pending"
-    SENDING = "sending"
-    SENT = "sent"
-    STATES = [(PENDING, "pending"), (SENDING, "sending"), (SENT, "sent")]
-
-    session_id = models.CharField(max_length=200)
-    message_id = models.CharField(max_length=200)
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE
-    )
-    payload = models.JSONField()
-    state = models.CharField(max_length=16, choices=STATES, default=PENDING)
-    attempts = models.PositiveIntegerField(default=0)
-    next_attempt_at = models.DateTimeField()
-    claimed_at = models.DateTimeField(null=True, blank=True)
-    last_error = models.TextField(blank=True, default="")
-    task_id = models.CharField(max_length=64, blank=True, default="")
-    created_at = models.DateTimeField()
-    sent_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        verbose_name_plural = "notice outbox"
-        constraints = [
-            models.UniqueConstraint(
-                fields=["session_id", "message_id"], name="outbox_one_per_notice"
-            ),
-        ]
-        indexes = [models.Index(fields=["state", "next_attempt_at"], name="outbox_due")]
-
-    def __str__(self) -> str:
-        return f"{self.session_id}:{self.message_id} ({self.state})"
 
 
 class ToolApproval(models.Model):

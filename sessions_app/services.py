@@ -31,6 +31,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from sessions_app import compaction, limits, selectors
 from sessions_app.agents import model_for_session, per_parent_session_ids
@@ -41,7 +42,7 @@ from sessions_app.runtime.executors import in_pool
 from sessions_app.runtime.history import repair_entries
 from sessions_app.runtime.lease import SessionBusy, TurnLease, lease_acquire
 from sessions_app.runtime.providers import check_model_spec
-from sessions_app.signals import session_deleted, session_ended
+from sessions_app.signals import notice_added, session_deleted, session_ended
 from sessions_app.store import (
     EntryRecord,
     NewEntry,
@@ -537,15 +538,20 @@ def proactive_add(
     with transaction.atomic():
         notice, created = get_store().append_proactive(session_id, message_id, content)
         if created:
-            # Imported here: delivery imports this module to create target conversations.
-            from sessions_app.delivery import notice_outbound_enqueue
-
-            notice_outbound_enqueue(session_id=session_id, notice=notice)
+            # Inside the transaction: what the receivers queue (notices_app's outbound
+            # deliveries) commits with the notice or not at all.
+            notice_added.send(sender=SIGNAL_SENDER, session_id=session_id, notice=notice)
             session_broadcast_on_commit(
                 session_id=session_id,
                 event={"type": "proactive", "notice": selectors.notice_to_api(notice)},
             )
     return notice, created
+
+
+def notice_mark_delivered(*, session_id: str, message_id: str) -> Notice | None:
+    """Record that a notice reached the person (a socket, or an outbound channel's success);
+    the first time wins."""
+    return get_store().mark_proactive_delivered(session_id, message_id, timezone.now())
 
 
 # --- export -------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""Signals that let memory_app follow sessions without importing sessions_app's models.
+"""Signals that let memory_app and notices_app follow sessions without sessions_app knowing them.
 
-`session_deleted`, `turn_finished` and `session_compacted` are sent inside the transaction of
+`session_deleted`, `turn_finished`, `session_compacted` and `notice_added` are sent inside the transaction of
 the change they announce, so a receiver that fails rolls the change back. `session_ended` is
 sent after its commit: nothing rolls back when a tab closes. The `*_requested` signals ask
 the receivers for something instead: the caller reads their answers from `send()`'s return
@@ -23,6 +23,11 @@ session_ended = Signal()
 # kwargs: session_id, entry_seq, summary, first_kept_seq, tokens_before (the data of the
 # `compaction` entry stored at entry_seq). Sent in the transaction that stores that entry.
 session_compacted = Signal()
+
+# kwargs: session_id, notice (the store's Notice). Sent by `proactive_add` in the transaction
+# that adds a new notice (not for a repeated message_id), so that what a receiver queues for
+# it commits with it.
+notice_added = Signal()
 
 # kwargs: session_ids. Each receiver answers {session id: working-memory keys it keeps},
 # leaving out sessions with none. Sent by cleanup to plan its `stm` category.

@@ -15,11 +15,11 @@ import pytest
 from django.utils import timezone
 from websockets.asyncio.client import connect
 
-from sessions_app.models import NoticeOutbox, Schedule
+from notices_app.models import NoticeOutbox, Schedule
 from sessions_app.store import get_store
 from tests.helpers import GUARD_SEC, REPO, child_env, eventually
 from tests.multiprocess.servers import daphne
-from tests.sessions_app.schedules.conftest import Receiver
+from tests.notices_app.schedules.conftest import Receiver
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

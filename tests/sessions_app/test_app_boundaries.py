@@ -1,5 +1,6 @@
-"""sessions_app never imports memory_app: memory follows sessions through signals and
-registers its tools itself (docs/design.md §9), so sessions_app works and changes on its own."""
+"""sessions_app never imports memory_app or notices_app: both follow sessions through signals
+and register their tools themselves (docs/design.md §9, §16), so sessions_app works and
+changes on its own."""
 
 import ast
 from pathlib import Path
@@ -19,10 +20,15 @@ def imported_modules(path: Path) -> set[str]:
     return modules
 
 
-def test_no_module_of_sessions_app_imports_memory_app():
+ABOVE_SESSIONS_APP = {"memory_app", "notices_app"}
+
+
+def test_no_module_of_sessions_app_imports_an_app_above_it():
     offenders = {
         str(path.relative_to(SESSIONS_APP)): sorted(
-            module for module in imported_modules(path) if module.split(".")[0] == "memory_app"
+            module
+            for module in imported_modules(path)
+            if module.split(".")[0] in ABOVE_SESSIONS_APP
         )
         for path in SESSIONS_APP.rglob("*.py")
         if "migrations" not in path.parts

@@ -14,7 +14,7 @@ from django.db import connections
 from rest_framework import serializers as drf
 from rest_framework.test import APIClient
 
-from sessions_app import schedule_serializers
+from notices_app import serializers as schedule_serializers
 from sessions_app import serializers as out
 from sessions_app.runtime.turns import turn_run
 from sessions_app.store import NewEntry, get_store

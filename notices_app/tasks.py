@@ -1,4 +1,4 @@
-"""Background work of sessions_app, run by the task worker (`manage.py db_worker`).
+"""Background work of notices_app, run by the task worker (`manage.py db_worker`).
 
 Every task here is safe to run twice: a schedule's run is fired once per (schedule, run
 time) by a unique row, and a webhook attempt first claims its outbox row. So a duplicate
@@ -17,16 +17,17 @@ RUNNING_STALE_SEC = 15 * 60
 
 @task()
 def fire_schedule(schedule_id: int, run_at: str) -> str:
-    from sessions_app.schedules import schedule_fire
+    # Imported here, like every task body: the services import this module to enqueue.
+    from notices_app.schedules import schedule_fire
 
     return schedule_fire(schedule_id=schedule_id, run_at=datetime.fromisoformat(run_at))
 
 
 @task()
-def send_notice_webhook(outbox_id: int) -> str:
-    from sessions_app.delivery import notice_webhook_send
+def send_notice(outbox_id: int) -> str:
+    from notices_app.delivery import notice_send
 
-    return notice_webhook_send(outbox_id=outbox_id)
+    return notice_send(outbox_id=outbox_id)
 
 
 def _database_backend():

@@ -5,14 +5,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from sessions_app import services
-from sessions_app.models import Schedule, ScheduleRun
-from sessions_app.schedules import (
+from notices_app.models import Schedule, ScheduleRun
+from notices_app.schedules import (
     ScheduleInvalid,
     schedule_cancel,
     schedule_create,
     schedule_fire,
 )
+from sessions_app import services
 from sessions_app.store import get_store
 
 from .conftest import make_due, ready_tasks, run_due_tasks
@@ -48,8 +48,13 @@ def test_a_reminder_fires_once_into_the_conversation_it_was_made_in(backend, ali
 
 
 def test_a_reminder_whose_session_is_gone_goes_to_the_latest_real_conversation(backend, alice):
-    for session_id in ["older", "test-probe", "agent_researcher__older", "gone"]:
-        services.session_create(owner_id=alice.id, session_id=session_id)
+    services.session_create(owner_id=alice.id, session_id="older")
+    services.session_create(owner_id=alice.id, session_id="test-probe")
+    # A sub-agent session is one a delegation spawned (the same rule as the sessions list).
+    get_store().create(
+        "agent_researcher__older", agent="researcher", owner_id=alice.id, spawned_by="older"
+    )
+    services.session_create(owner_id=alice.id, session_id="gone")
     schedule = schedule_create(owner_id=alice.id, session_id="gone", text="call mum", in_seconds=60)
     services.session_delete(session_id="gone", owner_id=alice.id)
     make_due(schedule)

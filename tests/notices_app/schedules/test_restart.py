@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from sessions_app.models import Schedule
+from notices_app.models import Schedule
 from sessions_app.store import get_store
 from tests.helpers import REPO, child_env, run_python
 
@@ -50,8 +50,8 @@ def test_a_run_whose_worker_was_killed_mid_task_fires_after_recovery(backend, al
     from django.utils import timezone
     from django_tasks_db.models import DBTaskResult
 
+    from notices_app.schedules import schedule_create
     from sessions_app import services
-    from sessions_app.schedules import schedule_create
 
     from .conftest import run_due_tasks
 

@@ -8,8 +8,8 @@ from channels.db import database_sync_to_async
 from django.db import connections
 from django.utils import timezone
 
-from sessions_app.models import Schedule
-from sessions_app.schedules import schedule_fire
+from notices_app.models import Schedule
+from notices_app.schedules import schedule_fire
 from sessions_app.store import get_store
 from tests.helpers import GUARD_SEC
 from tests.sessions_app.consumers.conftest import (

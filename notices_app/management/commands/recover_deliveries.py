@@ -10,8 +10,8 @@ task are idempotent, so queuing one too many costs nothing.
 
 from django.core.management.base import BaseCommand
 
-from sessions_app.delivery import notice_outbox_recover
-from sessions_app.schedules import schedules_recover
+from notices_app.delivery import notice_outbox_recover
+from notices_app.schedules import schedules_recover
 
 
 class Command(BaseCommand):

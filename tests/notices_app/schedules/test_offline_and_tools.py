@@ -5,8 +5,8 @@ from datetime import timedelta
 
 import pytest
 
+from notices_app.models import Schedule
 from sessions_app import services
-from sessions_app.models import Schedule
 from sessions_app.runtime.providers.offline import _intents
 from sessions_app.runtime.turns import turn_run
 from sessions_app.store import get_store

@@ -4,9 +4,9 @@ import pytest
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
+from notices_app.models import ScheduleRun
+from notices_app.schedules import schedule_create, schedule_fire
 from sessions_app import services
-from sessions_app.models import ScheduleRun
-from sessions_app.schedules import schedule_create, schedule_fire
 from sessions_app.store import get_store
 from tests.conftest import requires_postgres
 from tests.helpers import run_in_threads

@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from notices_app.models import Schedule
 from sessions_app import services
-from sessions_app.models import Schedule
 
 from .conftest import ready_tasks
 

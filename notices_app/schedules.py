@@ -24,8 +24,14 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from notices_app.delivery import schedule_target_session
+from notices_app.models import Schedule, ScheduleRun
+from sessions_app import selectors
 from sessions_app.ids import validate_session_id
-from sessions_app.models import Schedule, ScheduleRun
+from sessions_app.runtime.delegation import delegation_run
+from sessions_app.runtime.executors import run_for_sync_caller
+from sessions_app.runtime.tools import ToolAborted, TurnAbort
+from sessions_app.services import proactive_add
 from sessions_app.store import SessionNotFound
 
 logger = logging.getLogger(__name__)
@@ -82,7 +88,8 @@ def _next_run_after(run_at: datetime, repeat: Repeat, now: datetime) -> datetime
 
 
 def _enqueue_fire(schedule_id: int, run_at: datetime) -> str:
-    from sessions_app.tasks import fire_schedule
+    # Imported here: tasks.py imports this module for the task body.
+    from notices_app.tasks import fire_schedule
 
     result = fire_schedule.using(run_after=run_at).enqueue(schedule_id, run_at.isoformat())
     return str(result.id)
@@ -160,8 +167,6 @@ def schedule_create(
     interval from now. `session_id` is the conversation it is made in, which must be the
     caller's. Raises ScheduleInvalid, InvalidSessionId, SessionNotFound.
     """
-    from sessions_app import selectors
-
     now = timezone.now()
     text, first_run, repeat = _validated(
         text=text, kind=kind, run_at=run_at, in_seconds=in_seconds, every=every, unit=unit, now=now
@@ -193,7 +198,8 @@ def schedule_cancel(*, schedule_id: int, owner_id: int) -> Schedule:
 
     Raises ScheduleNotFound for a missing schedule or another user's.
     """
-    from sessions_app.tasks import task_cancel_pending
+    # Imported here: tasks.py imports this module for the task body.
+    from notices_app.tasks import task_cancel_pending
 
     with transaction.atomic():
         # The same row lock a fire takes: a fire either finished before (and its next run is
@@ -237,10 +243,6 @@ def schedule_prompt_answer(*, parent_id: str, text: str) -> str:
     user) is deleted with its memory afterwards however the turn ends. A turn that does not
     end with an answer gives a notice that says so.
     """
-    from sessions_app.runtime.delegation import delegation_run
-    from sessions_app.runtime.executors import run_for_sync_caller
-    from sessions_app.runtime.tools import ToolAborted, TurnAbort
-
     try:
         return run_for_sync_caller(
             delegation_run, parent_id=parent_id, agent=PROMPT_AGENT, task=text, abort=TurnAbort()
@@ -284,9 +286,6 @@ def schedule_fire(*, schedule_id: int, run_at: datetime) -> str:
     A crash before step 3 commits leaves the run due, so the run is never lost; a crash
     after leaves it fired. Returns "delivered", "dropped" or "skipped".
     """
-    from sessions_app.delivery import schedule_target_session
-    from sessions_app.services import proactive_add
-
     schedule = Schedule.objects.filter(id=schedule_id).first()
     if not _is_due_run(schedule, run_at):
         return "skipped"
@@ -334,7 +333,8 @@ def schedules_recover(*, now: datetime | None = None, workers_stopped: bool = Fa
     run again is safe: firing is idempotent. `workers_stopped` says no worker runs now, so
     every RUNNING task is a dead one.
     """
-    from sessions_app.tasks import RUNNING_STALE_SEC, task_is_waiting
+    # Imported here: tasks.py imports this module for the task body.
+    from notices_app.tasks import RUNNING_STALE_SEC, task_is_waiting
 
     running_stale_sec = 0 if workers_stopped else RUNNING_STALE_SEC
 

@@ -3,10 +3,10 @@ exactly once, retried until it answers 2xx, and nothing of a test session."""
 
 import pytest
 
+from notices_app.delivery import notice_outbox_recover, notice_send
+from notices_app.models import NoticeOutbox
+from notices_app.schedules import schedule_create
 from sessions_app import services
-from sessions_app.delivery import notice_outbox_recover, notice_webhook_send
-from sessions_app.models import NoticeOutbox
-from sessions_app.schedules import schedule_create
 from sessions_app.store import get_store
 
 from .conftest import Receiver, make_due, ready_tasks, run_due_tasks, run_worker_until
@@ -67,9 +67,9 @@ def test_a_failing_receiver_gets_retries_and_then_exactly_one_success(backend, a
     outbox.refresh_from_db()
     assert (outbox.state, outbox.attempts) == ("sent", 4)
     assert [post["body"]["message_id"] for post in receiver.posts] == ["m1"]
-    assert ready_tasks("send_notice_webhook") == []
+    assert ready_tasks("send_notice") == []
     # Once sent, a stray attempt (a duplicate task) sends nothing.
-    assert notice_webhook_send(outbox_id=outbox.id) == "skipped"
+    assert notice_send(outbox_id=outbox.id) == "skipped"
     assert len(receiver.posts) == 1
 
 
@@ -83,14 +83,14 @@ def test_an_unreachable_receiver_is_logged_and_retried_with_growing_delays(alice
     outbox = NoticeOutbox.objects.get()
     delays = []
     for _ in range(3):
-        assert notice_webhook_send(outbox_id=outbox.id) == "retry"
+        assert notice_send(outbox_id=outbox.id) == "retry"
         outbox.refresh_from_db()
         delays.append(round((outbox.next_attempt_at - outbox.claimed_at).total_seconds()))
     assert delays == [60, 120, 240]
     assert outbox.state == "pending" and "ConnectError" in outbox.last_error
     assert "webhook delivery of chat-1:m1 failed (attempt 3" in caplog.text
     # Never lost: the next attempt waits in the queue.
-    (queued,) = [t for t in ready_tasks("send_notice_webhook") if str(t.id) == outbox.task_id]
+    (queued,) = [t for t in ready_tasks("send_notice") if str(t.id) == outbox.task_id]
     assert queued.run_after == outbox.next_attempt_at
 
 

@@ -1,10 +1,10 @@
-"""API shapes of schedules. The rules (a run time in the future, a known unit) live in
-sessions_app.schedules, shared with the agent's `schedule` tool."""
+"""API shapes of notices_app. The rules (a run time in the future, a known unit) live in
+notices_app.schedules, shared with the agent's `schedule` tool."""
 
 from rest_framework import serializers
 
-from sessions_app.models import Schedule
-from sessions_app.schedules import MAX_REPEAT_EVERY, MAX_TEXT_CHARS, UNIT_SECONDS
+from notices_app.models import Schedule
+from notices_app.schedules import MAX_REPEAT_EVERY, MAX_TEXT_CHARS, UNIT_SECONDS
 
 
 class ScheduleListQuery(serializers.Serializer):

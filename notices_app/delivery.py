@@ -26,13 +26,14 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from notices_app.models import NoticeOutbox
+from sessions_app import selectors
 from sessions_app.ids import is_test_session
-from sessions_app.models import NoticeOutbox
+from sessions_app.services import notice_mark_delivered, session_create
 from sessions_app.store import Notice, get_store
 
 logger = logging.getLogger(__name__)
 
-SUBAGENT_PREFIX = "agent_"
 NEW_CONVERSATION_TITLE = "Reminders"
 # A `sending` row older than the POST's own time limit plus this margin belongs to a worker
 # that died mid-attempt.
@@ -47,28 +48,17 @@ def schedule_target_session(*, owner_id: int, session_id: str) -> str | None:
 
     None means "drop it": the schedule was made in a test session that no longer exists.
     """
-    from sessions_app.services import session_create
-
-    store = get_store()
     if session_id:
-        meta = store.get_meta(session_id)
+        meta = get_store().get_meta(session_id)
         if meta is not None and meta.owner_id == owner_id:
             return meta.id
         if is_test_session(session_id):
             return None
-    for meta in store.list(owner_id=owner_id, include_tests=False):
-        if not meta.id.startswith(SUBAGENT_PREFIX):
-            return meta.id
+    chosen = selectors.session_delivery_target(owner_id=owner_id)
+    if chosen is not None:
+        return chosen.id
     meta, _ = session_create(owner_id=owner_id, title=NEW_CONVERSATION_TITLE)
     return meta.id
-
-
-# --- delivered_at ---------------------------------------------------------------------------
-
-
-def notice_mark_delivered(*, session_id: str, message_id: str) -> Notice | None:
-    """Record that a notice reached the person (a socket or the webhook); the first time wins."""
-    return get_store().mark_proactive_delivered(session_id, message_id, timezone.now())
 
 
 # --- outbound webhook -------------------------------------------------------------------------
@@ -82,11 +72,10 @@ def _username(owner_id: int | None) -> str:
 
 
 def _enqueue_send(outbox_id: int, run_after: datetime | None = None) -> str:
-    from sessions_app.tasks import send_notice_webhook
+    # Imported here: tasks.py imports this module for the task body.
+    from notices_app.tasks import send_notice
 
-    task = (
-        send_notice_webhook if run_after is None else send_notice_webhook.using(run_after=run_after)
-    )
+    task = send_notice if run_after is None else send_notice.using(run_after=run_after)
     return str(task.enqueue(outbox_id).id)
 
 
@@ -150,8 +139,8 @@ def _post(payload: dict) -> str | None:
     return f"HTTP {response.status_code}: {response.text[:200]}"
 
 
-def notice_webhook_send(*, outbox_id: int) -> str:
-    """One delivery attempt of an outbox row (the body of the `send_notice_webhook` task).
+def notice_send(*, outbox_id: int) -> str:
+    """One delivery attempt of an outbox row (the body of the `send_notice` task).
 
     Steps: claim the row (pending -> sending, one claimer wins); POST with no lock or
     transaction open; on a 2xx mark it sent and the notice delivered; otherwise log, put it
@@ -201,7 +190,8 @@ def notice_outbox_recover(*, now: datetime | None = None, workers_stopped: bool 
     to pending, and a pending row whose queued task is no longer waiting gets a new one.
     `workers_stopped` says no worker runs now: every `sending` row and RUNNING task is dead.
     """
-    from sessions_app.tasks import RUNNING_STALE_SEC, task_is_waiting
+    # Imported here: tasks.py imports this module for the task body.
+    from notices_app.tasks import RUNNING_STALE_SEC, task_is_waiting
 
     now = now or timezone.now()
     stale_sec = settings.NOTIFY_WEBHOOK_TIMEOUT_SEC + SENDING_STALE_MARGIN_SEC

@@ -11,7 +11,7 @@ from django.utils import timezone
 from django_tasks_db.management.commands.db_worker import Worker
 from django_tasks_db.models import DBTaskResult
 
-from sessions_app.models import Schedule
+from notices_app.models import Schedule
 from tests.helpers import GUARD_SEC, eventually
 
 

@@ -1,0 +1,29 @@
+from django.apps import AppConfig
+
+
+class NoticesAppConfig(AppConfig):
+    """Schedules, their runs, and how a notice leaves the process (docs/design.md §14, §16).
+
+    sessions_app never imports this app: it announces new notices and deleted sessions with
+    signals, and runs the `schedule` / `unschedule` tools through its tool registry, both
+    filled in here.
+    """
+
+    name = "notices_app"
+    verbose_name = "Notices"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        # Imported here: an AppConfig module is loaded before the models are ready.
+        from notices_app import receivers
+        from notices_app.tools import SCHEDULE_TOOLS
+        from sessions_app import signals
+        from sessions_app.runtime.tools import tool_register
+
+        for tool in SCHEDULE_TOOLS:
+            tool_register(tool)
+
+        signals.notice_added.connect(receivers.on_notice_added, dispatch_uid="notices_added")
+        signals.session_deleted.connect(
+            receivers.on_session_deleted, dispatch_uid="notices_session_deleted"
+        )

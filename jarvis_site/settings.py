@@ -242,6 +242,42 @@ NOTIFY_WEBHOOK_TIMEOUT_SEC = _positive("NOTIFY_WEBHOOK_TIMEOUT_SEC", 10.0)
 # A failed POST is retried after RETRY_BASE, then twice as long each time, at most RETRY_MAX.
 NOTIFY_WEBHOOK_RETRY_BASE_SEC = _positive("NOTIFY_WEBHOOK_RETRY_BASE_SEC", 5.0)
 NOTIFY_WEBHOOK_RETRY_MAX_SEC = _positive("NOTIFY_WEBHOOK_RETRY_MAX_SEC", 3600.0)
+# The webhook retries until it answers; a user's own channels (webpush, discord) give up after
+# this many attempts. Every channel uses the webhook's time limit and back-off above.
+NOTIFY_MAX_ATTEMPTS = _positive("NOTIFY_MAX_ATTEMPTS", 10, cast=int)
+
+# Web Push (docs/design.md §16). Unset: the webpush channel is off. `manage.py make_vapid_keys`
+# prints a new pair. The public key is the page's applicationServerKey (base64url, the
+# uncompressed point); the private key is PEM or the base64url raw scalar.
+VAPID_PUBLIC_KEY = env.str("VAPID_PUBLIC_KEY", default="")
+VAPID_PRIVATE_KEY = env.str("VAPID_PRIVATE_KEY", default="").replace("\\n", "\n")
+VAPID_SUBJECT = env.str("VAPID_SUBJECT", default="")
+if VAPID_PRIVATE_KEY and not VAPID_SUBJECT.startswith(("mailto:", "https://")):
+    raise ImproperlyConfigured("VAPID_SUBJECT must be a mailto: or https:// URL")
+# How long a push service keeps a notice for a device that is offline.
+WEBPUSH_TTL_SEC = _positive("WEBPUSH_TTL_SEC", 86400, cast=int)
+
+# Hosts the server may send to on a user's behalf (push endpoints, Discord webhook URLs):
+# `host`, `*.domain` (its subdomains), each with an optional `:port` (else only the scheme's
+# default port). Default: the major browser push services and Discord.
+OUTBOUND_URL_ALLOWLIST = env.list(
+    "OUTBOUND_URL_ALLOWLIST",
+    default=[
+        "fcm.googleapis.com",
+        "updates.push.services.mozilla.com",
+        "*.notify.windows.com",
+        "*.push.apple.com",
+        "web.push.apple.com",
+        "discord.com",
+        "discordapp.com",
+    ],
+)
+
+# --- Schedules (docs/design.md §14) -------------------------------------------------------
+# Active schedules one user may have (more: 429 too_many_schedules).
+MAX_SCHEDULES_PER_USER = _positive("MAX_SCHEDULES_PER_USER", 100, cast=int)
+# The shortest repeat a schedule may have (shorter: 400).
+MIN_SCHEDULE_REPEAT_SEC = _positive("MIN_SCHEDULE_REPEAT_SEC", 60, cast=int)
 
 # --- REST framework -----------------------------------------------------------------------
 REST_FRAMEWORK = {

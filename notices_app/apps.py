@@ -16,9 +16,16 @@ class NoticesAppConfig(AppConfig):
     def ready(self):
         # Imported here: an AppConfig module is loaded before the models are ready.
         from notices_app import receivers
+        from notices_app.outbound_urls import allowed_hosts
         from notices_app.tools import SCHEDULE_TOOLS
+        from notices_app.vapid import vapid_keys
         from sessions_app import signals
         from sessions_app.runtime.tools import tool_register
+
+        # A bad VAPID key or allowlist entry stops start-up with what is wrong, instead of
+        # failing every delivery later.
+        vapid_keys()
+        allowed_hosts()
 
         for tool in SCHEDULE_TOOLS:
             tool_register(tool)

@@ -1,18 +1,21 @@
-"""How a notice reaches the person: the target conversation, `delivered_at`, the webhook.
+"""How a notice reaches the person: the target conversation, `delivered_at`, the channels.
 
 - A schedule's notice goes to its **target conversation**: the session it was made in while
   that still exists (a test session included: test traffic stays in test sessions); else the
-  user's most recently active session that is neither a test nor a sub-agent session; else a
-  new one. A schedule made in a test session whose session is gone is dropped.
+  user's most recently active session that is neither a test nor a sub-agent session
+  (`selectors.session_delivery_target`); else a new one. A schedule made in a test session
+  whose session is gone is dropped.
 - `delivered_at` is set on the first delivery: a socket that received the `proactive` frame
-  acknowledges it, or the webhook answered 2xx.
-- Outbound: with NOTIFY_WEBHOOK_URL, each notice of a non-test session gets one outbox row in
-  the transaction that adds the notice, and a task of the worker POSTs it. The row moves
-  pending -> sending (a conditional update: one sender at a time) -> sent after a 2xx; a
-  failure goes back to pending with a doubling delay and a new task. A process that dies
-  between the receiver's 2xx and the `sent` mark leaves the row `sending`;
-  `notice_outbox_recover` sends it again, so that one edge is at-least-once. Every POST
-  carries the same `Idempotency-Key` for one notice, so a receiver can drop the repeat.
+  acknowledges it, or a channel's send succeeded.
+- Outbound: a notice of a test session never leaves the process — decided here, once, before
+  any channel is asked. Otherwise each channel of the registry names its destinations for
+  the session's owner, and each (channel, destination) gets one outbox row and one task, in
+  the transaction that adds the notice. A row moves pending -> sending (a conditional update:
+  one sender at a time) -> sent; a failure goes back to pending with the channel's delay and
+  a new task, or to failed when the channel gives up. Rows are independent: one channel's
+  failure never holds up another. A process that dies between the receiver's 2xx and the
+  `sent` mark leaves the row `sending`; `notice_outbox_recover` sends it again, so that one
+  edge is at-least-once.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from notices_app.channels import CHANNELS
+from notices_app.channels.base import OutboundNotice, SendResult
 from notices_app.models import NoticeOutbox
 from sessions_app import selectors
 from sessions_app.ids import is_test_session
@@ -61,14 +66,7 @@ def schedule_target_session(*, owner_id: int, session_id: str) -> str | None:
     return meta.id
 
 
-# --- outbound webhook -------------------------------------------------------------------------
-
-
-def _username(owner_id: int | None) -> str:
-    if owner_id is None:
-        return ""
-    user = get_user_model().objects.filter(pk=owner_id).first()
-    return user.get_username() if user is not None else ""
+# --- outbound -------------------------------------------------------------------------------
 
 
 def _enqueue_send(outbox_id: int, run_after: datetime | None = None) -> str:
@@ -79,74 +77,70 @@ def _enqueue_send(outbox_id: int, run_after: datetime | None = None) -> str:
     return str(task.enqueue(outbox_id).id)
 
 
-def notice_outbound_enqueue(*, session_id: str, notice: Notice) -> NoticeOutbox | None:
-    """Queue the webhook POST of a new notice; None when nothing leaves the process.
+def notice_outbound_enqueue(*, session_id: str, notice: Notice) -> list[NoticeOutbox]:
+    """Queue a new notice for every channel and destination of its owner; the rows queued.
 
-    Called inside the transaction that adds the notice: the outbox row and its task (a row
-    of the database task backend) commit together with it, or not at all.
+    Called inside the transaction that adds the notice: the outbox rows and their tasks (rows
+    of the database task backend) commit together with it, or not at all. A test session's
+    notice queues nothing, whatever the channels.
     """
-    if not settings.NOTIFY_WEBHOOK_URL or is_test_session(session_id):
-        return None
+    if is_test_session(session_id):
+        return []
     meta = get_store().get_meta(session_id)
-    owner_id = meta.owner_id if meta is not None else None
-    now = timezone.now()
-    row, created = NoticeOutbox.objects.get_or_create(
+    user = None
+    if meta is not None and meta.owner_id is not None:
+        user = get_user_model().objects.filter(pk=meta.owner_id).first()
+    outbound = OutboundNotice(
+        user=user.get_username() if user is not None else "",
         session_id=session_id,
         message_id=notice.message_id,
-        defaults={
-            "owner_id": owner_id,
-            "payload": {
-                "user": _username(owner_id),
-                "session_id": session_id,
-                "message_id": notice.message_id,
-                "content": notice.content,
-                "created_at": notice.created_at.isoformat(),
-            },
-            "next_attempt_at": now,
-            "created_at": now,
-        },
+        content=notice.content,
+        created_at=notice.created_at.isoformat(),
     )
-    if created:
-        row.task_id = _enqueue_send(row.id)
-        row.save(update_fields=["task_id"])
-    return row
+    now = timezone.now()
+    queued = []
+    for channel in CHANNELS.values():
+        for destination in channel.destinations(user):
+            row, created = NoticeOutbox.objects.get_or_create(
+                session_id=session_id,
+                message_id=notice.message_id,
+                channel=channel.name,
+                destination=destination,
+                defaults={
+                    "owner": user,
+                    "payload": outbound.wire(),
+                    "next_attempt_at": now,
+                    "created_at": now,
+                },
+            )
+            if created:
+                row.task_id = _enqueue_send(row.id)
+                row.save(update_fields=["task_id"])
+                queued.append(row)
+    return queued
 
 
-def _retry_delay(attempts: int) -> timedelta:
-    seconds = settings.NOTIFY_WEBHOOK_RETRY_BASE_SEC * 2 ** max(attempts - 1, 0)
-    return timedelta(seconds=min(seconds, settings.NOTIFY_WEBHOOK_RETRY_MAX_SEC))
-
-
-def _post(payload: dict) -> str | None:
-    """POST once; None on a 2xx, else what went wrong."""
-    import httpx  # here: every process loads this module at start-up, few ever POST
-
-    url = settings.NOTIFY_WEBHOOK_URL
-    if not url:
-        return "NOTIFY_WEBHOOK_URL is not set"
-    key = f"{payload['session_id']}/{payload['message_id']}"
+def _attempt(row: NoticeOutbox) -> SendResult:
+    channel = CHANNELS.get(row.channel)
+    if channel is None:
+        return SendResult(ok=False, detail=f"no channel named {row.channel!r}", gone=True)
+    notice = OutboundNotice(**row.payload, destination=row.destination)
     try:
-        response = httpx.post(
-            url,
-            json=payload,
-            headers={"Idempotency-Key": key},
-            timeout=settings.NOTIFY_WEBHOOK_TIMEOUT_SEC,
-        )
-    except httpx.HTTPError as error:
-        return f"{type(error).__name__}: {error}"
-    if 200 <= response.status_code < 300:
-        return None
-    return f"HTTP {response.status_code}: {response.text[:200]}"
+        return channel.send(notice, row.owner)
+    except Exception as error:  # noqa: BLE001 - a channel's bug is one failed attempt, logged
+        logger.exception("channel %s raised on %s:%s", row.channel, row.session_id, row.message_id)
+        return SendResult(ok=False, detail=f"{type(error).__name__}: {error}")
 
 
 def notice_send(*, outbox_id: int) -> str:
     """One delivery attempt of an outbox row (the body of the `send_notice` task).
 
-    Steps: claim the row (pending -> sending, one claimer wins); POST with no lock or
-    transaction open; on a 2xx mark it sent and the notice delivered; otherwise log, put it
-    back to pending with the next attempt's time and queue that attempt. Returns what
-    happened: "sent", "retry", or "skipped" when the row was not pending (already sent, or
-    another attempt holds it).
+    Steps: claim the row (pending -> sending, one claimer wins); send through its channel
+    with no lock or transaction open; on success mark it sent and the notice delivered;
+    otherwise put it back to pending with the next attempt's time and queue that attempt, or
+    mark it failed when the channel gives up (or the destination is gone). One log line per
+    outcome. Returns "sent", "retry", "failed", or "skipped" when the row was not pending
+    (already sent, or another attempt holds it).
     """
     now = timezone.now()
     claimed = NoticeOutbox.objects.filter(id=outbox_id, state=NoticeOutbox.PENDING).update(
@@ -154,29 +148,44 @@ def notice_send(*, outbox_id: int) -> str:
     )
     if not claimed:
         return "skipped"
-    row = NoticeOutbox.objects.get(id=outbox_id)
-    error = _post(row.payload)
-    if error is None:
+    row = NoticeOutbox.objects.select_related("owner").get(id=outbox_id)
+    where = f"{row.session_id}:{row.message_id} via {row.channel}"
+    result = _attempt(row)
+    if result.ok:
         NoticeOutbox.objects.filter(id=outbox_id, state=NoticeOutbox.SENDING).update(
             state=NoticeOutbox.SENT, sent_at=timezone.now(), last_error=""
         )
         notice_mark_delivered(session_id=row.session_id, message_id=row.message_id)
+        logger.info("notice %s: sent (attempt %d)", where, row.attempts)
         return "sent"
-    next_attempt = timezone.now() + _retry_delay(row.attempts)
+    channel = CHANNELS.get(row.channel)
+    delay = None
+    if not result.gone and channel is not None:
+        delay = channel.retry_delay(row.attempts)
+        if delay is not None and result.retry_after is not None:
+            delay = max(delay, timedelta(seconds=result.retry_after))
+    if delay is None:
+        NoticeOutbox.objects.filter(id=outbox_id, state=NoticeOutbox.SENDING).update(
+            state=NoticeOutbox.FAILED, last_error=result.detail[:2000]
+        )
+        logger.warning(
+            "notice %s: given up after attempt %d: %s", where, row.attempts, result.detail
+        )
+        return "failed"
+    next_attempt = timezone.now() + delay
     logger.warning(
-        "webhook delivery of %s:%s failed (attempt %d, next at %s): %s",
-        row.session_id,
-        row.message_id,
+        "notice %s: attempt %d failed, next at %s: %s",
+        where,
         row.attempts,
         next_attempt.isoformat(),
-        error,
+        result.detail,
     )
     with transaction.atomic():
         task_id = _enqueue_send(outbox_id, run_after=next_attempt)
         NoticeOutbox.objects.filter(id=outbox_id, state=NoticeOutbox.SENDING).update(
             state=NoticeOutbox.PENDING,
             next_attempt_at=next_attempt,
-            last_error=error[:2000],
+            last_error=result.detail[:2000],
             task_id=task_id,
         )
     return "retry"

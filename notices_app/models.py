@@ -72,20 +72,25 @@ class ScheduleRun(models.Model):
 
 
 class NoticeOutbox(models.Model):
-    """A notice waiting for, or done with, its POST to NOTIFY_WEBHOOK_URL.
+    """One notice on its way out through one channel to one destination (docs/design.md §16).
 
-    One row per notice (unique session + message id), so a notice is never queued twice.
-    `state` moves pending -> sending -> sent; a failed attempt goes back to pending with the
-    next attempt's time.
+    One row per (notice, channel, destination), so a notice is never queued twice for the
+    same place and one channel's failures never hold up another's row. `destination` is the
+    channel's own key ("" for a channel with one destination per user; a push subscription's
+    id for `webpush`). `state` moves pending -> sending -> sent; a failed attempt goes back to
+    pending with the next attempt's time, or to failed when the channel gives up.
     """
 
     PENDING = "pending"
     SENDING = "sending"
     SENT = "sent"
-    STATES = [(PENDING, "pending"), (SENDING, "sending"), (SENT, "sent")]
+    FAILED = "failed"
+    STATES = [(PENDING, "pending"), (SENDING, "sending"), (SENT, "sent"), (FAILED, "failed")]
 
     session_id = models.CharField(max_length=200)
     message_id = models.CharField(max_length=200)
+    channel = models.CharField(max_length=32, default="webhook")
+    destination = models.CharField(max_length=64, blank=True, default="")
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE
     )
@@ -103,10 +108,50 @@ class NoticeOutbox(models.Model):
         verbose_name_plural = "notice outbox"
         constraints = [
             models.UniqueConstraint(
-                fields=["session_id", "message_id"], name="outbox_one_per_notice"
+                fields=["session_id", "message_id", "channel", "destination"],
+                name="outbox_one_per_destination",
             ),
         ]
         indexes = [models.Index(fields=["state", "next_attempt_at"], name="outbox_due")]
 
     def __str__(self) -> str:
-        return f"{self.session_id}:{self.message_id} ({self.state})"
+        return f"{self.session_id}:{self.message_id} via {self.channel} ({self.state})"
+
+
+class NoticeSettings(models.Model):
+    """A user's choices about how notices reach them; no row means the defaults."""
+
+    owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notice_settings"
+    )
+    # A Discord (or Discord-compatible) incoming webhook URL; "" for none.
+    discord_webhook_url = models.TextField(blank=True, default="")
+    discord_enabled = models.BooleanField(default=True)
+    webpush_enabled = models.BooleanField(default=True)
+
+    class Meta:
+        verbose_name_plural = "notice settings"
+
+    def __str__(self) -> str:
+        return f"notice settings of user {self.owner_id}"
+
+
+class PushSubscription(models.Model):
+    """A browser's Web Push subscription (`PushSubscription.toJSON()`): where to POST, and the
+    keys its payloads are encrypted for."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="push_subscriptions"
+    )
+    endpoint = models.TextField()
+    p256dh = models.CharField(max_length=200)
+    auth = models.CharField(max_length=100)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "endpoint"], name="push_one_per_endpoint"),
+        ]
+
+    def __str__(self) -> str:
+        return f"push subscription #{self.pk} of user {self.owner_id}"

@@ -88,7 +88,7 @@ def test_an_unreachable_receiver_is_logged_and_retried_with_growing_delays(alice
         delays.append(round((outbox.next_attempt_at - outbox.claimed_at).total_seconds()))
     assert delays == [60, 120, 240]
     assert outbox.state == "pending" and "ConnectError" in outbox.last_error
-    assert "webhook delivery of chat-1:m1 failed (attempt 3" in caplog.text
+    assert "notice chat-1:m1 via webhook: attempt 3 failed" in caplog.text
     # Never lost: the next attempt waits in the queue.
     (queued,) = [t for t in ready_tasks("send_notice") if str(t.id) == outbox.task_id]
     assert queued.run_after == outbox.next_attempt_at

@@ -1,0 +1,76 @@
+"""A user's notice channels: the Discord webhook URL, which channels are on, and the
+browsers subscribed to Web Push (docs/design.md §16). Every write is a service here."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from notices_app.models import NoticeSettings, PushSubscription
+from notices_app.outbound_urls import outbound_url_check
+
+MAX_KEY_CHARS = {"p256dh": 200, "auth": 100}
+
+
+class PushSubscriptionNotFound(LookupError):
+    """No such subscription of this user (404, for another user's too)."""
+
+
+def notice_settings_of(user) -> NoticeSettings:
+    """The user's settings; the defaults (unsaved) when they never changed any."""
+    found = NoticeSettings.objects.filter(owner_id=user.pk).first()
+    return found if found is not None else NoticeSettings(owner_id=user.pk)
+
+
+def notice_settings_update(
+    *,
+    owner_id: int,
+    discord_webhook_url: str | None = None,
+    discord_enabled: bool | None = None,
+    webpush_enabled: bool | None = None,
+) -> NoticeSettings:
+    """Change the given fields (None: leave as is). A Discord URL must be on an allowed host
+    (OutboundUrlRefused otherwise, and nothing changes); "" removes it."""
+    if discord_webhook_url:
+        outbound_url_check(discord_webhook_url)
+    changes = {
+        name: value
+        for name, value in {
+            "discord_webhook_url": discord_webhook_url,
+            "discord_enabled": discord_enabled,
+            "webpush_enabled": webpush_enabled,
+        }.items()
+        if value is not None
+    }
+    with transaction.atomic():
+        chosen, _ = NoticeSettings.objects.select_for_update().get_or_create(owner_id=owner_id)
+        for name, value in changes.items():
+            setattr(chosen, name, value)
+        if changes:
+            chosen.save(update_fields=list(changes))
+    return chosen
+
+
+def push_subscription_add(
+    *, owner_id: int, endpoint: str, p256dh: str, auth: str
+) -> tuple[PushSubscription, bool]:
+    """Record a browser's subscription (the same endpoint again updates its keys); whether it
+    is new. The endpoint must be on an allowed host (OutboundUrlRefused)."""
+    outbound_url_check(endpoint)
+    subscription, created = PushSubscription.objects.update_or_create(
+        owner_id=owner_id,
+        endpoint=endpoint,
+        defaults={"p256dh": p256dh, "auth": auth},
+        create_defaults={"p256dh": p256dh, "auth": auth, "created_at": timezone.now()},
+    )
+    return subscription, created
+
+
+def push_subscription_remove(*, owner_id: int, subscription_id: int) -> None:
+    deleted, _ = PushSubscription.objects.filter(id=subscription_id, owner_id=owner_id).delete()
+    if not deleted:
+        raise PushSubscriptionNotFound(subscription_id)
+
+
+def push_subscriptions_of(user) -> list[PushSubscription]:
+    return list(PushSubscription.objects.filter(owner_id=user.pk).order_by("id"))

@@ -86,6 +86,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                # vapid_public_key: the page's applicationServerKey for Web Push.
+                "notices_app.context_processors.web_push",
             ],
         },
     },

@@ -8,7 +8,7 @@ from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from notices_app.api import ScheduleViewSet
+from notices_app.api import ScheduleViewSet, service_worker
 from sessions_app.api import SearchViewSet, SessionViewSet
 
 router = DefaultRouter()
@@ -25,5 +25,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include(router.urls)),
+    path("api/", include("notices_app.urls")),
+    path("sw.js", service_worker, name="service-worker"),
     path("", chat_page, name="chat"),
 ]

@@ -6,15 +6,25 @@ REST_FRAMEWORK exception handler).
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from django.db import transaction
+from django.http import HttpResponse
+from django.views.decorators.cache import never_cache
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, status
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.response import Response
+from rest_framework.views import APIView
 from rest_framework.viewsets import ViewSet
 
-from notices_app import schedules, serializers
+from notices_app import me, preferences, schedules, serializers
+from notices_app.outbound_urls import OutboundUrlRefused
 from sessions_app.serializers import ErrorOutput
+
+AUTHENTICATION = [TokenAuthentication, SessionAuthentication]
+SERVICE_WORKER = Path(__file__).parent / "static" / "notices_app" / "sw.js"
 
 ERRORS = {
     400: OpenApiResponse(ErrorOutput, description="bad input"),
@@ -29,27 +39,50 @@ def _parse(serializer_class, data):
     return serializer.validated_data
 
 
+class TooManySchedulesError(exceptions.APIException):
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = "too_many_schedules"
+
+
+class UrlNotAllowed(exceptions.APIException):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_code = "url_not_allowed"
+
+
+def _not_found(what: str) -> Response:
+    return Response({"code": "not_found", "detail": f"no such {what}"}, status=404)
+
+
 @extend_schema(tags=["schedules"])
 class ScheduleViewSet(ViewSet):
     """The caller's reminders and scheduled prompts (docs/schedules.md)."""
 
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    authentication_classes = AUTHENTICATION
 
     @extend_schema(
         parameters=[serializers.ScheduleListQuery],
-        responses={200: serializers.ScheduleOutput(many=True)},
+        responses={200: serializers.ScheduleListOutput, 400: ERRORS[400], 401: ERRORS[401]},
     )
     def list(self, request):
         query = _parse(serializers.ScheduleListQuery, request.query_params)
         return Response(
             schedules.schedule_list(
-                owner_id=request.user.id, include_inactive=query["state"] == "all"
+                owner_id=request.user.id,
+                include_inactive=query["state"] == "all",
+                limit=query["limit"],
+                offset=query["offset"],
             )
         )
 
     @extend_schema(
         request=serializers.ScheduleCreateInput,
-        responses={201: serializers.ScheduleOutput, **ERRORS},
+        responses={
+            201: serializers.ScheduleOutput,
+            429: OpenApiResponse(
+                ErrorOutput, description="too_many_schedules: MAX_SCHEDULES_PER_USER active"
+            ),
+            **ERRORS,
+        },
     )
     def create(self, request):
         data = _parse(serializers.ScheduleCreateInput, request.data)
@@ -57,6 +90,8 @@ class ScheduleViewSet(ViewSet):
             schedule = schedules.schedule_create(owner_id=request.user.id, **data)
         except schedules.ScheduleInvalid as error:
             raise exceptions.ValidationError({"schedule": [str(error)]}) from error
+        except schedules.TooManySchedules as error:
+            raise TooManySchedulesError(str(error)) from error
         return Response(schedules.schedule_to_api(schedule), status=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -67,8 +102,114 @@ class ScheduleViewSet(ViewSet):
         try:
             schedule = schedules.schedule_cancel(schedule_id=int(pk), owner_id=request.user.id)
         except (ValueError, schedules.ScheduleNotFound):
-            return Response(
-                {"code": "not_found", "detail": "no such schedule"},
-                status=status.HTTP_404_NOT_FOUND,
-            )
+            return _not_found("schedule")
         return Response(schedules.schedule_to_api(schedule))
+
+
+# --- the caller's settings ----------------------------------------------------------------------
+
+
+def _me(user) -> dict:
+    answer: dict = {}
+    for section in me.SECTIONS.values():
+        answer.update(section.read(user))
+    return answer
+
+
+@extend_schema(tags=["me"])
+class MeView(APIView):
+    """`GET/PATCH /api/me/`: the caller's settings, section by section (notices_app.me)."""
+
+    authentication_classes = AUTHENTICATION
+
+    @extend_schema(responses={200: serializers.MeOutput, 401: ERRORS[401]})
+    def get(self, request):
+        return Response(_me(request.user))
+
+    @extend_schema(
+        request=serializers.MePatchInput,
+        responses={
+            200: serializers.MeOutput,
+            400: OpenApiResponse(
+                ErrorOutput, description="invalid, or url_not_allowed (OUTBOUND_URL_ALLOWLIST)"
+            ),
+            401: ERRORS[401],
+        },
+    )
+    def patch(self, request):
+        if not isinstance(request.data, dict):
+            raise exceptions.ValidationError({"body": ["a JSON object of settings to change"]})
+        changes = []
+        owned: set[str] = set()
+        for section in me.SECTIONS.values():
+            fields = set(section.patch_input().fields)
+            owned |= fields
+            sent = {name: value for name, value in request.data.items() if name in fields}
+            if sent:
+                changes.append((section, _parse(section.patch_input, sent)))
+        unknown = sorted(set(request.data) - owned)
+        if unknown:
+            raise exceptions.ValidationError(
+                {name: ["not a setting that can be changed"] for name in unknown}
+            )
+        try:
+            # All sections or none: a refused field leaves every setting as it was.
+            with transaction.atomic():
+                for section, data in changes:
+                    section.update(request.user, data)
+        except OutboundUrlRefused as refused:
+            raise UrlNotAllowed(str(refused)) from refused
+        return Response(_me(request.user))
+
+
+@extend_schema(tags=["me"])
+class PushSubscriptionViewSet(ViewSet):
+    """`POST /api/me/push-subscriptions/` (the browser's `PushSubscription.toJSON()`) and
+    `DELETE /api/me/push-subscriptions/{id}/`."""
+
+    authentication_classes = AUTHENTICATION
+
+    @extend_schema(
+        request=serializers.PushSubscriptionInput,
+        responses={
+            201: serializers.PushSubscriptionOutput,
+            200: serializers.PushSubscriptionOutput,
+            400: OpenApiResponse(
+                ErrorOutput, description="invalid, or url_not_allowed (OUTBOUND_URL_ALLOWLIST)"
+            ),
+            401: ERRORS[401],
+        },
+    )
+    def create(self, request):
+        data = _parse(serializers.PushSubscriptionInput, request.data)
+        try:
+            subscription, created = preferences.push_subscription_add(
+                owner_id=request.user.id, endpoint=data["endpoint"], **data["keys"]
+            )
+        except OutboundUrlRefused as refused:
+            raise UrlNotAllowed(str(refused)) from refused
+        except preferences.PushSubscriptionInvalid as error:
+            raise exceptions.ValidationError({"keys": [str(error)]}) from error
+        return Response(
+            {"id": subscription.id},
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+    @extend_schema(
+        parameters=[OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH)],
+        request=None,
+        responses={204: None, 401: ERRORS[401], 404: ERRORS[404]},
+    )
+    def destroy(self, request, pk=None):
+        try:
+            preferences.push_subscription_remove(owner_id=request.user.id, subscription_id=int(pk))
+        except (ValueError, preferences.PushSubscriptionNotFound):
+            return _not_found("push subscription")
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@never_cache
+def service_worker(request):
+    """The page's service worker, served from the site's root so that its scope covers the
+    page (a script under /static/ could only control /static/)."""
+    return HttpResponse(SERVICE_WORKER.read_bytes(), content_type="text/javascript")

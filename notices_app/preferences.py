@@ -8,8 +8,16 @@ from django.utils import timezone
 
 from notices_app.models import NoticeSettings, PushSubscription
 from notices_app.outbound_urls import outbound_url_check
+from notices_app.vapid import b64url_decode
 
-MAX_KEY_CHARS = {"p256dh": 200, "auth": 100}
+# A browser's keys (RFC 8291): its P-256 public key as an uncompressed point, and a 16-byte
+# authentication secret, both base64url.
+P256DH_BYTES = 65
+AUTH_BYTES = 16
+
+
+class PushSubscriptionInvalid(ValueError):
+    """Keys that are not a browser's push subscription keys (400)."""
 
 
 class PushSubscriptionNotFound(LookupError):
@@ -55,8 +63,11 @@ def push_subscription_add(
     *, owner_id: int, endpoint: str, p256dh: str, auth: str
 ) -> tuple[PushSubscription, bool]:
     """Record a browser's subscription (the same endpoint again updates its keys); whether it
-    is new. The endpoint must be on an allowed host (OutboundUrlRefused)."""
+    is new. The endpoint must be on an allowed host (OutboundUrlRefused); the keys must be
+    what a browser gives (PushSubscriptionInvalid)."""
     outbound_url_check(endpoint)
+    _check_key(p256dh, "p256dh", P256DH_BYTES)
+    _check_key(auth, "auth", AUTH_BYTES)
     subscription, created = PushSubscription.objects.update_or_create(
         owner_id=owner_id,
         endpoint=endpoint,
@@ -64,6 +75,15 @@ def push_subscription_add(
         create_defaults={"p256dh": p256dh, "auth": auth, "created_at": timezone.now()},
     )
     return subscription, created
+
+
+def _check_key(text: str, name: str, size: int) -> None:
+    try:
+        raw = b64url_decode(text)
+    except ValueError as error:
+        raise PushSubscriptionInvalid(f"keys.{name} is not base64url") from error
+    if len(raw) != size or (name == "p256dh" and raw[0] != 4):
+        raise PushSubscriptionInvalid(f"keys.{name} is not a push subscription's {name} key")
 
 
 def push_subscription_remove(*, owner_id: int, subscription_id: int) -> None:

@@ -21,7 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Case, IntegerField, Value, When
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from notices_app.delivery import schedule_target_session
@@ -31,8 +35,10 @@ from sessions_app.ids import validate_session_id
 from sessions_app.runtime.delegation import delegation_run
 from sessions_app.runtime.executors import run_for_sync_caller
 from sessions_app.runtime.tools import ToolAborted, TurnAbort
+from sessions_app.runtime.turns import TooManyTurns
 from sessions_app.services import proactive_add
 from sessions_app.store import SessionNotFound
+from sessions_app.throttles import turn_throttle_wait
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +52,11 @@ PAST_TOLERANCE = timedelta(seconds=5)
 REMINDER_PREFIX = "Reminder: "
 # The sub-agent that runs scheduled prompts (a per_task agent: its session goes afterwards).
 PROMPT_AGENT = "scratch"
+# A scheduled prompt whose owner already runs MAX_TURNS_PER_USER turns tries again this
+# much later.
+PROMPT_BUSY_RETRY_SEC = 30
+SCHEDULE_PAGE_DEFAULT = 50
+SCHEDULE_PAGE_MAX = 200
 
 
 class ScheduleInvalid(ValueError):
@@ -54,6 +65,15 @@ class ScheduleInvalid(ValueError):
 
 class ScheduleNotFound(LookupError):
     """No such schedule of this user (the API answers 404, for another user's too)."""
+
+
+class TooManySchedules(Exception):
+    """The user already has MAX_SCHEDULES_PER_USER active schedules (429 too_many_schedules)."""
+
+    def __init__(self, limit: int):
+        super().__init__(
+            f"you already have {limit} active schedules, the most allowed; cancel one first"
+        )
 
 
 @dataclass(frozen=True)
@@ -87,11 +107,13 @@ def _next_run_after(run_at: datetime, repeat: Repeat, now: datetime) -> datetime
     return following
 
 
-def _enqueue_fire(schedule_id: int, run_at: datetime) -> str:
+def _enqueue_fire(schedule_id: int, run_at: datetime, run_after: datetime | None = None) -> str:
     # Imported here: tasks.py imports this module for the task body.
     from notices_app.tasks import fire_schedule
 
-    result = fire_schedule.using(run_after=run_at).enqueue(schedule_id, run_at.isoformat())
+    result = fire_schedule.using(run_after=run_after or run_at).enqueue(
+        schedule_id, run_at.isoformat()
+    )
     return str(result.id)
 
 
@@ -130,6 +152,10 @@ def _validated(
         ):
             raise ScheduleInvalid(f"every is a whole number from 1 to {MAX_REPEAT_EVERY}")
         repeat = Repeat(every, unit)
+        if repeat.interval.total_seconds() < settings.MIN_SCHEDULE_REPEAT_SEC:
+            raise ScheduleInvalid(
+                f"a schedule repeats at most every {settings.MIN_SCHEDULE_REPEAT_SEC} seconds"
+            )
     if (run_at is None) == (in_seconds is None):
         if run_at is None and repeat is not None:
             run_at = now + repeat.interval  # "every 2 hours": the first run is in 2 hours
@@ -165,7 +191,8 @@ def schedule_create(
 
     The first run is `run_at`, or `in_seconds` from now, or (a repeat given alone) one
     interval from now. `session_id` is the conversation it is made in, which must be the
-    caller's. Raises ScheduleInvalid, InvalidSessionId, SessionNotFound.
+    caller's. Raises ScheduleInvalid, InvalidSessionId, SessionNotFound, and TooManySchedules
+    when the caller already has MAX_SCHEDULES_PER_USER active ones.
     """
     now = timezone.now()
     text, first_run, repeat = _validated(
@@ -174,6 +201,12 @@ def schedule_create(
     if session_id:
         selectors.session_get(session_id=validate_session_id(session_id), owner_id=owner_id)
     with transaction.atomic():
+        # The owner's row lock makes concurrent creates of one user count one after the
+        # other, so that two of them cannot both take the last free place.
+        get_user_model().objects.select_for_update().filter(pk=owner_id).exists()
+        active = Schedule.objects.filter(owner_id=owner_id, state=Schedule.ACTIVE).count()
+        if active >= settings.MAX_SCHEDULES_PER_USER:
+            raise TooManySchedules(settings.MAX_SCHEDULES_PER_USER)
         schedule = Schedule.objects.create(
             owner_id=owner_id,
             session_id=session_id,
@@ -283,16 +316,26 @@ def schedule_fire(*, schedule_id: int, run_at: datetime) -> str:
        choose the target conversation and add the notice (message id
        `schedule:<id>:<run time>`, which also queues the webhook); queue the next run of a
        repeating schedule, or mark a one-off done.
+    A prompt's turn counts against its owner's turn limits like any other: over
+    TURN_THROTTLE_RATE, or at MAX_TURNS_PER_USER, the same run is queued again for later
+    (step 2 is where that is found out; nothing is recorded).
     A crash before step 3 commits leaves the run due, so the run is never lost; a crash
-    after leaves it fired. Returns "delivered", "dropped" or "skipped".
+    after leaves it fired. Returns "delivered", "dropped", "deferred" or "skipped".
     """
-    schedule = Schedule.objects.filter(id=schedule_id).first()
+    schedule = Schedule.objects.select_related("owner").filter(id=schedule_id).first()
     if not _is_due_run(schedule, run_at):
         return "skipped"
     # Chosen here too, for the prompt's turn: its sub-agent session is spawned by the
     # conversation its answer goes to. No turn runs for a run that will be dropped.
     target = schedule_target_session(owner_id=schedule.owner_id, session_id=schedule.session_id)
-    content = _content_of(schedule, target=target) if target is not None else ""
+    if target is not None and schedule.kind == Schedule.PROMPT:
+        wait = turn_throttle_wait(schedule.owner)
+        if wait is not None:
+            return _defer(schedule_id, run_at, wait, why="over TURN_THROTTLE_RATE")
+    try:
+        content = _content_of(schedule, target=target) if target is not None else ""
+    except TooManyTurns:
+        return _defer(schedule_id, run_at, PROMPT_BUSY_RETRY_SEC, why="at MAX_TURNS_PER_USER")
     now = timezone.now()
     with transaction.atomic():
         schedule = Schedule.objects.select_for_update().filter(id=schedule_id).first()
@@ -323,6 +366,19 @@ def schedule_fire(*, schedule_id: int, run_at: datetime) -> str:
             schedule.task_id = _enqueue_fire(schedule.id, schedule.next_run_at)
         schedule.save(update_fields=["state", "next_run_at", "task_id"])
     return run.outcome
+
+
+def _defer(schedule_id: int, run_at: datetime, wait: float, *, why: str) -> str:
+    """Queue the same run again `wait` seconds from now (the schedule still waits for it)."""
+    with transaction.atomic():
+        schedule = Schedule.objects.select_for_update().filter(id=schedule_id).first()
+        if not _is_due_run(schedule, run_at):
+            return "skipped"
+        later = timezone.now() + timedelta(seconds=wait)
+        schedule.task_id = _enqueue_fire(schedule_id, run_at, run_after=later)
+        schedule.save(update_fields=["task_id"])
+    logger.info("schedule %s: run of %s deferred to %s (%s)", schedule_id, run_at, later, why)
+    return "deferred"
 
 
 def schedules_recover(*, now: datetime | None = None, workers_stopped: bool = False) -> int:
@@ -373,17 +429,32 @@ def schedule_to_api(schedule: Schedule) -> dict[str, Any]:
     }
 
 
-def schedule_list(*, owner_id: int, include_inactive: bool = False) -> list[dict[str, Any]]:
-    """The caller's schedules: active ones by next run; with `include_inactive`, all, newest
-    first after them."""
+def schedule_list(
+    *,
+    owner_id: int,
+    include_inactive: bool = False,
+    limit: int = SCHEDULE_PAGE_DEFAULT,
+    offset: int = 0,
+) -> dict[str, Any]:
+    """One page of the caller's schedules: active ones by next run; with `include_inactive`,
+    the others after them, oldest first. `next_offset` is None on the last page."""
     schedules = Schedule.objects.filter(owner_id=owner_id)
     if not include_inactive:
         schedules = schedules.filter(state=Schedule.ACTIVE)
-    ordered = sorted(
-        schedules,
-        key=lambda s: (s.state != Schedule.ACTIVE, s.next_run_at or s.created_at, s.id),
+    ordered = schedules.order_by(
+        Case(
+            When(state=Schedule.ACTIVE, then=Value(0)),
+            default=Value(1),
+            output_field=IntegerField(),
+        ),
+        Coalesce("next_run_at", "created_at"),
+        "id",
     )
-    return [schedule_to_api(schedule) for schedule in ordered]
+    page = list(ordered[offset : offset + limit + 1])
+    return {
+        "schedules": [schedule_to_api(schedule) for schedule in page[:limit]],
+        "next_offset": offset + limit if len(page) > limit else None,
+    }
 
 
 def schedule_describe(schedule: Schedule) -> str:

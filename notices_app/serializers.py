@@ -4,11 +4,21 @@ notices_app.schedules, shared with the agent's `schedule` tool."""
 from rest_framework import serializers
 
 from notices_app.models import Schedule
-from notices_app.schedules import MAX_REPEAT_EVERY, MAX_TEXT_CHARS, UNIT_SECONDS
+from notices_app.schedules import (
+    MAX_REPEAT_EVERY,
+    MAX_TEXT_CHARS,
+    SCHEDULE_PAGE_DEFAULT,
+    SCHEDULE_PAGE_MAX,
+    UNIT_SECONDS,
+)
 
 
 class ScheduleListQuery(serializers.Serializer):
     state = serializers.ChoiceField(choices=["active", "all"], default="active")
+    limit = serializers.IntegerField(
+        required=False, default=SCHEDULE_PAGE_DEFAULT, min_value=1, max_value=SCHEDULE_PAGE_MAX
+    )
+    offset = serializers.IntegerField(required=False, default=0, min_value=0)
 
 
 class ScheduleCreateInput(serializers.Serializer):
@@ -37,3 +47,57 @@ class ScheduleOutput(serializers.Serializer):
     state = serializers.ChoiceField(choices=["active", "done", "cancelled"])
     created_at = serializers.DateTimeField()
     cancelled_at = serializers.DateTimeField(allow_null=True)
+
+
+class ScheduleListOutput(serializers.Serializer):
+    schedules = ScheduleOutput(many=True)
+    next_offset = serializers.IntegerField(
+        allow_null=True, help_text="the offset of the next page; null on the last one"
+    )
+
+
+# --- /api/me/ -----------------------------------------------------------------------------
+
+
+class MeChannelsOutput(serializers.Serializer):
+    webhook = serializers.BooleanField(help_text="the operator's NOTIFY_WEBHOOK_URL is set")
+    webpush = serializers.BooleanField()
+    discord = serializers.BooleanField()
+
+
+class MePushSubscriptionOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    endpoint = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class MeOutput(serializers.Serializer):
+    username = serializers.CharField()
+    discord_webhook_url = serializers.CharField(allow_blank=True)
+    channels = MeChannelsOutput()
+    push_subscriptions = MePushSubscriptionOutput(many=True)
+
+
+class MePatchInput(serializers.Serializer):
+    """For the schema: what a PATCH may send today (every field optional)."""
+
+    discord_webhook_url = serializers.CharField(required=False, allow_blank=True)
+    channels = serializers.DictField(
+        child=serializers.BooleanField(), required=False, help_text="{webpush, discord}"
+    )
+
+
+class PushKeysInput(serializers.Serializer):
+    p256dh = serializers.CharField(max_length=200)
+    auth = serializers.CharField(max_length=100)
+
+
+class PushSubscriptionInput(serializers.Serializer):
+    """The browser's `PushSubscription.toJSON()` (its `expirationTime` is ignored)."""
+
+    endpoint = serializers.CharField(max_length=2000)
+    keys = PushKeysInput()
+
+
+class PushSubscriptionOutput(serializers.Serializer):
+    id = serializers.IntegerField()

@@ -1,5 +1,5 @@
 // "Upcoming reminders" in the sessions card: the caller's active schedules, next run first
-// (GET /api/schedules/), each with a Cancel button (DELETE /api/schedules/{id}/). The list is
+// (GET /api/schedules/, one page of up to 200: more than a user may have active), each with a Cancel button (DELETE /api/schedules/{id}/). The list is
 // read again whenever it may have changed: after a turn (the agent may have set or cancelled
 // one), when a notice arrives (a one-off is then done), and when the window gets focus.
 
@@ -54,12 +54,13 @@ async function cancelReminder(schedule, item, button) {
 }
 
 export async function refreshReminders() {
-  const result = await api("GET", "/api/schedules/");
+  const result = await api("GET", "/api/schedules/?limit=200");
   if (!result.ok) {
     status.textContent = "Could not load reminders: " + errorText(result);
     return;
   }
   list.textContent = "";
-  status.textContent = result.data.length ? "" : "None.";
-  for (const schedule of result.data) list.appendChild(reminderItem(schedule));
+  const schedules = result.data.schedules;
+  status.textContent = schedules.length ? "" : "None.";
+  for (const schedule of schedules) list.appendChild(reminderItem(schedule));
 }

@@ -38,14 +38,14 @@ def test_create_list_and_cancel(backend, api, alice):
     ).json()
     assert (repeating["kind"], repeating["every"], repeating["unit"]) == ("prompt", 2, "hours")
 
-    listed = api.get("/api/schedules/").json()
+    listed = api.get("/api/schedules/").json()["schedules"]
     assert [s["id"] for s in listed] == [repeating["id"], body["id"]]  # next run first
 
     cancelled = api.delete(f"/api/schedules/{body['id']}/")
     assert cancelled.status_code == 200
     assert cancelled.json()["state"] == "cancelled"
-    assert [s["id"] for s in api.get("/api/schedules/").json()] == [repeating["id"]]
-    everything = api.get("/api/schedules/?state=all").json()
+    assert [s["id"] for s in api.get("/api/schedules/").json()["schedules"]] == [repeating["id"]]
+    everything = api.get("/api/schedules/?state=all").json()["schedules"]
     assert {s["id"]: s["state"] for s in everything} == {
         repeating["id"]: "active",
         body["id"]: "cancelled",
@@ -55,7 +55,7 @@ def test_create_list_and_cancel(backend, api, alice):
 
 def test_another_users_schedule_is_a_404_and_stays(api, bob_api, alice):
     schedule = api.post("/api/schedules/", {"text": "x", "in_seconds": 60}, format="json").json()
-    assert bob_api.get("/api/schedules/").json() == []
+    assert bob_api.get("/api/schedules/").json() == {"schedules": [], "next_offset": None}
     response = bob_api.delete(f"/api/schedules/{schedule['id']}/")
     assert response.status_code == 404
     assert response.json() == {"code": "not_found", "detail": "no such schedule"}

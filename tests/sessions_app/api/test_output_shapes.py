@@ -180,8 +180,8 @@ def test_the_answers_about_schedules_are_documented(api):
     assert cancelled["state"] == "cancelled"
     assert_documented(schedule_serializers.ScheduleOutput, cancelled)
     for state in ("active", "all"):
-        listing = answer_of(api.get(f"/api/schedules/?state={state}"), 200)
-        assert_documented(schedule_serializers.ScheduleOutput, listing)
+        listing = answer_of(api.get(f"/api/schedules/?state={state}&limit=1"), 200)
+        assert_documented(schedule_serializers.ScheduleListOutput, listing)
 
 
 def test_the_error_answers_are_documented(api):

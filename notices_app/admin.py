@@ -1,9 +1,11 @@
 """Schedules and outbound deliveries in the admin: read-only, like every model here; the one
 write, cancelling a schedule, goes through the cancel service."""
 
+from urllib.parse import urlsplit
+
 from django.contrib import admin
 
-from notices_app.models import NoticeOutbox, Schedule, ScheduleRun
+from notices_app.models import NoticeOutbox, NoticeSettings, PushSubscription, Schedule, ScheduleRun
 from notices_app.schedules import schedule_cancel
 from sessions_app.admin import ReadOnlyAdminMixin
 
@@ -64,22 +66,25 @@ class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 @admin.register(NoticeOutbox)
 class NoticeOutboxAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """Webhook deliveries: what was sent, what waits for its next attempt and why."""
+    """Deliveries per channel: what was sent, what waits for its next attempt and why."""
 
     list_display = (
         "session_id",
         "message_id",
+        "channel",
         "state",
         "attempts",
         "next_attempt_at",
         "sent_at",
         "last_error",
     )
-    list_filter = ("state",)
+    list_filter = ("state", "channel")
     search_fields = ("session_id", "message_id")
     fields = (
         "session_id",
         "message_id",
+        "channel",
+        "destination",
         "owner",
         "payload",
         "state",
@@ -92,3 +97,31 @@ class NoticeOutboxAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "sent_at",
     )
     readonly_fields = fields
+
+
+@admin.register(NoticeSettings)
+class NoticeSettingsAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Each user's channels; users change them through /api/me/ and the page."""
+
+    list_display = ("owner", "discord_enabled", "webpush_enabled", "has_discord_url")
+    search_fields = ("owner__username",)
+    # The Discord URL holds the webhook's secret token: shown as set or not, never in full.
+    fields = ("owner", "discord_enabled", "webpush_enabled", "has_discord_url")
+    readonly_fields = fields
+
+    @admin.display(boolean=True, description="Discord URL set")
+    def has_discord_url(self, chosen):
+        return bool(chosen.discord_webhook_url)
+
+
+@admin.register(PushSubscription)
+class PushSubscriptionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("id", "owner", "push_service", "created_at")
+    search_fields = ("owner__username",)
+    fields = ("owner", "push_service", "created_at")
+    readonly_fields = fields
+
+    @admin.display(description="push service")
+    def push_service(self, subscription):
+        # The endpoint's path is the browser's capability URL: only its host is shown.
+        return urlsplit(subscription.endpoint).hostname

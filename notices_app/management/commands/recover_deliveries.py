@@ -1,5 +1,5 @@
-"""`manage.py recover_deliveries`: queue again the schedule runs and webhook POSTs that a
-task worker killed mid-task took with it.
+"""`manage.py recover_deliveries`: queue again the schedule runs and channel deliveries that
+a task worker killed mid-task took with it.
 
 The database task backend never reclaims a task whose worker died: it stays RUNNING. Run
 this with `--workers-stopped` before starting the workers (no worker runs then, so every
@@ -15,7 +15,7 @@ from notices_app.schedules import schedules_recover
 
 
 class Command(BaseCommand):
-    help = "Queue again schedule runs and webhook deliveries lost with a dead task worker."
+    help = "Queue again schedule runs and notice deliveries lost with a dead task worker."
 
     def add_arguments(self, parser):
         parser.add_argument(
@@ -27,4 +27,4 @@ class Command(BaseCommand):
     def handle(self, *args, workers_stopped, **options):
         runs = schedules_recover(workers_stopped=workers_stopped)
         posts = notice_outbox_recover(workers_stopped=workers_stopped)
-        self.stdout.write(f"queued again: {runs} schedule run(s), {posts} webhook delivery(ies)")
+        self.stdout.write(f"queued again: {runs} schedule run(s), {posts} delivery(ies)")

@@ -40,7 +40,7 @@ from sessions_app.store import Notice, get_store
 logger = logging.getLogger(__name__)
 
 NEW_CONVERSATION_TITLE = "Reminders"
-# A `sending` row older than the POST's own time limit plus this margin belongs to a worker
+# A `sending` row older than an attempt's own time limit plus this margin belongs to a worker
 # that died mid-attempt.
 SENDING_STALE_MARGIN_SEC = 60
 
@@ -195,7 +195,7 @@ def notice_outbox_recover(*, now: datetime | None = None, workers_stopped: bool 
     """Queue again what a dead worker left behind; returns how many rows were queued.
 
     A worker killed mid-task leaves its task RUNNING forever (the database task backend does
-    not reclaim it): a `sending` row older than the POST's time limit plus a margin goes back
+    not reclaim it): a `sending` row older than an attempt's time limit plus a margin goes back
     to pending, and a pending row whose queued task is no longer waiting gets a new one.
     `workers_stopped` says no worker runs now: every `sending` row and RUNNING task is dead.
     """

@@ -1,7 +1,7 @@
 """Background work of notices_app, run by the task worker (`manage.py db_worker`).
 
 Every task here is safe to run twice: a schedule's run is fired once per (schedule, run
-time) by a unique row, and a webhook attempt first claims its outbox row. So a duplicate
+time) by a unique row, and a delivery attempt first claims its outbox row. So a duplicate
 task — a recovery that queued one more, two workers — costs a no-op, never a second notice.
 """
 

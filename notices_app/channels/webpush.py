@@ -14,8 +14,6 @@ import time
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from py_vapid import Vapid
-from pywebpush import WebPusher
 
 from notices_app.channels.base import Channel, OutboundNotice, SendResult, http_post
 from notices_app.models import PushSubscription
@@ -25,6 +23,10 @@ from notices_app.vapid import vapid_keys
 
 # A VAPID token may live at most 24 hours (RFC 8292); push services refuse longer ones.
 TOKEN_LIFETIME_SEC = 12 * 3600
+# Push services take at most 4,096 bytes of encrypted body (RFC 8030 §7.2); aes128gcm adds 86
+# bytes of header, a 16-byte tag and a padding byte. The text is cut to fit, the conversation
+# holds it whole.
+MAX_PAYLOAD_BYTES = 3993
 
 
 class WebPushChannel(Channel):
@@ -57,23 +59,9 @@ class WebPushChannel(Channel):
             outbound_url_check(subscription.endpoint)
         except OutboundUrlRefused as refused:
             return SendResult(ok=False, detail=str(refused), gone=True)
-        payload = json.dumps(
-            {
-                "session_id": notice.session_id,
-                "message_id": notice.message_id,
-                "content": notice.content,
-            },
-            ensure_ascii=False,
-        ).encode()
-        body = WebPusher(
-            {
-                "endpoint": subscription.endpoint,
-                "keys": {"p256dh": subscription.p256dh, "auth": subscription.auth},
-            }
-        ).encode(payload, content_encoding="aes128gcm")["body"]
         result, response = http_post(
             subscription.endpoint,
-            content=body,
+            content=_encrypted(_payload(notice), subscription),
             headers={
                 "Content-Encoding": "aes128gcm",
                 "Content-Type": "application/octet-stream",
@@ -90,7 +78,38 @@ class WebPushChannel(Channel):
         return result
 
 
+def _payload(notice: OutboundNotice) -> bytes:
+    """`{session_id, message_id, content}` as UTF-8 JSON, its content cut to fit a push."""
+    content = notice.content
+    # Every character is at least one byte: nothing longer than the limit can fit.
+    cut = min(len(content), MAX_PAYLOAD_BYTES)
+    while True:
+        text = content if cut == len(content) else content[:cut] + "…"
+        payload = json.dumps(
+            {"session_id": notice.session_id, "message_id": notice.message_id, "content": text},
+            ensure_ascii=False,
+        ).encode()
+        if len(payload) <= MAX_PAYLOAD_BYTES:
+            return payload
+        # A character is up to 6 bytes here (a JSON escape): dropping excess / 6 of them
+        # never cuts more than needed, and a few rounds get there.
+        cut -= max(1, (len(payload) - MAX_PAYLOAD_BYTES) // 6)
+
+
+def _encrypted(payload: bytes, subscription: PushSubscription) -> bytes:
+    """The payload encrypted for the subscription's keys (RFC 8291, `aes128gcm`)."""
+    # Imported on first use: pywebpush loads aiohttp and requests, which every process would
+    # pay for at start-up while only the task worker ever pushes.
+    from pywebpush import WebPusher
+
+    keys = {"p256dh": subscription.p256dh, "auth": subscription.auth}
+    pusher = WebPusher({"endpoint": subscription.endpoint, "keys": keys})
+    return pusher.encode(payload, content_encoding="aes128gcm")["body"]
+
+
 def _vapid_headers(private_key, endpoint: str) -> dict[str, str]:
+    from py_vapid import Vapid  # on first use, with pywebpush (see _encrypted)
+
     parts = urlsplit(endpoint)
     claims = {
         "sub": settings.VAPID_SUBJECT,

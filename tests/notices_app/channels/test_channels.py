@@ -45,6 +45,21 @@ def test_every_subscribed_browser_gets_its_own_push(settings, alice, vapid, fake
     assert laptop.decrypt(by_path["/laptop"].body)["content"] == "Reminder: stretch 🧘"
 
 
+def test_a_long_notice_is_cut_to_what_a_push_service_takes(settings, alice, vapid, fake):
+    push = fake()
+    allow(settings, push)
+    phone = PushBrowser(push.url("/phone"))
+    subscribe(alice.id, phone)
+    notify(alice.id, "🧘" * 5000)  # 20,000 bytes of text
+
+    run_due_tasks()
+
+    (pushed,) = push.received
+    assert len(pushed.body) <= 4096  # RFC 8030: what every push service must accept
+    content = phone.decrypt(pushed.body)["content"]
+    assert content.endswith("…") and set(content[:-1]) == {"🧘"} and len(content) > 900
+
+
 def test_a_browser_that_unsubscribed_is_forgotten(settings, alice, vapid, fake):
     push = fake((410, {}, b"gone"))
     allow(settings, push)

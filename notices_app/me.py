@@ -59,6 +59,15 @@ class ChannelsPatchInput(serializers.Serializer):
     webpush = serializers.BooleanField(required=False)
     discord = serializers.BooleanField(required=False)
 
+    def to_internal_value(self, data):
+        # `webhook` is the operator's (NOTIFY_WEBHOOK_URL): saying so beats ignoring it.
+        unknown = sorted(set(data) - set(self.fields)) if isinstance(data, dict) else []
+        if unknown:
+            raise serializers.ValidationError(
+                f"only webpush and discord can be turned on or off, not {', '.join(unknown)}"
+            )
+        return super().to_internal_value(data)
+
 
 class NoticesPatchInput(serializers.Serializer):
     discord_webhook_url = serializers.CharField(

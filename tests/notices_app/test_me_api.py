@@ -56,7 +56,13 @@ def test_a_discord_url_on_another_host_is_refused_and_nothing_changes(api, url):
 
 @pytest.mark.parametrize(
     "body",
-    [{"username": "mallory"}, {"channels": {"webpush": "maybe"}}, {"theme": "dark"}, ["x"]],
+    [
+        {"username": "mallory"},
+        {"channels": {"webpush": "maybe"}},
+        {"channels": {"webhook": False}},
+        {"theme": "dark"},
+        ["x"],
+    ],
 )
 def test_what_is_not_a_setting_is_a_400(api, body):
     answer = api.patch("/api/me/", body, format="json")

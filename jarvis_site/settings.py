@@ -230,18 +230,19 @@ MODEL_PRICES_PER_MTOK = {
     "claude-haiku-4-5": (1.0, 5.0),
 }
 
-# --- Tasks (consolidation, schedules, webhook deliveries) ---------------------------------
+# --- Tasks (consolidation, schedules, notice deliveries) ----------------------------------
 TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 
-# --- Outbound delivery of notices ---------------------------------------------------------
-# Unset: notices stay in the app. Set: every notice of a non-test session is POSTed here.
+# --- Outbound delivery of notices (docs/design.md §16) ------------------------------------
+# The operator's webhook. Set: every notice of a non-test session is POSTed here.
 NOTIFY_WEBHOOK_URL = env.str("NOTIFY_WEBHOOK_URL", default="")
 if NOTIFY_WEBHOOK_URL and not NOTIFY_WEBHOOK_URL.startswith(("http://", "https://")):
     raise ImproperlyConfigured(
         f"NOTIFY_WEBHOOK_URL must be an http:// or https:// URL, not {NOTIFY_WEBHOOK_URL!r}"
     )
 NOTIFY_WEBHOOK_TIMEOUT_SEC = _positive("NOTIFY_WEBHOOK_TIMEOUT_SEC", 10.0)
-# A failed POST is retried after RETRY_BASE, then twice as long each time, at most RETRY_MAX.
+# A failed attempt (any channel) is retried after RETRY_BASE, then twice as long each time,
+# at most RETRY_MAX.
 NOTIFY_WEBHOOK_RETRY_BASE_SEC = _positive("NOTIFY_WEBHOOK_RETRY_BASE_SEC", 5.0)
 NOTIFY_WEBHOOK_RETRY_MAX_SEC = _positive("NOTIFY_WEBHOOK_RETRY_MAX_SEC", 3600.0)
 # The webhook retries until it answers; a user's own channels (webpush, discord) give up after

@@ -2,8 +2,8 @@
 
 Starts, as child processes of this one:
 - Daphne on 127.0.0.1:8000 (HTTP + WebSockets, `jarvis_site.asgi:application`);
-- the task worker (`db_worker`) that runs memory consolidation, fires schedules and POSTs
-  notices to NOTIFY_WEBHOOK_URL (before it starts, `recover_deliveries --workers-stopped`
+- the task worker (`db_worker`) that runs memory consolidation, fires schedules and sends
+  notices through their channels (Web Push, Discord, the webhook; before it starts, `recover_deliveries --workers-stopped`
   queues again what a worker killed last time was in the middle of);
 - the idle-consolidation loop (`consolidate_memory --idle --loop`).
 Ctrl-C (or SIGTERM) stops all of them; if one dies, the others are stopped too, so a

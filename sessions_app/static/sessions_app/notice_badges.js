@@ -4,7 +4,7 @@
 // The rule: this browser remembers, per session, the newest notice it has shown there (its
 // server `created_at`, so the two clocks never get compared). A notice is unseen when it is
 // newer than that; in a session this browser never showed a notice of, when no tab or
-// webhook has received it (`delivered_at` is null). Opening the session shows its notices
+// outbound channel has received it (`delivered_at` is null). Opening the session shows its notices
 // and so clears the badge.
 
 import { api, sessionPath } from "./api.js";

@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from sessions_app.runtime.executors import in_pool
 from sessions_app.runtime.providers.base import ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -340,8 +341,6 @@ async def tool_run(*, call: dict, context: ToolContext, tools: dict[str, Tool]) 
 
     A blocking tool runs in the bounded tool pool; a waiting tool is awaited here.
     """
-    from sessions_app.runtime.executors import in_pool
-
     tool, arguments, error = _prepared(call, tools)
     if error:
         return error, True

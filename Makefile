@@ -46,6 +46,7 @@ bench-turns: $(STAMP) $(PEER_STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-logo
 
 migrations-check: $(STAMP)
 	$(PY) manage.py makemigrations --check --dry-run

@@ -7,6 +7,8 @@ class MemoryAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
+        # Imported in AppConfig.ready: apps.py is loaded while Django fills the app registry,
+        # before any module that touches a model may be imported.
         from memory_app import receivers
         from memory_app.tools import WORKING_MEMORY_TOOLS
         from sessions_app import signals

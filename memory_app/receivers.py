@@ -3,11 +3,11 @@
 from memory_app.services import (
     compaction_summary_record,
     episode_record_for_turn,
-    memory_consolidate_enqueue,
     memory_purge_for_session,
     working_memory_clear,
     working_memory_counts,
 )
+from memory_app.tasks import memory_consolidate_enqueue
 
 
 def on_turn_finished(sender, *, session_id, owner_id, turn_id, status, entries, **kwargs):

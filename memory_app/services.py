@@ -1,7 +1,9 @@
 """Every write of memory_app (docs/design.md §9).
 
 Receivers, the agent's working-memory tools, tasks, admin actions and management commands
-call these; nothing else writes memory rows.
+call these; nothing else writes memory rows. Queuing consolidation is in memory_app.tasks,
+beside the task it queues: the task's body calls this module, so a service here that queued
+it would make a circle (docs/design.md §16).
 """
 
 from __future__ import annotations
@@ -402,59 +404,12 @@ def memory_consolidate(*, session_id: str) -> dict[str, int]:
     return result
 
 
-def _enqueue_consolidation(session_id: str) -> None:
-    # Imported here: tasks.py imports this module for the task body.
-    from memory_app.tasks import consolidate_session
-
-    consolidate_session.enqueue(session_id)
-
-
-def memory_consolidate_enqueue(*, session_id: str) -> None:
-    """Queue consolidation of a session once the caller's transaction commits.
-
-    Nothing is queued for a session without pending episodes (a WebSocket that closes
-    without a turn having run), nor for a test session (consolidation skips those).
+def memory_idle_sessions(*, now: datetime) -> list[str]:
+    """Sessions idle for CONSOLIDATE_IDLE_SEC at `now` with pending episodes, longest idle
+    first. Idle means the newest episode is older than the threshold; test sessions never are.
     """
-
-    def enqueue():
-        if Episode.objects.filter(session_id=session_id, consolidated_at__isnull=True).exists():
-            _enqueue_consolidation(session_id)
-
-    if not is_test_session(session_id):
-        transaction.on_commit(enqueue)
-
-
-def _sessions_already_queued() -> set[str]:
-    """Sessions whose consolidation waits in (or runs from) the database queue.
-
-    Only the database backend can be asked; with any other, a session may be queued twice,
-    which costs a run that finds nothing pending, never a duplicate fact.
-    """
-    from django_tasks import TaskResultStatus, task_backends
-    from django_tasks_db import DatabaseBackend
-    from django_tasks_db.models import DBTaskResult
-
-    from memory_app.tasks import consolidate_session
-
-    if not isinstance(task_backends[consolidate_session.backend], DatabaseBackend):
-        return set()
-    waiting = DBTaskResult.objects.filter(
-        task_path=consolidate_session.module_path,
-        status__in=[TaskResultStatus.READY, TaskResultStatus.RUNNING],
-    ).values_list("args_kwargs", flat=True)
-    return {args_kwargs["args"][0] for args_kwargs in waiting if args_kwargs.get("args")}
-
-
-def memory_consolidate_idle(*, now: datetime | None = None) -> list[str]:
-    """Queue consolidation for every session idle for CONSOLIDATE_IDLE_SEC with pending episodes.
-
-    Idle means its newest episode is older than the threshold; test sessions never are. Sessions whose consolidation
-    is already waiting in the queue are skipped, so a sweep loop faster than the worker does
-    not pile up tasks. Returns the session ids queued.
-    """
-    now = now or timezone.now()
     threshold = now - timedelta(seconds=settings.CONSOLIDATE_IDLE_SEC)
-    session_ids = list(
+    return list(
         Episode.objects.values("session_id")
         .annotate(
             newest=Max("created_at"),
@@ -465,9 +420,7 @@ def memory_consolidate_idle(*, now: datetime | None = None) -> list[str]:
         .order_by("newest")
         .values_list("session_id", flat=True)
     )
-    if session_ids:
-        queued = _sessions_already_queued()
-        session_ids = [session_id for session_id in session_ids if session_id not in queued]
-    for session_id in session_ids:
-        transaction.on_commit(lambda session_id=session_id: _enqueue_consolidation(session_id))
-    return session_ids
+
+
+def memory_has_pending_episodes(*, session_id: str) -> bool:
+    return Episode.objects.filter(session_id=session_id, consolidated_at__isnull=True).exists()

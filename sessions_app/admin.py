@@ -14,6 +14,7 @@ from django.db.models import Count
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from sessions_app.admin_mixins import ReadOnlyAdminMixin
 from sessions_app.models import (
     Entry,
     LiveConnection,
@@ -22,19 +23,6 @@ from sessions_app.models import (
 )
 
 PRE_STYLE = "white-space: pre-wrap; margin: 0; max-width: 60em"
-
-
-class ReadOnlyAdminMixin:
-    """View permission only: no add, change or delete form, for any user."""
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 def _pre(text: str):

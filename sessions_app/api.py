@@ -21,6 +21,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
 from sessions_app import limits, selectors, serializers, services
+from sessions_app.parsers import too_large
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.history import HistoryInvalid
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
@@ -29,23 +30,21 @@ from sessions_app.throttles import TurnRateThrottle
 
 logger = logging.getLogger(__name__)
 
-# Domain errors -> (HTTP status, code). Codes are what clients branch on; they match the
-# WebSocket's `error` codes.
-DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
-    InvalidSessionId: (status.HTTP_400_BAD_REQUEST, "bad_id"),
-    SessionNotFound: (status.HTTP_404_NOT_FOUND, "not_found"),
-    AgentMismatch: (status.HTTP_409_CONFLICT, "agent_mismatch"),
-    services.SessionIdUnavailable: (status.HTTP_409_CONFLICT, "id_unavailable"),
-    services.SessionConnected: (status.HTTP_409_CONFLICT, "session_connected"),
-    SessionBusy: (status.HTTP_409_CONFLICT, "session_busy"),
-    TooManyTurns: (status.HTTP_429_TOO_MANY_REQUESTS, "too_many_turns"),
-    HistoryInvalid: (status.HTTP_409_CONFLICT, "history_invalid"),
-    services.NothingToCompact: (status.HTTP_409_CONFLICT, "nothing_to_compact"),
-    limits.InputInvalid: (status.HTTP_400_BAD_REQUEST, "invalid"),
-    # Form bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (JSON ones: sessions_app.parsers).
-    RequestDataTooBig: (status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "too_large"),
-    ApprovalNotFound: (status.HTTP_404_NOT_FOUND, "not_found"),
-    ApprovalClosed: (status.HTTP_409_CONFLICT, "approval_closed"),
+# Domain errors -> HTTP status. The code clients branch on is the exception's own `code`,
+# the one the WebSocket's `error` frames carry too.
+DOMAIN_ERRORS: dict[type[Exception], int] = {
+    InvalidSessionId: status.HTTP_400_BAD_REQUEST,
+    SessionNotFound: status.HTTP_404_NOT_FOUND,
+    AgentMismatch: status.HTTP_409_CONFLICT,
+    services.SessionIdUnavailable: status.HTTP_409_CONFLICT,
+    services.SessionConnected: status.HTTP_409_CONFLICT,
+    SessionBusy: status.HTTP_409_CONFLICT,
+    TooManyTurns: status.HTTP_429_TOO_MANY_REQUESTS,
+    HistoryInvalid: status.HTTP_409_CONFLICT,
+    services.NothingToCompact: status.HTTP_409_CONFLICT,
+    limits.InputInvalid: status.HTTP_400_BAD_REQUEST,
+    ApprovalNotFound: status.HTTP_404_NOT_FOUND,
+    ApprovalClosed: status.HTTP_409_CONFLICT,
 }
 NOT_FOUND_DETAIL = "no such session"
 
@@ -60,10 +59,14 @@ def _flatten(detail) -> str:
 
 def exception_handler(exc, context):
     """DRF's handler, reshaped so that every error body is {"code", "detail"}."""
-    for error_type, (http_status, code) in DOMAIN_ERRORS.items():
+    if isinstance(exc, RequestDataTooBig):
+        # A form body over DATA_UPLOAD_MAX_MEMORY_SIZE (Django's check) answers as a JSON one
+        # over the same limit does (sessions_app.parsers): 413 too_large.
+        exc = too_large()
+    for error_type, http_status in DOMAIN_ERRORS.items():
         if isinstance(exc, error_type):
             detail = NOT_FOUND_DETAIL if isinstance(exc, SessionNotFound) else str(exc)
-            return Response({"code": code, "detail": detail}, status=http_status)
+            return Response({"code": exc.code, "detail": detail}, status=http_status)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

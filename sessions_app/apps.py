@@ -3,6 +3,8 @@ from django.conf import settings
 from django.db.backends.signals import connection_created
 from django.db.models.signals import pre_delete
 
+from jarvis_site.sqlite_wal import keep_wal_open
+
 
 class SessionsAppConfig(AppConfig):
     name = "sessions_app"
@@ -10,11 +12,21 @@ class SessionsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from jarvis_site.sqlite_wal import keep_wal_open
+        # Imported in AppConfig.ready: apps.py is loaded while Django fills the app registry,
+        # before any module that touches a model may be imported.
         from sessions_app import receivers
         from sessions_app.agents import agent_registry
+        from sessions_app.runtime.approvals import approval_decisions_poll
+        from sessions_app.runtime.delegation import DELEGATE_TOOL
+        from sessions_app.runtime.lease import lease_poll_hook_register
+        from sessions_app.runtime.tools import tool_register
 
+        # Before the agents are checked: the main agent must hold `delegate`.
+        tool_register(DELEGATE_TOOL)
         agent_registry()  # a broken JARVIS_AGENTS_FILE stops start-up with what is wrong
+        # A decision on a tool approval may be written by any worker: the lease keeper,
+        # which already polls while a turn runs, looks for those this process waits on.
+        lease_poll_hook_register(approval_decisions_poll)
 
         connection_created.connect(keep_wal_open, dispatch_uid="jarvis_site.keep_wal_open")
 

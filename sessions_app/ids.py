@@ -21,6 +21,8 @@ SAFE_FILENAME_RE = re.compile(r"[^A-Za-z0-9_\-]")
 class InvalidSessionId(ValueError):
     """The id breaks docs/design.md §6; the API answers 400, the WebSocket closes with 4400."""
 
+    code = "bad_id"
+
 
 def validate_session_id(session_id: object) -> str:
     if not isinstance(session_id, str) or not SESSION_ID_RE.fullmatch(session_id):

@@ -28,6 +28,8 @@ _JSON_BRACKET = re.compile(r"[\[\]{}]")
 class InputInvalid(ValueError):
     """Input outside the limits: 400 `invalid` on HTTP, an `error` frame on the WebSocket."""
 
+    code = "invalid"
+
 
 class JsonTooDeep(ValueError):
     """A JSON document nested deeper than JSON_MAX_DEPTH: `bad_request`."""

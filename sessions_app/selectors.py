@@ -13,6 +13,8 @@ from html import escape
 from typing import Any
 
 from sessions_app.ids import validate_session_id
+from sessions_app.runtime import history
+from sessions_app.runtime.prompts import default_system_prompt
 from sessions_app.store import (
     EntryRecord,
     Notice,
@@ -193,9 +195,6 @@ def session_context(*, session_id: str, owner_id: int, fmt: str) -> dict[str, An
     Raises ValueError for an unknown format and HistoryInvalid when the stored history
     would be refused by the provider.
     """
-    from sessions_app.runtime import history
-    from sessions_app.runtime.prompts import default_system_prompt
-
     meta = session_get(session_id=session_id, owner_id=owner_id)
     entries = get_store().get_messages(session_id)
     system_prompt = default_system_prompt(meta.agent)

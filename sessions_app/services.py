@@ -511,12 +511,6 @@ def connection_close(*, channel_name: str) -> bool:
     return True
 
 
-def connection_sweep() -> int:
-    """Remove connection rows of workers that died (silent for WORKER_DEAD_SEC, or rows not
-    renewed within the registry's LIVE_TIMEOUT_SEC)."""
-    return connections.sweep()
-
-
 # --- proactive notices --------------------------------------------------------------------
 
 

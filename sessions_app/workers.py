@@ -24,6 +24,8 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
+from sessions_app.models import Worker
+
 logger = logging.getLogger(__name__)
 
 _HOST = socket.gethostname().replace(":", "-")[:24]
@@ -47,8 +49,6 @@ def dead_cutoff():
 
 def worker_beat() -> None:
     """Record that this process is alive now."""
-    from sessions_app.models import Worker
-
     now = timezone.now()
     worker_id = current_worker_id()
     if not Worker.objects.filter(id=worker_id).update(heartbeat_at=now):
@@ -59,21 +59,15 @@ def worker_beat() -> None:
 
 def worker_is_dead(worker_id: str) -> bool:
     """True only for a worker whose row exists and has not been renewed in time."""
-    from sessions_app.models import Worker
-
     return Worker.objects.filter(id=worker_id, heartbeat_at__lt=dead_cutoff()).exists()
 
 
 def live_workers():
     """A queryset of the ids of workers heard from within WORKER_DEAD_SEC."""
-    from sessions_app.models import Worker
-
     return Worker.objects.filter(heartbeat_at__gte=dead_cutoff()).values("id")
 
 
 def dead_workers():
-    from sessions_app.models import Worker
-
     return Worker.objects.filter(heartbeat_at__lt=dead_cutoff()).values("id")
 
 

@@ -17,7 +17,8 @@ are written to them by `services.approval_decide`, from any socket or the API, i
 One written in this process resolves the future at once (`approval_resolve`); one written in
 another is found by the process's lease keeper, which already polls every WATCH_INTERVAL_SEC
 for its turns and runs one more query for the approvals this process waits on
-(`approval_decisions_poll`). The database carries the decision, so it works with and
+(`approval_decisions_poll`, a poll hook sessions_app registers in its AppConfig.ready, so the
+lease never imports this module). The database carries the decision, so it works with and
 without a shared channel layer. Timeout and abort close the row with a conditional UPDATE
 from `pending`, so a decision and a timeout that cross each other leave one outcome: the
 row's. A worker that dies while waiting leaves a pending row; the repair on the session's

@@ -4,6 +4,10 @@ The sub-agent's turn is an ordinary `turn_run` in its own session (lease, pairin
 every session rule holds), owned by the caller's owner, with `spawned_by` naming the
 calling session. Which session that is follows the sub-agent's memory.stm policy
 (`agents.subagent_session_id`).
+
+Delegation runs a whole turn and the services around it, so it sits above the runtime
+(docs/design.md §16): the runtime never imports it, and the `delegate` tool reaches the tool
+registry through `tool_register` in sessions_app's AppConfig.ready.
 """
 
 from __future__ import annotations
@@ -15,7 +19,14 @@ import uuid
 from sessions_app import services
 from sessions_app.agents import PER_TASK, AgentDefinition, delegation_targets, subagent_session_id
 from sessions_app.runtime.executors import in_pool
-from sessions_app.runtime.tools import ABORTED_RESULT_TEXT, ToolAborted, TurnAbort
+from sessions_app.runtime.tools import (
+    ABORTED_RESULT_TEXT,
+    DELEGATE,
+    Tool,
+    ToolAborted,
+    ToolContext,
+    TurnAbort,
+)
 from sessions_app.runtime.turns import SessionBusy, TurnResult, turn_abort_async, turn_run_async
 from sessions_app.store import AgentMismatch, SessionNotFound, get_store
 
@@ -125,3 +136,29 @@ def _answer(agent: AgentDefinition, result: TurnResult, *, parent_aborted: bool)
             if entry.content.strip():
                 return entry.content
     raise RuntimeError(f"{agent.name} finished without an answer")
+
+
+async def _delegate(context: ToolContext, arguments: dict) -> str:
+    return await delegation_run(
+        parent_id=context.session_id,
+        agent=str(arguments.get("agent", "")),
+        task=str(arguments.get("task", "")),
+        abort=context.abort,
+    )
+
+
+DELEGATE_TOOL = Tool(
+    DELEGATE,
+    "Hand a self-contained task to a sub-agent; its final answer is the result.",
+    {
+        "type": "object",
+        "properties": {
+            "agent": {"type": "string", "description": "the sub-agent to ask"},
+            "task": {"type": "string", "description": "what it should do"},
+        },
+        "required": ["agent", "task"],
+    },
+    # A coroutine: the sub-agent's turn waits for its model like any turn, and the call holds
+    # no thread meanwhile.
+    arun=_delegate,
+)

@@ -98,6 +98,8 @@ CONTINUED_TEXT = "(the conversation continues)"
 class HistoryInvalid(ValueError):
     """A projected history breaks a provider's rules; the message names the offending index."""
 
+    code = "history_invalid"
+
 
 @dataclass(frozen=True)
 class _Turn:

@@ -9,9 +9,10 @@ keeps every held lease alive and watches for aborts.
 
 Abort from another process: the requester marks the lease through the store
 (`lease_request_abort`) and the holder's keeper, polling every WATCH_INTERVAL_SEC, sees the
-mark. This works with any channel layer, including none shared. The same poll looks for
-decisions on the tool approvals this process waits on (runtime.approvals), which may be
-written by any worker.
+mark. This works with any channel layer, including none shared. The same round runs the
+poll hooks registered with `lease_poll_hook_register` (in an AppConfig.ready): sessions_app
+registers the one that looks for decisions on the tool approvals this process waits on
+(runtime.approvals), which any worker may write. The lease knows nothing of what they poll.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from sessions_app.ids import validate_session_id
-from sessions_app.runtime.approvals import approval_decisions_poll
+from sessions_app.runtime.executors import in_pool
 from sessions_app.store import get_store
 from sessions_app.store.lease import TurnLeaseBackend
 from sessions_app.workers import heartbeat_start
@@ -36,6 +37,17 @@ logger = logging.getLogger(__name__)
 
 WATCH_INTERVAL_SEC = 0.2
 ACQUIRE_POLL_SEC = 0.05
+
+# Run by the keeper once per round while any turn of this process runs.
+_poll_hooks: list[Callable[[], None]] = []
+
+
+def lease_poll_hook_register(hook: Callable[[], None]) -> None:
+    """Have the lease keeper call `hook` every WATCH_INTERVAL_SEC while a turn runs here
+    (called from an AppConfig.ready; registering the same hook again is harmless). A hook
+    polls for something a running turn waits on that another process may write."""
+    if hook not in _poll_hooks:
+        _poll_hooks.append(hook)
 
 
 class SessionBusy(Exception):
@@ -73,8 +85,6 @@ class TurnLease:
 
     async def acquire_async(self, wait_sec: float) -> TurnLease:
         """`acquire` for a coroutine: it waits without holding a thread."""
-        from sessions_app.runtime.executors import in_pool
-
         deadline = time.monotonic() + wait_sec
         while not await in_pool("store", self.backend.try_acquire):
             if time.monotonic() >= deadline:
@@ -125,11 +135,13 @@ class _LeaseKeeper:
                 self._wake.clear()
                 continue
             self._keep(watched)
-            # Every approval waits inside a watched turn, so this loop runs while any does.
-            try:
-                approval_decisions_poll()
-            except DatabaseError:
-                logger.exception("approval watch failed once")
+            # What a hook waits for waits inside a watched turn (an approval does), so this
+            # loop runs while any does.
+            for hook in list(_poll_hooks):
+                try:
+                    hook()
+                except DatabaseError:
+                    logger.exception("lease poll hook %s failed once", hook.__name__)
             time.sleep(WATCH_INTERVAL_SEC)
 
     @staticmethod

@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from sessions_app.runtime.executors import in_pool
 from sessions_app.runtime.providers.base import ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -159,21 +160,10 @@ async def _wait(context: ToolContext, arguments: dict) -> str:
     return f"waited {seconds:g} second{'' if seconds == 1 else 's'}"
 
 
-async def _delegate(context: ToolContext, arguments: dict) -> str:
-    # Imported here: delegation runs a whole turn, and the turn loop imports this module.
-    from sessions_app.runtime.delegation import delegation_run
-
-    return await delegation_run(
-        parent_id=context.session_id,
-        agent=str(arguments.get("agent", "")),
-        task=str(arguments.get("task", "")),
-        abort=context.abort,
-    )
-
-
-# Every tool an agent may name. The runtime's own are listed here; another app adds its
-# tools with `tool_register` in its AppConfig.ready (memory_app: remember, recall, forget;
-# notices_app: schedule, unschedule), so the runtime runs them without importing that app.
+# Every tool an agent may name. The runtime's own are listed here; a tool whose body lives
+# above the runtime is added with `tool_register` in an AppConfig.ready (sessions_app:
+# delegate, from runtime.delegation; memory_app: remember, recall, forget; notices_app:
+# schedule, unschedule), so the runtime runs it without importing the code it calls.
 TOOLS: dict[str, Tool] = {
     tool.name: tool
     for tool in [
@@ -202,21 +192,6 @@ TOOLS: dict[str, Tool] = {
                 "required": ["seconds"],
             },
             arun=_wait,
-        ),
-        Tool(
-            DELEGATE,
-            "Hand a self-contained task to a sub-agent; its final answer is the result.",
-            {
-                "type": "object",
-                "properties": {
-                    "agent": {"type": "string", "description": "the sub-agent to ask"},
-                    "task": {"type": "string", "description": "what it should do"},
-                },
-                "required": ["agent", "task"],
-            },
-            # A coroutine: the sub-agent's turn waits for its model like any turn, and the
-            # call holds no thread meanwhile.
-            arun=_delegate,
         ),
     ]
 }
@@ -259,8 +234,6 @@ async def tool_run(*, call: dict, context: ToolContext, tools: dict[str, Tool]) 
 
     A blocking tool runs in the bounded tool pool; a waiting tool is awaited here.
     """
-    from sessions_app.runtime.executors import in_pool
-
     tool, arguments, error = _prepared(call, tools)
     if error:
         return error, True

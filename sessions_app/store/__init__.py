@@ -24,6 +24,8 @@ from sessions_app.store.base import (
     SessionStore,
     StoreError,
 )
+from sessions_app.store.db import DbSessionStore
+from sessions_app.store.jsonl import JsonlSessionStore
 
 __all__ = [
     "AgentMismatch",
@@ -46,11 +48,7 @@ __all__ = [
 def get_store() -> SessionStore:
     backend = settings.JARVIS_SESSION__PERSISTENCE_BACKEND
     if backend in {"db", "postgres"}:
-        from sessions_app.store.db import DbSessionStore
-
         return DbSessionStore()
     if backend == "jsonl":
-        from sessions_app.store.jsonl import JsonlSessionStore
-
         return JsonlSessionStore(settings.SESSIONS_DIR)
     raise ImproperlyConfigured(f"unknown session persistence backend {backend!r}")

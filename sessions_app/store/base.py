@@ -50,11 +50,15 @@ class StoreError(Exception):
 
 
 class SessionNotFound(StoreError):
-    pass
+    """No such session, or not the caller's: the same answer (404 not_found)."""
+
+    code = "not_found"
 
 
 class AgentMismatch(StoreError):
     """`create` of an existing id with another agent (the API answers 409 agent_mismatch)."""
+
+    code = "agent_mismatch"
 
     def __init__(self, session_id: str, existing: str, requested: str):
         super().__init__(f"session {session_id!r} belongs to agent {existing!r}, not {requested!r}")

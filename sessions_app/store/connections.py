@@ -109,12 +109,6 @@ def live_count(session_id: str) -> int:
     return _live(session_id).count()
 
 
-def sweep() -> int:
-    """Remove the rows that no longer count, of every session; returns how many."""
-    deleted, _ = _gone().delete()
-    return deleted
-
-
 def stale_count(*, owner_id: int | None) -> int:
     """Rows of this user's sockets (None: everyone's) not renewed within LIVE_TIMEOUT_SEC."""
     return _stale(owner_id).count()

@@ -12,12 +12,8 @@ from django_tasks_db.models import DBTaskResult
 
 from memory_app.extraction import extract_facts
 from memory_app.models import Episode, Procedure, ProfileFact
-from memory_app.services import (
-    memory_consolidate,
-    memory_consolidate_idle,
-    procedure_approve,
-    procedure_reject,
-)
+from memory_app.services import memory_consolidate, procedure_approve, procedure_reject
+from memory_app.tasks import memory_consolidate_idle
 from sessions_app import signals
 from tests.builders import arithmetic_turn, play_turn
 from tests.helpers import GUARD_SEC, REPO, child_env, eventually

@@ -6,11 +6,8 @@ import pytest
 from django.utils import timezone
 
 from memory_app.models import Episode, Procedure, ProfileFact
-from memory_app.services import (
-    memory_consolidate,
-    memory_consolidate_enqueue,
-    memory_consolidate_idle,
-)
+from memory_app.services import memory_consolidate
+from memory_app.tasks import memory_consolidate_enqueue, memory_consolidate_idle
 from sessions_app.selectors import session_delivery_target
 from sessions_app.store import NewEntry, get_store
 from tests.builders import arithmetic_turn, play_turn

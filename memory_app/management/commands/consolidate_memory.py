@@ -10,7 +10,8 @@ import threading
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
-from memory_app.services import memory_consolidate, memory_consolidate_idle
+from memory_app.services import memory_consolidate
+from memory_app.tasks import memory_consolidate_idle
 
 
 class Command(BaseCommand):

@@ -5,6 +5,7 @@ from functools import lru_cache
 from django.conf import settings
 
 from sessions_app.runtime.providers.base import ModelReply, Provider, ProviderError, ToolSpec
+from sessions_app.runtime.providers.offline import OfflineProvider
 
 __all__ = [
     "ModelReply",
@@ -58,15 +59,16 @@ def providers_preload() -> None:
 @lru_cache(maxsize=64)
 def _provider(spec: str, api_key: str, base_url: str | None) -> Provider:
     if spec == "offline":
-        from sessions_app.runtime.providers.offline import OfflineProvider
-
         return OfflineProvider()
     kind, _, model = spec.partition(":")
     if kind == "openai" and model:
+        # An optional SDK loaded on first use: a server that never asks OpenAI never pays
+        # for importing its SDK.
         from sessions_app.runtime.providers.openai import OpenAIProvider
 
         return OpenAIProvider(model, api_key=api_key, base_url=base_url)
     if kind == "anthropic" and model:
+        # An optional SDK loaded on first use, as OpenAI's above.
         from sessions_app.runtime.providers.anthropic import AnthropicProvider
 
         return AnthropicProvider(model, api_key=api_key, base_url=base_url)

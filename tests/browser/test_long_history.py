@@ -14,6 +14,7 @@ from tests.multiprocess.servers import daphne
 pytestmark = browser_test
 
 FIRST = "the very first message"
+WORDS = "a line of ordinary words that a conversation holds, " * 175  # 9 KB
 LATEST = "the latest message"
 
 # Every close code the page's sockets see, kept where the test can read it.
@@ -30,14 +31,17 @@ window.WebSocket = class extends PageSocket {
 
 
 def _build_long_session(session_id: str, owner_id: int) -> int:
-    """A first message, 2,000 short entries, twelve 100 KB messages, a prompt of 100,000
-    emoji and a short latest answer; returns the bytes of its entries' text."""
+    """About 20 MB: a first message, 2,000 entries of 9 KB, twelve 100 KB messages, a prompt
+    of 100,000 emoji and a short latest answer; returns the bytes of its entries' text."""
     store = get_store()
     store.create(session_id, owner_id=owner_id)
     entries = [user(FIRST)]
-    entries += [user(f"short {n}") if n % 2 else assistant(f"reply {n}") for n in range(2000)]
     entries += [
-        user(f"big {n} " + "x" * 100_000) if n % 2 else assistant(f"big {n} " + "y" * 100_000)
+        user(f"short {n} " + WORDS) if n % 2 else assistant(f"reply {n} " + WORDS)
+        for n in range(2000)
+    ]
+    entries += [
+        user(f"big {n} " + WORDS * 11) if n % 2 else assistant(f"big {n} " + WORDS * 11)
         for n in range(12)
     ]
     entries += [user("😀" * 100_000), assistant(LATEST)]
@@ -78,7 +82,7 @@ def test_a_long_conversation_opens_at_its_latest_message_and_scrolls_back_to_the
     expect(marker).to_have_text("Beginning of the conversation")
     expect(page.locator(".msg.user", has_text=FIRST)).to_be_in_viewport()
     assert page.locator(".msg.user", has_text="😀😀😀").count() == 1
-    assert page.locator(".msg.user", has_text="big 10 ").count() == 1
+    assert page.locator(".msg.user", has_text="big 11 ").count() == 1
     assert page.locator("#connection").get_attribute("data-state") == "open"
     assert 1011 not in page.evaluate("window.closeCodes")
 

@@ -47,6 +47,7 @@ async def _raw_session_frame(path, token):
 
 async def test_a_long_history_opens_with_the_latest_entries_that_fit(backend, alice, alice_token):
     last_seq = await sync(_long_conversation)("long", alice.id)
+    await sync(get_store().append_proactive)("long", "n1", "your reminder")
 
     ws, text = await _raw_session_frame("/ws/sessions/long/", alice_token)
     frame = json.loads(text)
@@ -56,6 +57,9 @@ async def test_a_long_history_opens_with_the_latest_entries_that_fit(backend, al
     assert seqs == list(range(frame["first_seq"], last_seq + 1))
     assert frame["entries"][-1]["content"] == "short 49"
     assert frame["has_more"] is True and frame["first_seq"] > 1
+    # Notices and pending approvals are part of the snapshot whatever its length.
+    assert [notice["content"] for notice in frame["notices"]] == ["your reminder"]
+    assert frame["approvals"] == []
     await ws.disconnect()
 
 
@@ -129,19 +133,6 @@ async def test_a_live_entry_larger_than_the_budget_arrives_as_a_stub(
     assert request["truncated"] is True and request["preview"] == prompt[:500]
     page = await sync(get_store().get_messages)("s1", request["seq"] - 1, 1)
     assert page[0].content == prompt
-    await ws.disconnect()
-
-
-async def test_notices_and_approvals_stay_in_a_snapshot_of_a_long_history(
-    backend, alice, alice_token
-):
-    await sync(_long_conversation)("long", alice.id)
-    await sync(get_store().append_proactive)("long", "n1", "your reminder")
-
-    ws, first = await open_session("/ws/sessions/long/", alice_token)
-
-    assert [notice["content"] for notice in first["notices"]] == ["your reminder"]
-    assert first["approvals"] == []
     await ws.disconnect()
 
 

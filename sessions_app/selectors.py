@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
-from sessions_app import frames
+from sessions_app import frames, limits
 from sessions_app.ids import validate_session_id
 from sessions_app.store import (
     EntryRecord,
@@ -233,7 +233,15 @@ def session_snapshot(*, session_id: str, owner_id: int, after_seq: int = 0) -> d
             for request in approvals_pending(session_id=session_id)
         ],
     }
-    room = budget - frames.encode(head)[1]
+    # What the frame holds besides its entries, counted with the largest first_seq.
+    frame_without_entries = {
+        "type": "session",
+        **head,
+        "entries": [],
+        "first_seq": limits.SEQ_MAX,
+        "has_more": False,
+    }
+    room = budget - frames.encode(frame_without_entries)[1]
     newest = store.get_messages(session_id, after_seq=max(after_seq, meta.last_seq))
     entries: list[dict[str, Any]] = []
     complete = True

@@ -2,13 +2,14 @@
 entries from the first frame, loads older ones as the reader scrolls up, and a search hit
 older than what is shown opens at that entry. Its socket never closes with 1011."""
 
+import json
 import time
 
 import pytest
 
 from sessions_app.store import get_store
 from tests.browser.helpers import browser_test, in_thread, new_page, sign_in
-from tests.builders import assistant, user
+from tests.builders import assistant, call, result, user
 from tests.multiprocess.servers import daphne
 
 pytestmark = browser_test
@@ -116,3 +117,37 @@ def test_a_search_hit_older_than_the_first_window_opens_at_that_entry(
     expect(found).to_be_in_viewport()
     expect(found).to_be_focused()
     expect(found.locator(".text")).to_contain_text("line 20 ")
+
+
+def test_a_tool_call_loaded_after_its_result_is_shown_with_it(
+    browser, small_window_server, alice, settings
+):
+    from playwright.sync_api import expect
+
+    from sessions_app import selectors
+
+    settings.SNAPSHOT_BUDGET_BYTES = 16384
+
+    def build():
+        store = get_store()
+        store.create("tools", owner_id=alice.id)
+        store.append(
+            "tools",
+            [
+                user("read the long file"),
+                assistant(calls=[call("c1", "read", json.dumps({"path": "d/" * 700}))]),
+                result("c1", "the file says " + "n" * 15_000, name="read"),
+                assistant("it is a long file"),
+            ],
+        )
+        # The first frame holds the result and the answer, not the call before them.
+        return selectors.session_snapshot(session_id="tools", owner_id=alice.id)["first_seq"]
+
+    assert in_thread(build) == 3
+    page = new_page(browser)
+    sign_in(page, small_window_server, "/?session=tools")
+
+    tool = page.locator('.tool[data-call-id="c1"]')
+    expect(tool.locator(".tool-state")).to_have_text("done")
+    expect(tool.locator(".result")).to_contain_text("the file says nnn")
+    expect(page.locator(".tool[data-result-for]")).to_have_count(0)

@@ -233,9 +233,16 @@ function renderToolResult(entry) {
     summary.appendChild(el("span", "tool-name", entry.name + " result"));
     orphan.appendChild(summary);
     orphan.appendChild(el("pre", "result", entry.content));
+    // Its call may still come: scrolling back loads the entry before this one.
+    orphan.dataset.resultFor = entry.tool_call_id;
+    orphan.toolResult = entry;
     append(orphan);
     return;
   }
+  showToolResult(details, entry);
+}
+
+function showToolResult(details, entry) {
   details.querySelector(".tool-state").textContent = entry.is_error ? "failed" : "done";
   details.classList.toggle("error", Boolean(entry.is_error));
   details.classList.add("finished");
@@ -340,6 +347,13 @@ function renderAssistantMessage(entry, { live, placed }) {
     const details = toolCallElement(call);
     bubble.appendChild(details);
     state.callElements.set(call.id, details);
+    const orphan = placed && log.querySelector('.tool[data-result-for="' + CSS.escape(call.id) + '"]');
+    if (orphan) {
+      showToolResult(details, orphan.toolResult);
+      // The orphan may be what older entries are being placed before.
+      if (state.placeBefore === orphan) state.placeBefore = orphan.nextSibling;
+      orphan.remove();
+    }
     const link = call.name === "delegate" ? delegateLink(call) : null;
     if (link) bubble.appendChild(link);
   }
@@ -417,7 +431,8 @@ function renderEntry(entry, { live = false, placed = false } = {}) {
   } else if (entry.kind === "model_change") {
     const data = entry.data || {};
     append(el("div", "system-note", "Model changed to " + (data.to || "?")));
-    if (data.to) showModel(data.to);
+    // An older change, loaded while scrolling back, is not the session's model now.
+    if (data.to && !placed) showModel(data.to);
   } else {
     append(el("div", "system-note", entry.kind + " #" + entry.seq));
   }

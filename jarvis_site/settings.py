@@ -208,6 +208,19 @@ MAX_TURNS_PER_USER = _positive("MAX_TURNS_PER_USER", 8, cast=int)
 # How long a tool call that needs the person's approval waits for a yes or no.
 APPROVAL_TIMEOUT_SEC = _positive("APPROVAL_TIMEOUT_SEC", 300.0)
 CONSOLIDATE_IDLE_SEC = _positive("CONSOLIDATE_IDLE_SEC", 180.0)
+# Daphne sends and receives WebSocket messages of at most 1 MiB (its
+# --websocket-max-message-size default): no frame the server sends is larger, and a larger
+# inbound frame closes the socket with 1009 (docs/design.md §8).
+WEBSOCKET_MESSAGE_MAX_BYTES = 1024 * 1024
+# The `session` frame on connect holds the latest entries that fit this many bytes of JSON;
+# an entry larger than it travels as a stub the page fetches over HTTP (docs/design.md §8).
+SNAPSHOT_BUDGET_BYTES = env.int("SNAPSHOT_BUDGET_BYTES", default=512 * 1024)
+if not 16 * 1024 <= SNAPSHOT_BUDGET_BYTES <= WEBSOCKET_MESSAGE_MAX_BYTES * 3 // 4:
+    # Above three quarters of a message, the frame's meta, notices and approvals might not fit.
+    raise ImproperlyConfigured(
+        f"SNAPSHOT_BUDGET_BYTES must be between {16 * 1024} and "
+        f"{WEBSOCKET_MESSAGE_MAX_BYTES * 3 // 4}, not {SNAPSHOT_BUDGET_BYTES}"
+    )
 # A worker process silent this long is dead: its sockets and turn leases count as gone.
 WORKER_DEAD_SEC = _positive("WORKER_DEAD_SEC", 10.0)
 # Server processes heartbeat from the first socket or turn they serve; the test suite turns

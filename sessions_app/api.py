@@ -206,7 +206,8 @@ class SessionViewSet(ViewSet):
             selectors.session_entries(
                 session_id=id,
                 owner_id=request.user.id,
-                after_seq=query["after_seq"],
+                after_seq=query.get("after_seq", 0),
+                before_seq=query.get("before_seq"),
                 limit=query.get("limit"),
             )
         )

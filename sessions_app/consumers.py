@@ -16,9 +16,10 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 from channels.layers import InMemoryChannelLayer
+from django.conf import settings
 from django.db import connections
 
-from sessions_app import commands, limits, selectors, services
+from sessions_app import commands, frames, limits, selectors, services
 from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
 from sessions_app.notice_watch import notices_unwatch, notices_watch
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
@@ -36,6 +37,8 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_EXPIRED = 4408
 # `?agent=` names another agent than the existing session's (the API's 409 agent_mismatch).
 CLOSE_AGENT_MISMATCH = 4409
+# An inbound frame over WEBSOCKET_MESSAGE_MAX_BYTES (RFC 6455's "message too big").
+CLOSE_TOO_LARGE = 1009
 
 
 def _run_in_turn_thread(function, **kwargs):
@@ -148,6 +151,16 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 return
 
     # --- client -> server -----------------------------------------------------------
+    async def websocket_receive(self, message):
+        # Said before the frame is parsed, and with a code the page shows: silently dropping
+        # the socket would only make the page reconnect and send it again.
+        data = message.get("text") if message.get("text") is not None else message.get("bytes")
+        limit = settings.WEBSOCKET_MESSAGE_MAX_BYTES
+        if data is not None and frames.inbound_size(data) > limit:
+            await self._error("too_large", f"a frame may be at most {limit} bytes")
+            return await self.close(code=CLOSE_TOO_LARGE, reason="message too big")
+        await super().websocket_receive(message)
+
     async def receive(self, text_data=None, bytes_data=None):
         try:
             frame = limits.json_loads(text_data) if text_data is not None else None
@@ -250,6 +263,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def _error(self, code: str, message: str):
         await self.send_json({"type": "error", "code": code, "message": message})
+
+    # --- server -> client -----------------------------------------------------------
+    @classmethod
+    async def encode_json(cls, content):
+        # Every frame goes through here: UTF-8 JSON, never over the message limit.
+        return frames.frame_text(content)
 
     # --- channel layer -> client ----------------------------------------------------
     async def dispatch(self, message):

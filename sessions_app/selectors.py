@@ -6,12 +6,16 @@ same to the caller (SessionNotFound -> 404 / close 4404), so ids cannot be probe
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from html import escape
 from typing import Any
 
+from django.conf import settings
+
+from sessions_app import frames, limits
 from sessions_app.ids import validate_session_id
 from sessions_app.runtime import history
 from sessions_app.runtime.prompts import default_system_prompt
@@ -134,28 +138,135 @@ def notice_to_api(notice: Notice) -> dict[str, Any]:
 
 
 def session_entries(
-    *, session_id: str, owner_id: int, after_seq: int = 0, limit: int | None = None
+    *,
+    session_id: str,
+    owner_id: int,
+    after_seq: int = 0,
+    before_seq: int | None = None,
+    limit: int | None = None,
 ) -> dict[str, Any]:
-    """A page of entries in seq order and the `after_seq` that continues after it."""
-    session_get(session_id=session_id, owner_id=owner_id)
+    """A page of entries in seq order, and the cursors that continue after and before it
+    (`next_before_seq` is null when nothing comes before the page).
+
+    With `before_seq`: the latest entries before it, at most `limit` of them and (but for
+    the first) no more than SNAPSHOT_BUDGET_BYTES of JSON, so a page scrolling back through
+    large messages loads a screenful at a time.
+    """
+    meta = session_get(session_id=session_id, owner_id=owner_id)
     limit = MAX_ENTRIES_PAGE if limit is None else min(limit, MAX_ENTRIES_PAGE)
-    entries = get_store().get_messages(session_id, after_seq=after_seq, limit=limit)
+    if before_seq is None:
+        entries = get_store().get_messages(session_id, after_seq=after_seq, limit=limit)
+        return {
+            "entries": [entry_to_api(entry) for entry in entries],
+            "next_after_seq": entries[-1].seq if entries else after_seq,
+            "next_before_seq": entries[0].seq if entries and entries[0].seq > 1 else None,
+        }
+    before_seq = min(before_seq, meta.last_seq + 1)
+    shown: list[dict[str, Any]] = []
+    used = 0
+    for entry in _entries_before(session_id, before_seq=before_seq, floor=0, limit=limit):
+        data = entry_to_api(entry)
+        size = frames.encode(data)[1]
+        if shown and used + size > settings.SNAPSHOT_BUDGET_BYTES:
+            break
+        shown.append(data)
+        used += size
+    shown.reverse()
+    first_seq = shown[0]["seq"] if shown else before_seq
     return {
-        "entries": [entry_to_api(entry) for entry in entries],
-        "next_after_seq": entries[-1].seq if entries else after_seq,
+        "entries": shown,
+        "next_after_seq": shown[-1]["seq"] if shown else before_seq - 1,
+        "next_before_seq": first_seq if first_seq > 1 else None,
     }
 
 
+def _entries_before(
+    session_id: str, *, before_seq: int, floor: int, limit: int | None = None
+) -> Iterator[EntryRecord]:
+    """The entries with floor < seq < before_seq, newest first, read in growing chunks.
+
+    A session's seqs run from 1 to last_seq without gaps (one counter hands them out, and
+    entries leave only with their session), so the n entries before a seq are the ones after
+    that seq minus n + 1: each chunk is a plain `get_messages` range on every backend.
+    """
+    store = get_store()
+    upper = before_seq
+    chunk = 100
+    while upper - 1 > floor and limit != 0:
+        take = upper - 1 - floor if limit is None else min(limit, upper - 1 - floor)
+        take = min(take, chunk)
+        lower = upper - 1 - take
+        records = store.get_messages(session_id, after_seq=lower, limit=take)
+        yield from reversed([record for record in records if record.seq < upper])
+        upper = lower + 1
+        if limit is not None:
+            limit -= take
+        chunk *= 2
+
+
 def session_snapshot(*, session_id: str, owner_id: int, after_seq: int = 0) -> dict[str, Any]:
-    """What a WebSocket shows on connect: the meta, the entries after `after_seq`, notices,
-    and the tool calls waiting for the person's answer (so a reloaded tab can give it)."""
+    """What a WebSocket shows on connect, within SNAPSHOT_BUDGET_BYTES of JSON
+    (docs/design.md §8): the meta, the latest notices (up to a quarter of the budget), the
+    tool calls waiting for the person's answer (so a reloaded tab can give it), and the
+    latest entries that fit the rest — an entry larger than the budget as a stub.
+
+    `first_seq` is the first entry's seq (one past the last seq when there is none) and
+    `has_more` says whether older ones exist. With `after_seq` the entries after it are sent
+    when they all fit; otherwise the latest window is, and a `first_seq` above
+    `after_seq + 1` tells the client to start over from it.
+    """
     meta = session_get(session_id=session_id, owner_id=owner_id)
     store = get_store()
-    return {
+    budget = settings.SNAPSHOT_BUDGET_BYTES
+    notices: list[dict[str, Any]] = []
+    notices_size = 0
+    for notice in reversed(store.get_proactive(session_id)):
+        data = notice_to_api(notice)
+        notices_size += frames.encode(data)[1]
+        if notices_size > budget // 4:
+            break
+        notices.append(data)
+    notices.reverse()
+    head = {
         "session": session_to_api(meta),
-        "entries": [entry_to_api(e) for e in store.get_messages(session_id, after_seq=after_seq)],
-        "notices": [notice_to_api(notice) for notice in store.get_proactive(session_id)],
-        "approvals": approvals_pending(session_id=session_id),
+        "notices": notices,
+        "approvals": [
+            frames.approval_for_frame(request)
+            for request in approvals_pending(session_id=session_id)
+        ],
+    }
+    # What the frame holds besides its entries, counted with the largest first_seq.
+    frame_without_entries = {
+        "type": "session",
+        **head,
+        "entries": [],
+        "first_seq": limits.SEQ_MAX,
+        "has_more": False,
+    }
+    room = budget - frames.encode(frame_without_entries)[1]
+    newest = store.get_messages(session_id, after_seq=max(after_seq, meta.last_seq))
+    entries: list[dict[str, Any]] = []
+    complete = True
+    older = _entries_before(session_id, before_seq=meta.last_seq + 1, floor=after_seq)
+    for entry in itertools.chain(reversed(newest), older):
+        shown, size = frames.entry_for_frame(entry_to_api(entry))
+        room -= size + 2  # and the separator
+        if room < 0:
+            complete = False
+            break
+        entries.append(shown)
+    entries.reverse()
+    if entries:
+        first_seq = entries[0]["seq"]
+    elif complete:
+        first_seq = max(after_seq, meta.last_seq) + 1
+    else:
+        first_seq = (newest[-1].seq if newest else meta.last_seq) + 1
+    return {
+        **head,
+        "entries": entries,
+        "first_seq": first_seq,
+        "has_more": first_seq > 1,
     }
 
 

@@ -44,9 +44,23 @@ class SessionPatchInput(serializers.Serializer):
 
 class EntriesQuery(serializers.Serializer):
     after_seq = serializers.IntegerField(
-        required=False, default=0, min_value=0, max_value=limits.SEQ_MAX
+        required=False,
+        min_value=0,
+        max_value=limits.SEQ_MAX,
+        help_text="entries after this seq, oldest first (default 0: from the start)",
+    )
+    before_seq = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=limits.SEQ_MAX,
+        help_text="instead: the latest entries before this seq (scrolling back), in seq order",
     )
     limit = serializers.IntegerField(required=False, min_value=1, max_value=1000)
+
+    def validate(self, attrs):
+        if "after_seq" in attrs and "before_seq" in attrs:
+            raise serializers.ValidationError("give after_seq or before_seq, not both")
+        return attrs
 
 
 class ContextQuery(serializers.Serializer):
@@ -135,6 +149,10 @@ class EntryOutput(serializers.Serializer):
 class EntriesOutput(serializers.Serializer):
     entries = EntryOutput(many=True)
     next_after_seq = serializers.IntegerField()
+    next_before_seq = serializers.IntegerField(
+        allow_null=True,
+        help_text="the before_seq of the page before this one; null when none comes before it",
+    )
 
 
 class ContextOutput(serializers.Serializer):

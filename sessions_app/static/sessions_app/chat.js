@@ -18,6 +18,13 @@ const sendButton = $("send");
 const abortButton = $("abort");
 
 const SUGGESTIONS = ["what is 17*23?", "remember that my color is blue", "what time is it?"];
+// The largest WebSocket message the server takes (WEBSOCKET_MESSAGE_MAX_BYTES, Daphne's cap).
+const MESSAGE_MAX_BYTES = 1024 * 1024;
+// Entries asked for per step when scrolling back; the server also stops a step at its byte
+// budget, so a step through large messages stays small.
+const OLDER_PAGE = 200;
+// Older entries load when the reader is this close to the top of what is shown.
+const OLDER_MARGIN_PX = 800;
 
 const state = {
   sessionId: null,
@@ -37,6 +44,10 @@ const state = {
   closingOnPurpose: false,
   sessions: [], // the card's last listing, sub-agents' sessions included
   jumpToSeq: null, // an entry to scroll to once the history is shown (a search hit)
+  oldestSeq: null, // the first seq shown: the conversation opens at its latest entries
+  hasOlder: false, // entries before oldestSeq exist on the server
+  loadingOlder: false,
+  placeBefore: null, // while set, rendered entries go before this node (older ones, fetched stubs)
 };
 
 // --- notices, announcements, scrolling ---------------------------------------------------
@@ -71,8 +82,12 @@ new ResizeObserver(() => {
   if (followLatest) log.scrollTop = log.scrollHeight;
 }).observe(log);
 
-// Scrolls to the entry with this seq and highlights it for a moment (a search hit).
-function jumpTo(seq) {
+// Scrolls to the entry with this seq and highlights it for a moment (a search hit); an entry
+// older than those shown is loaded first, with everything after it.
+async function jumpTo(seq) {
+  while (state.hasOlder && state.oldestSeq > seq) {
+    if (!(await loadOlder())) break;
+  }
   const target = log.querySelector('[data-seq="' + Number(seq) + '"]');
   if (!target) {
     showNotice("Entry #" + seq + " is not in this conversation any more.", "info");
@@ -87,8 +102,12 @@ function jumpTo(seq) {
 }
 
 function append(node) {
-  const stick = atBottom();
   removeEmptyState();
+  if (state.placeBefore) {
+    log.insertBefore(node, state.placeBefore);
+    return;
+  }
+  const stick = atBottom();
   if (state.live && state.live.parentNode === log) {
     log.insertBefore(node, state.live);
   } else {
@@ -214,9 +233,16 @@ function renderToolResult(entry) {
     summary.appendChild(el("span", "tool-name", entry.name + " result"));
     orphan.appendChild(summary);
     orphan.appendChild(el("pre", "result", entry.content));
+    // Its call may still come: scrolling back loads the entry before this one.
+    orphan.dataset.resultFor = entry.tool_call_id;
+    orphan.toolResult = entry;
     append(orphan);
     return;
   }
+  showToolResult(details, entry);
+}
+
+function showToolResult(details, entry) {
   details.querySelector(".tool-state").textContent = entry.is_error ? "failed" : "done";
   details.classList.toggle("error", Boolean(entry.is_error));
   details.classList.add("finished");
@@ -304,8 +330,9 @@ function renderUserMessage(entry) {
   append(bubble);
 }
 
-function renderAssistantMessage(entry, { live }) {
-  const streamed = takeLiveBubble();
+function renderAssistantMessage(entry, { live, placed }) {
+  // An entry placed into the history (an older one, a fetched stub) is not the streamed one.
+  const streamed = placed ? null : takeLiveBubble();
   const bubble = streamed || assistantShell();
   bubble.dataset.seq = entry.seq;
   bubble.setAttribute("aria-label", "Jarvis");
@@ -320,6 +347,13 @@ function renderAssistantMessage(entry, { live }) {
     const details = toolCallElement(call);
     bubble.appendChild(details);
     state.callElements.set(call.id, details);
+    const orphan = placed && log.querySelector('.tool[data-result-for="' + CSS.escape(call.id) + '"]');
+    if (orphan) {
+      showToolResult(details, orphan.toolResult);
+      // The orphan may be what older entries are being placed before.
+      if (state.placeBefore === orphan) state.placeBefore = orphan.nextSibling;
+      orphan.remove();
+    }
     const link = call.name === "delegate" ? delegateLink(call) : null;
     if (link) bubble.appendChild(link);
   }
@@ -327,7 +361,7 @@ function renderAssistantMessage(entry, { live }) {
   if (!streamed) append(bubble);
   if (live && entry.content) announce("Jarvis answered: " + text.textContent);
   // A tool step is followed by more work: keep showing that Jarvis is busy.
-  if (state.busy && (entry.tool_calls || []).length) liveBubble();
+  if (!placed && state.busy && (entry.tool_calls || []).length) liveBubble();
 }
 
 const STATUS_TEXT = {
@@ -364,7 +398,8 @@ function renderCompaction(entry) {
 // agent_end names the session's last seq: fetch any entry this tab did not receive.
 async function resyncUpTo(lastSeq) {
   const sessionId = state.sessionId;
-  let after = 0;
+  // Entries before the oldest one shown are not missing: they load when scrolled to.
+  let after = Math.max(0, (state.oldestSeq || 1) - 1);
   while (after < lastSeq && state.seen.has(after + 1)) after += 1;
   while (after < lastSeq) {
     const result = await api("GET", sessionPath(sessionId) + "entries/?after_seq=" + after);
@@ -374,17 +409,19 @@ async function resyncUpTo(lastSeq) {
   }
 }
 
-function renderEntry(entry, { live = false } = {}) {
+function renderEntry(entry, { live = false, placed = false } = {}) {
   if (state.seen.has(entry.seq)) return;
   state.seen.add(entry.seq);
   state.lastSeq = Math.max(state.lastSeq, entry.seq);
-  if (entry.kind === "turn_start") {
+  if (entry.truncated) {
+    renderStub(entry, { live });
+  } else if (entry.kind === "turn_start") {
     // The user message right after it says everything a reader needs.
     state.turnStarts.set(entry.turn_id, entry.seq);
   } else if (entry.kind === "message" && entry.role === "user") {
     renderUserMessage(entry);
   } else if (entry.kind === "message" && entry.role === "assistant") {
-    renderAssistantMessage(entry, { live });
+    renderAssistantMessage(entry, { live, placed });
   } else if (entry.kind === "message" && entry.role === "tool") {
     renderToolResult(entry);
   } else if (entry.kind === "turn_end") {
@@ -394,11 +431,122 @@ function renderEntry(entry, { live = false } = {}) {
   } else if (entry.kind === "model_change") {
     const data = entry.data || {};
     append(el("div", "system-note", "Model changed to " + (data.to || "?")));
-    if (data.to) showModel(data.to);
+    // An older change, loaded while scrolling back, is not the session's model now.
+    if (data.to && !placed) showModel(data.to);
   } else {
     append(el("div", "system-note", entry.kind + " #" + entry.seq));
   }
 }
+
+// An entry too large for a WebSocket frame arrives as a stub (its preview and size): shown as
+// a placeholder while the whole entry comes over HTTP, then rendered in its place.
+function renderStub(entry, { live }) {
+  if (live && entry.kind === "message" && entry.role === "assistant") {
+    // Its text streamed into the live bubble; the fetched entry takes its place.
+    removeLive();
+  }
+  const holder = el("div", "entry-loading");
+  holder.dataset.stubSeq = entry.seq;
+  holder.setAttribute("aria-busy", "true");
+  holder.appendChild(el("span", "entry-loading-label", "Loading a large message (" + megabytes(entry.size) + ")…"));
+  holder.appendChild(el("div", "entry-loading-preview", entry.preview || ""));
+  append(holder);
+  if (live && state.busy) liveBubble();
+  fetchWholeEntry(entry.seq, holder);
+}
+
+function megabytes(bytes) {
+  return (bytes / (1024 * 1024)).toFixed(1) + " MB";
+}
+
+async function fetchWholeEntry(seq, holder) {
+  const sessionId = state.sessionId;
+  const result = await api("GET", sessionPath(sessionId) + "entries/?after_seq=" + (seq - 1) + "&limit=1");
+  if (sessionId !== state.sessionId || !holder.isConnected) return;
+  const entry = result.ok ? result.data.entries[0] : null;
+  if (!entry || entry.seq !== seq) {
+    holder.removeAttribute("aria-busy");
+    holder.querySelector(".entry-loading-label").textContent =
+      "This message could not be loaded: " + (result.ok ? "it is gone" : errorText(result));
+    return;
+  }
+  const stick = atBottom();
+  state.seen.delete(seq);
+  placeBefore(holder, () => renderEntry(entry, { placed: true }));
+  holder.remove();
+  if (stick) log.scrollTop = log.scrollHeight;
+  refreshAnswerActions();
+}
+
+// Runs `render` with every node it appends going before `node` instead of at the end.
+function placeBefore(node, render) {
+  const previous = state.placeBefore;
+  state.placeBefore = node;
+  try {
+    render();
+  } finally {
+    state.placeBefore = previous;
+  }
+}
+
+// --- older entries: the conversation opens at its latest ones ----------------------------
+
+// The line at the top of the log: older entries are loading, or this is the beginning.
+function historyStart() {
+  let marker = log.querySelector(":scope > .history-start");
+  if (!marker) {
+    marker = el("div", "history-start");
+    log.insertBefore(marker, log.firstChild);
+  }
+  marker.textContent = state.hasOlder ? "Loading earlier messages…" : "Beginning of the conversation";
+  marker.dataset.more = String(state.hasOlder);
+  return marker;
+}
+
+// Loads the entries just before the oldest one shown, keeping what the reader sees in place.
+// Returns whether a page came.
+async function loadOlder() {
+  if (state.loadingOlder || !state.hasOlder) return false;
+  const sessionId = state.sessionId;
+  state.loadingOlder = true;
+  let result;
+  try {
+    result = await api(
+      "GET",
+      sessionPath(sessionId) + "entries/?before_seq=" + state.oldestSeq + "&limit=" + OLDER_PAGE,
+    );
+  } finally {
+    state.loadingOlder = false;
+  }
+  if (sessionId !== state.sessionId) return false;
+  if (!result.ok) {
+    showNotice("Could not load earlier messages: " + errorText(result), "error");
+    return false;
+  }
+  const { entries, next_before_seq: nextBefore } = result.data;
+  const marker = historyStart();
+  const fromBottom = log.scrollHeight - log.scrollTop;
+  placeBefore(marker.nextSibling, () => {
+    for (const entry of entries) renderEntry(entry, { placed: true });
+  });
+  if (entries.length) state.oldestSeq = entries[0].seq;
+  state.hasOlder = nextBefore !== null && entries.length > 0;
+  historyStart();
+  log.scrollTop = log.scrollHeight - fromBottom;
+  refreshAnswerActions();
+  return true;
+}
+
+// Keeps loading while the reader is near the top (or the log does not fill the screen yet).
+async function fillOlder() {
+  while (state.hasOlder && !state.loadingOlder && log.scrollTop < OLDER_MARGIN_PX) {
+    if (!(await loadOlder())) return;
+  }
+}
+
+log.addEventListener("scroll", () => {
+  if (log.scrollTop < OLDER_MARGIN_PX) fillOlder();
+});
 
 function renderNotice(notice) {
   if (state.seen.has("notice:" + notice.message_id)) return;
@@ -640,6 +788,8 @@ function setBusy(busy) {
 function resetConversation() {
   log.textContent = "";
   state.lastSeq = 0;
+  state.oldestSeq = null;
+  state.hasOlder = false;
   state.seen.clear();
   state.turnStarts.clear();
   state.callElements.clear();
@@ -692,6 +842,10 @@ function onSocketClosed(socket, closeEvent) {
     window.location.href = loginUrl();
     return;
   }
+  if (closeEvent.code === 1009) {
+    // The server refused a frame this page sent as too large; the session itself is fine.
+    showNotice("That message was too large to send (at most " + megabytes(MESSAGE_MAX_BYTES) + ").", "error");
+  }
   if (closeEvent.code === 4400 || closeEvent.code === 4404) {
     setConnection("closed", "unavailable");
     showNotice(
@@ -721,6 +875,15 @@ function onSessionSnapshot(event) {
   if (event.session.last_seq < state.lastSeq) {
     // Deleted meanwhile and opened again as a new session: the old page is stale.
     resetConversation();
+  } else if (state.lastSeq && event.first_seq > state.lastSeq + 1) {
+    // More came while away than one frame holds: the frame is the latest entries, with a
+    // gap before them; start over from those.
+    resetConversation();
+  }
+  if (state.oldestSeq === null) {
+    state.oldestSeq = event.first_seq;
+    state.hasOlder = event.has_more;
+    if (state.hasOlder) historyStart();
   }
   showSessionMeta(event.session);
   const wasAtBottom = atBottom();
@@ -737,10 +900,11 @@ function onSessionSnapshot(event) {
   if (state.jumpToSeq !== null) {
     jumpTo(state.jumpToSeq);
     state.jumpToSeq = null;
-  } else if (wasAtBottom || event.entries.length) {
-    log.scrollTop = log.scrollHeight;
+  } else {
+    if (wasAtBottom || event.entries.length) log.scrollTop = log.scrollHeight;
+    fillOlder();
   }
-  if (state.seen.size === 0 && !state.pendingPrompt) showEmptyState();
+  if (state.seen.size === 0 && !state.hasOlder && !state.pendingPrompt) showEmptyState();
   refreshCost();
   if (state.pendingPrompt) {
     // The branch's copied answer must not offer Regenerate while its new request starts.
@@ -811,7 +975,16 @@ function send(frame) {
     showNotice("Not connected yet — your message was not sent.", "error");
     return false;
   }
-  state.socket.send(JSON.stringify(frame));
+  const text = JSON.stringify(frame);
+  const size = new TextEncoder().encode(text).length;
+  if (size > MESSAGE_MAX_BYTES) {
+    showNotice(
+      "This message is too large to send (" + megabytes(size) + "; at most " + megabytes(MESSAGE_MAX_BYTES) + ").",
+      "error",
+    );
+    return false;
+  }
+  state.socket.send(text);
   return true;
 }
 

@@ -153,7 +153,7 @@ def test_entries_come_in_seq_order_and_page_with_next_after_seq(api):
     rest = api.get(f"/api/sessions/s1/entries/?after_seq={page['next_after_seq']}").json()
     assert [entry["seq"] for entry in rest["entries"]] == [5, 6]
     empty = api.get("/api/sessions/s1/entries/?after_seq=6").json()
-    assert empty == {"entries": [], "next_after_seq": 6}
+    assert empty == {"entries": [], "next_after_seq": 6, "next_before_seq": None}
     assert_error(api.get("/api/sessions/s1/entries/?after_seq=-1"), 400, "invalid")
 
 

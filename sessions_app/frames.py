@@ -1,0 +1,101 @@
+"""Every frame the server sends over a session's WebSocket fits in one message (docs/design.md §8).
+
+Daphne sends and receives WebSocket messages of at most `WEBSOCKET_MESSAGE_MAX_BYTES`; a
+larger send fails the socket with 1011, on every connect if it is the history. So frames are
+JSON in UTF-8 (an emoji is 4 bytes, not the 12 of `\\ud83d\\ude00`), an entry larger than
+`SNAPSHOT_BUDGET_BYTES` travels as a stub the page fetches over HTTP, and any other frame that
+would not fit is cut down to one that does.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+
+# How much of a stubbed entry's text the stub shows while the page fetches the rest.
+PREVIEW_CHARS = 500
+# The fields of an entry a stub keeps: all but the ones that can be large.
+STUB_FIELDS = ("seq", "kind", "role", "name", "tool_call_id", "is_error", "model", "turn_id")
+
+
+def encode(frame: Any) -> tuple[str, int]:
+    """The frame as JSON text and its size in bytes on the wire."""
+    text = json.dumps(frame, ensure_ascii=False)
+    try:
+        return text, len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        # A lone surrogate has no UTF-8 form; escaped, it is valid JSON.
+        text = json.dumps(frame)
+        return text, len(text)
+
+
+def preview(text: str) -> str:
+    return text[:PREVIEW_CHARS]
+
+
+def entry_stub(entry: dict[str, Any], size: int) -> dict[str, Any]:
+    """What a frame carries of an entry too large for it: enough to place and label it, a
+    preview, and its size; the page fetches the whole entry over HTTP."""
+    stub = {field: entry.get(field) for field in STUB_FIELDS}
+    stub["created_at"] = entry.get("created_at")
+    stub.update(truncated=True, size=size, preview=preview(entry.get("content") or ""))
+    return stub
+
+
+def entry_for_frame(entry: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The entry, or its stub when its JSON is over the snapshot budget; and the size of
+    what is returned."""
+    _, size = encode(entry)
+    if size <= settings.SNAPSHOT_BUDGET_BYTES:
+        return entry, size
+    stub = entry_stub(entry, size)
+    return stub, encode(stub)[1]
+
+
+def approval_for_frame(request: dict[str, Any]) -> dict[str, Any]:
+    """A pending approval; arguments too large for a frame are cut to a preview (the whole
+    call is in its assistant entry)."""
+    if encode(request["arguments"])[1] * 4 <= settings.SNAPSHOT_BUDGET_BYTES:
+        return request
+    return {**request, "arguments": preview(str(request["arguments"])), "truncated": True}
+
+
+def _cut_down(frame: dict[str, Any]) -> dict[str, Any]:
+    kind = frame.get("type")
+    if kind == "command_result":
+        # The text is for reading; the data a page acts on is small for every command
+        # whose result can be this large (listings), so the page loses nothing it needs.
+        return {**frame, "text": preview(str(frame.get("text", ""))), "data": {}, "truncated": True}
+    if kind == "approval_request":
+        return approval_for_frame(frame)
+    return _too_large(kind)
+
+
+def _too_large(kind: Any) -> dict[str, Any]:
+    return {
+        "type": "error",
+        "code": "too_large",
+        "message": f"a {kind} event was too large to send; reload to see what it changed",
+    }
+
+
+def frame_text(frame: dict[str, Any]) -> str:
+    """The JSON text of a frame for the socket, never over the message limit."""
+    if frame.get("type") == "entry":
+        frame = {**frame, "entry": entry_for_frame(frame["entry"])[0]}
+    text, size = encode(frame)
+    if size <= settings.WEBSOCKET_MESSAGE_MAX_BYTES:
+        return text
+    text, size = encode(_cut_down(frame))
+    if size <= settings.WEBSOCKET_MESSAGE_MAX_BYTES:
+        return text
+    return encode(_too_large(frame.get("type")))[0]
+
+
+def inbound_size(data: str | bytes) -> int:
+    """The bytes a received frame had on the wire."""
+    if isinstance(data, bytes):
+        return len(data)
+    return len(data.encode("utf-8", "surrogatepass"))

@@ -22,6 +22,7 @@ from rest_framework.viewsets import ViewSet
 
 from sessions_app import limits, schedule_serializers, schedules, selectors, serializers, services
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
+from sessions_app.runtime.drain import Draining
 from sessions_app.runtime.history import HistoryInvalid
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
 from sessions_app.store import AgentMismatch, InvalidSessionId, SessionNotFound
@@ -39,6 +40,7 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
     services.SessionConnected: (status.HTTP_409_CONFLICT, "session_connected"),
     SessionBusy: (status.HTTP_409_CONFLICT, "session_busy"),
     TooManyTurns: (status.HTTP_429_TOO_MANY_REQUESTS, "too_many_turns"),
+    Draining: (status.HTTP_503_SERVICE_UNAVAILABLE, "draining"),
     HistoryInvalid: (status.HTTP_409_CONFLICT, "history_invalid"),
     services.NothingToCompact: (status.HTTP_409_CONFLICT, "nothing_to_compact"),
     limits.InputInvalid: (status.HTTP_400_BAD_REQUEST, "invalid"),

@@ -26,6 +26,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from jarvis_site.metrics import NOTICE_DELIVERIES
 from sessions_app.ids import is_test_session
 from sessions_app.models import NoticeOutbox
 from sessions_app.store import Notice, get_store
@@ -167,6 +168,7 @@ def notice_webhook_send(*, outbox_id: int) -> str:
         return "skipped"
     row = NoticeOutbox.objects.get(id=outbox_id)
     error = _post(row.payload)
+    NOTICE_DELIVERIES.labels(channel="webhook", outcome="failed" if error else "sent").inc()
     if error is None:
         NoticeOutbox.objects.filter(id=outbox_id, state=NoticeOutbox.SENDING).update(
             state=NoticeOutbox.SENT, sent_at=timezone.now(), last_error=""

@@ -26,6 +26,7 @@ import signal
 
 from daphne.cli import CommandLineInterface
 from daphne.server import Server
+from daphne.ws_protocol import WebSocketProtocol
 from django.conf import settings
 from twisted.internet import reactor
 
@@ -39,6 +40,21 @@ logger = logging.getLogger(__name__)
 # requests (a turn's POST among them) to send their answer.
 CLOSE_GRACE_SEC = 10
 ASGI_APPLICATION = "jarvis_site.asgi:application"
+SERVICE_RESTART = 1012
+
+
+class RestartingWebSocketProtocol(WebSocketProtocol):
+    """Daphne's WebSocket protocol, able to close with 1012 (Service Restart).
+
+    1012 is a registered close code meant for exactly this, but autobahn's `sendClose` takes
+    only 1000 and 3000-4999 from an application; the frame it sends for them is the same.
+    """
+
+    def serverClose(self, code=None):
+        if code == SERVICE_RESTART:
+            self.sendCloseFrame(code=code, isReply=False)
+        else:
+            super().serverClose(code)
 
 
 class DrainingServer(Server):
@@ -47,10 +63,11 @@ class DrainingServer(Server):
         self.signal_handlers = False
         self._hurry = asyncio.Event()
         self._drain_task: asyncio.Task | None = None
-        reactor.callWhenRunning(self._install_signal_handlers)
+        reactor.callWhenRunning(self._on_start)
         super().run()
 
-    def _install_signal_handlers(self) -> None:
+    def _on_start(self) -> None:
+        self.ws_factory.protocol = RestartingWebSocketProtocol
         loop = asyncio.get_event_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._on_signal, signum)

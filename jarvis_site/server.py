@@ -11,8 +11,9 @@ installed) and drains instead:
    that turn's `agent_end`; the page reconnects, through the proxy, to another worker;
 3. the running turns get DRAIN_TIMEOUT_SEC to end; then they are aborted and close as any
    aborted turn does (every call answered, `turn_end` aborted);
-4. once the sockets and the answers under way are done (or CLOSE_GRACE_SEC passed), the
-   reactor stops and the process exits 0.
+4. it stops listening, so that the proxy sends new connections to the other workers at once
+   (until then /readyz says 503 to whoever asks); once the sockets and the answers under way
+   are done (or CLOSE_GRACE_SEC passed), the reactor stops and the process exits 0.
 
 A second signal during the drain ends the grace period at once (step 3).
 """
@@ -63,8 +64,13 @@ class DrainingServer(Server):
         self.signal_handlers = False
         self._hurry = asyncio.Event()
         self._drain_task: asyncio.Task | None = None
+        self._ports = []
         reactor.callWhenRunning(self._on_start)
         super().run()
+
+    def listen_success(self, port):
+        self._ports.append(port)
+        super().listen_success(port)
 
     def _on_start(self) -> None:
         self.ws_factory.protocol = RestartingWebSocketProtocol
@@ -93,6 +99,8 @@ class DrainingServer(Server):
             aborted = turns_abort_all_local()
             logger.warning("drain: grace period over, %d turns aborted", aborted)
             await drain.turns_done(timeout=CLOSE_GRACE_SEC)
+        for port in self._ports:
+            port.stopListening()
         deadline = loop.time() + CLOSE_GRACE_SEC
         if closing:
             await asyncio.wait(closing, timeout=CLOSE_GRACE_SEC)

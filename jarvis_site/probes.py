@@ -38,6 +38,14 @@ def healthz(request) -> JsonResponse:
 
 
 def readyz(request) -> JsonResponse:
+    response = _readiness()
+    # A 503 here is an answer, not a server error: Django would log one at ERROR level for
+    # every probe of a draining or waiting worker. The reasons are logged where found.
+    response._has_been_logged = True
+    return response
+
+
+def _readiness() -> JsonResponse:
     if is_draining():
         return JsonResponse({"status": "draining"}, status=503)
     failed = {}

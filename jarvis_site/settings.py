@@ -339,5 +339,11 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "channels_redis.core": {"level": "INFO", "filters": ["redis_drops"]},
+        # At DEBUG the model SDKs and their HTTP client log request bodies (the messages):
+        # never below INFO, whatever LOG_LEVEL says.
+        **{
+            name: {"level": "INFO" if LOG_LEVEL.upper() in {"DEBUG", "NOTSET"} else LOG_LEVEL}
+            for name in ("openai", "anthropic", "httpx", "httpcore")
+        },
     },
 }

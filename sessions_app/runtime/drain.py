@@ -14,6 +14,7 @@ import asyncio
 import threading
 from collections import Counter
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 # How often a drain looks at the turns still running. Only a draining worker polls, for the
 # few seconds its last turns take.
@@ -23,6 +24,9 @@ _lock = threading.Lock()
 _draining = False
 _turns: Counter[str] = Counter()
 _sockets: set = set()
+# Set inside a running turn: a sub-agent turn it starts (delegation) is part of its work and
+# runs even while the worker drains.
+_inside_turn: ContextVar[bool] = ContextVar("inside_turn", default=False)
 
 
 class Draining(Exception):
@@ -48,14 +52,17 @@ def is_draining() -> bool:
 
 @contextmanager
 def turn_admitted(session_id: str):
-    """Count a turn of this worker while it runs; refuse it with Draining once draining."""
+    """Count a turn of this worker while it runs; refuse a new one with Draining once
+    draining (a turn started by a running turn is not new)."""
     with _lock:
-        if _draining:
+        if _draining and not _inside_turn.get():
             raise Draining()
         _turns[session_id] += 1
+    token = _inside_turn.set(True)
     try:
         yield
     finally:
+        _inside_turn.reset(token)
         with _lock:
             _turns[session_id] -= 1
             if not _turns[session_id]:

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-stress bench bench-turns lint migrations-check user venv screenshots
+.PHONY: run cluster test test-stress bench bench-turns lint migrations-check user venv screenshots
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,10 +14,19 @@ $(STAMP): requirements.txt
 
 venv: $(STAMP)
 
+# A person reads `make run`'s console: plain-text log lines unless LOG_FORMAT says otherwise.
 run: $(STAMP)
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py ensure_local_user
-	$(PY) manage.py run_local
+	LOG_FORMAT=$${LOG_FORMAT:-text} $(PY) manage.py run_local
+
+# Production-shaped, on this machine: nginx in front of WORKERS Daphne workers, the task
+# worker and the consolidation loop, on PostgreSQL and Redis (docs/deploy.md).
+WORKERS ?= 2
+cluster: $(STAMP)
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py ensure_local_user
+	$(PY) manage.py run_cluster --workers $(WORKERS)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -19,6 +19,8 @@ import time
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer
 
+from jarvis_site.metrics import EVENTS_DROPPED
+
 CLEAN_EVERY_SEC = 1.0
 
 
@@ -46,7 +48,8 @@ class InProcessChannelLayer(InMemoryChannelLayer):
             try:
                 self._put(channel, pickle.loads(packed))
             except ChannelFull:
-                pass  # as Channels does: a full inbox loses this message, the others get it
+                # As Channels does: a full inbox loses this message, the others get it.
+                EVENTS_DROPPED.inc()
 
     def _put(self, channel: str, message: dict) -> None:
         queue = self.channels.setdefault(channel, asyncio.Queue(maxsize=self.get_capacity(channel)))

@@ -61,7 +61,12 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First, so that it sees every answer: errors under /api/ are JSON, whoever made them.
+    # Before anything that checks the Host header or a login: a load balancer's probe and a
+    # Prometheus scrape address a worker by its IP (docs/deploy.md).
+    "jarvis_site.probes.ProbeMiddleware",
+    # Every log line of a request carries its request_id.
+    "jarvis_site.log_context.RequestContextMiddleware",
+    # Then the first that sees answers: errors under /api/ are JSON, whoever made them.
     "sessions_app.middleware.ApiJsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -340,13 +345,59 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 SERVE_STATIC = env.bool("SERVE_STATIC", default=True)
 
+# --- Operations (docs/deploy.md) -----------------------------------------------------------
+# A worker sent SIGTERM gives its running turns this long to finish, then aborts them.
+DRAIN_TIMEOUT_SEC = _positive("DRAIN_TIMEOUT_SEC", 30.0)
+# /metrics answers loopback without a token; anyone else needs `Authorization: Bearer` it.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+# Shared by every process of a host so /metrics sums them (jarvis_site.metrics); unset, each
+# process's /metrics shows itself alone. prometheus-client reads it from the environment.
+PROMETHEUS_MULTIPROC_DIR = env.str("PROMETHEUS_MULTIPROC_DIR", default="")
+if PROMETHEUS_MULTIPROC_DIR:
+    Path(PROMETHEUS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)
+
+# JSON lines for log collectors (the default); `text` for a person reading a console
+# (`make run` sets it). Every line carries request_id, user_id, session_id, turn_id when known.
+LOG_FORMAT = env.str("LOG_FORMAT", default="json")
+if LOG_FORMAT not in {"json", "text"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT must be 'json' or 'text', not {LOG_FORMAT!r}")
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {
+        "context": {"()": "jarvis_site.log_context.ContextFilter"},
+        "redis_drops": {"()": "jarvis_site.metrics.RedisDropCounter"},
+    },
+    "formatters": {
+        "json": {
+            "()": "jarvis_site.log_context.JsonLinesFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s "
+            "%(request_id)s %(user_id)s %(session_id)s %(turn_id)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+        "text": {
+            "format": "%(asctime)s %(levelname)s %(name)s: %(message)s "
+            "[request=%(request_id)s user=%(user_id)s session=%(session_id)s turn=%(turn_id)s]",
+        },
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["context"],
+        }
+    },
+    # One handler, on the root: Django's, Daphne's and the libraries' lines come out in the
+    # same format as ours.
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
-        "sessions_app": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-        "memory_app": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-        "notices_app": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+        "channels_redis.core": {"level": "INFO", "filters": ["redis_drops"]},
+        # At DEBUG the model SDKs and their HTTP client log request bodies (the messages):
+        # never below INFO, whatever LOG_LEVEL says.
+        **{
+            name: {"level": "INFO" if LOG_LEVEL.upper() in {"DEBUG", "NOTSET"} else LOG_LEVEL}
+            for name in ("openai", "anthropic", "httpx", "httpcore")
+        },
     },
 }

@@ -29,6 +29,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from jarvis_site.metrics import NOTICE_DELIVERIES
 from notices_app.channels import CHANNELS
 from notices_app.channels.base import OutboundNotice, SendResult
 from notices_app.models import NoticeOutbox
@@ -157,6 +158,7 @@ def notice_send(*, outbox_id: int) -> str:
         )
         notice_mark_delivered(session_id=row.session_id, message_id=row.message_id)
         logger.info("notice %s: sent (attempt %d)", where, row.attempts)
+        NOTICE_DELIVERIES.labels(channel=row.channel, outcome="sent").inc()
         return "sent"
     channel = CHANNELS.get(row.channel)
     delay = None
@@ -171,6 +173,7 @@ def notice_send(*, outbox_id: int) -> str:
         logger.warning(
             "notice %s: given up after attempt %d: %s", where, row.attempts, result.detail
         )
+        NOTICE_DELIVERIES.labels(channel=row.channel, outcome="failed").inc()
         return "failed"
     next_attempt = timezone.now() + delay
     logger.warning(
@@ -188,6 +191,7 @@ def notice_send(*, outbox_id: int) -> str:
             last_error=result.detail[:2000],
             task_id=task_id,
         )
+    NOTICE_DELIVERIES.labels(channel=row.channel, outcome="retry").inc()
     return "retry"
 
 

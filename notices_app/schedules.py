@@ -281,7 +281,7 @@ def schedule_prompt_answer(*, parent_id: str, text: str) -> str:
             delegation_run, parent_id=parent_id, agent=PROMPT_AGENT, task=text, abort=TurnAbort()
         )
     except (ValueError, RuntimeError, ToolAborted, SessionNotFound) as error:
-        logger.warning("scheduled prompt %r did not finish: %s", text[:80], error)
+        logger.warning("scheduled prompt in %s did not finish: %s", parent_id, type(error).__name__)
         return f"The scheduled request “{text}” did not finish: {error}"
 
 

@@ -23,6 +23,7 @@ from rest_framework.viewsets import ViewSet
 from sessions_app import limits, selectors, serializers, services
 from sessions_app.parsers import too_large
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
+from sessions_app.runtime.drain import Draining
 from sessions_app.runtime.history import HistoryInvalid
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
 from sessions_app.store import AgentMismatch, InvalidSessionId, SessionNotFound
@@ -40,6 +41,7 @@ DOMAIN_ERRORS: dict[type[Exception], int] = {
     services.SessionConnected: status.HTTP_409_CONFLICT,
     SessionBusy: status.HTTP_409_CONFLICT,
     TooManyTurns: status.HTTP_429_TOO_MANY_REQUESTS,
+    Draining: status.HTTP_503_SERVICE_UNAVAILABLE,
     HistoryInvalid: status.HTTP_409_CONFLICT,
     services.NothingToCompact: status.HTTP_409_CONFLICT,
     limits.InputInvalid: status.HTTP_400_BAD_REQUEST,

@@ -19,9 +19,12 @@ from channels.layers import InMemoryChannelLayer
 from django.conf import settings
 from django.db import connections
 
+from jarvis_site import metrics
+from jarvis_site.log_context import log_context_set, new_request_id
 from sessions_app import commands, frames, limits, selectors, services
 from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
 from sessions_app.notice_watch import notices_unwatch, notices_watch
+from sessions_app.runtime import drain
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
 from sessions_app.store import SessionNotFound
@@ -39,6 +42,9 @@ CLOSE_EXPIRED = 4408
 CLOSE_AGENT_MISMATCH = 4409
 # An inbound frame over WEBSOCKET_MESSAGE_MAX_BYTES (RFC 6455's "message too big").
 CLOSE_TOO_LARGE = 1009
+# The worker is restarting (drain, docs/design.md §19): the client reconnects, and the proxy
+# sends it to another worker.
+CLOSE_SERVICE_RESTART = 1012
 
 
 def _run_in_turn_thread(function, **kwargs):
@@ -58,6 +64,7 @@ def _run_in_turn_thread(function, **kwargs):
 class SessionConsumer(AsyncJsonWebsocketConsumer):
     session_id: str | None = None
     registered = False
+    counted = False  # in jarvis_ws_connections and the drain's list of sockets
     watching_notices = False
 
     # --- lifecycle ------------------------------------------------------------------
@@ -68,6 +75,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             return await self._refuse(CLOSE_UNAUTHENTICATED)
+        if drain.is_draining():
+            return await self._refuse(CLOSE_SERVICE_RESTART)
         try:
             session_id = validate_session_id(self.scope["url_route"]["kwargs"]["session_id"])
         except InvalidSessionId:
@@ -81,6 +90,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             return await self._refuse(CLOSE_BAD_ID)
         self.user_id = user.id
         self.session_id = session_id
+        # This socket's task and the turns it starts log with these (jarvis_site.log_context).
+        log_context_set(request_id=new_request_id(), user_id=user.id, session_id=session_id)
         self.group = group_name(session_id)
         if "agent" in query:
             existing = await database_sync_to_async(selectors.session_agent_conflict)(
@@ -107,6 +118,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             return await self._refuse(CLOSE_NOT_FOUND)
         self.registered = True
         await self.accept()
+        metrics.WS_CONNECTIONS.inc()
+        drain.socket_register(self)
+        self.counted = True
         snapshot = await database_sync_to_async(selectors.session_snapshot)(
             session_id=session_id, owner_id=user.id, after_seq=after_seq
         )
@@ -125,6 +139,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=code)
 
     async def disconnect(self, code):
+        if self.counted:
+            self.counted = False
+            metrics.WS_CONNECTIONS.dec()
+            drain.socket_unregister(self)
         if self.heartbeat is not None:
             self.heartbeat.cancel()
         if self.watching_notices:
@@ -218,7 +236,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await services.turn_send_async(
                 session_id=self.session_id, owner_id=self.user_id, text=text
             )
-        except (SessionBusy, TooManyTurns) as error:
+        except (SessionBusy, TooManyTurns, drain.Draining) as error:
             await self._error(error.code, str(error))
         except SessionNotFound:
             await self._error("not_found", "the session no longer exists; reload to start anew")
@@ -300,6 +318,19 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def notice_found(self, notice: dict):
         await self._send_notice(notice)
+
+    # --- drain ----------------------------------------------------------------------
+    async def drain_close(self):
+        """Close with 1012 once this session's turn on this worker (if any) has ended.
+
+        The close goes through this socket's own channel, behind the turn's events: the
+        turn has handed its `agent_end` to the layer before it counts as ended, so the
+        client receives the whole answer, then the close."""
+        await drain.turns_done(session_id=self.session_id)
+        await self.channel_layer.send(self.channel_name, {"type": "drain.closing"})
+
+    async def drain_closing(self, message):
+        await self.close(code=CLOSE_SERVICE_RESTART)
 
 
 class UnknownPathConsumer(AsyncWebsocketConsumer):

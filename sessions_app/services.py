@@ -33,6 +33,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from jarvis_site import metrics
 from sessions_app import compaction, limits, selectors
 from sessions_app.agents import model_for_session, per_parent_session_ids
 from sessions_app.ids import group_name, new_session_id, safe_filename, validate_session_id
@@ -101,6 +102,7 @@ def session_broadcast(*, session_id: str, event: dict[str, Any]) -> None:
     async_to_sync(layer.group_send)(
         group_name(session_id), {"type": "session.event", "event": event}
     )
+    metrics.EVENTS_SENT.inc()
 
 
 def session_broadcast_on_commit(*, session_id: str, event: dict[str, Any]) -> None:
@@ -149,6 +151,7 @@ def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
         if layer is not None:
             async with _group_send_slot():
                 await layer.group_send(group, {"type": "session.event", "event": event})
+            metrics.EVENTS_SENT.inc()
 
     async def flush() -> None:
         if pending:

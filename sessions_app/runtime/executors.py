@@ -95,4 +95,6 @@ async def in_pool(name: str, function, /, *args, **kwargs):
     if _in_caller_thread.get() and name != "control":
         return await sync_to_async(call, thread_sensitive=True)()
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(pool(name), call)
+    # run_in_executor does not carry context variables (sync_to_async does): the work runs
+    # in a copy of the caller's context, so its log lines name the caller's turn.
+    return await loop.run_in_executor(pool(name), contextvars.copy_context().run, call)

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.db import DatabaseError, connection
 
+from jarvis_site import metrics
 from sessions_app.ids import validate_session_id
 from sessions_app.runtime.executors import in_pool
 from sessions_app.store import get_store
@@ -79,6 +80,7 @@ class TurnLease:
         deadline = time.monotonic() + wait_sec
         while not self.backend.try_acquire():
             if time.monotonic() >= deadline:
+                metrics.LEASE_BUSY.inc()
                 raise SessionBusy()
             time.sleep(ACQUIRE_POLL_SEC)
         return self
@@ -88,6 +90,7 @@ class TurnLease:
         deadline = time.monotonic() + wait_sec
         while not await in_pool("store", self.backend.try_acquire):
             if time.monotonic() >= deadline:
+                metrics.LEASE_BUSY.inc()
                 raise SessionBusy()
             await asyncio.sleep(ACQUIRE_POLL_SEC)
         return self

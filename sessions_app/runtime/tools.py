@@ -252,5 +252,6 @@ async def tool_run(*, call: dict, context: ToolContext, tools: dict[str, Tool]) 
     except ToolAborted as aborted:
         return str(aborted), True
     except Exception as error:  # noqa: BLE001 - a tool's failure is a result the model reads
-        logger.info("tool %s failed: %s", tool.name, error)
+        # The error may quote the call's arguments (the person's words): its type only.
+        logger.info("tool %s failed: %s", tool.name, type(error).__name__)
         return f"{tool.name} failed: {error}", True

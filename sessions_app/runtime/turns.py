@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -21,9 +22,12 @@ from functools import partial
 from django.conf import settings
 from django.db import transaction
 
+from jarvis_site import metrics
+from jarvis_site.log_context import log_context, log_context_set
 from sessions_app.agents import agent_get, agent_tools, model_for_session
 from sessions_app.ids import validate_session_id
 from sessions_app.runtime.approvals import ApprovalGate, approvals_interrupted
+from sessions_app.runtime.drain import turn_admitted
 from sessions_app.runtime.executors import in_pool, run_for_sync_caller
 from sessions_app.runtime.history import (
     CRASH_RESULT_TEXT,
@@ -204,6 +208,7 @@ def _repair(
         return get_store().append(meta.id, repairs, incarnation=meta.incarnation)
     start = max(i for i, entry in enumerate(history) if entry.kind == "turn_start")
     logger.warning("repairing interrupted turn %s of session %s", turn_id, meta.id)
+    metrics.REPAIRS.inc()
     # One transaction: the approval rows close together with the results that report them.
     with transaction.atomic():
         return _close_turn(
@@ -323,7 +328,17 @@ async def turn_run_async(
     """
     if not text or not text.strip():
         raise ValueError("a turn needs a non-empty message")
+    # A draining worker refuses here, before anything is read or stored.
+    with (
+        turn_admitted(session_id),
+        log_context(session_id=session_id, user_id=owner_id, turn_id=None),
+    ):
+        return await _run(session_id, text, owner_id, on_event, provider)
+
+
+async def _run(session_id, text, owner_id, on_event, provider) -> TurnResult:
     meta = await in_pool("store", _meta, session_id)
+    log_context_set(user_id=meta.owner_id)
     with _user_slot(owner_id if owner_id is not None else meta.owner_id):
         if provider is None:
             provider = model_for_session(agent=meta.agent, model=meta.model)
@@ -348,6 +363,9 @@ async def turn_run_async(
 async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
     session_id = meta.id
     turn_id = f"turn_{uuid.uuid4().hex}"
+    log_context_set(turn_id=turn_id)
+    started = time.monotonic()
+    waited = 0.0  # on the model and on tools: the part of the turn that is not ours
     agent = agent_get(meta.agent)
     system_prompt = agent.system_prompt
     tools = agent_tools(agent)
@@ -404,6 +422,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
             if abort.is_set():
                 status, error = "aborted", ""
                 break
+            model_started = time.monotonic()
             try:
                 reply = await provider.acomplete(
                     entries=history,
@@ -417,6 +436,10 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
             except (ProviderError, HistoryInvalid) as failure:
                 status, error = "error", str(failure)
                 break
+            finally:
+                model_sec = time.monotonic() - model_started
+                waited += model_sec
+                metrics.MODEL_CALL.observe(model_sec)
             calls = [] if reply.stopped else reply.tool_calls
             if reply.text.strip() or calls:
                 await append(
@@ -438,9 +461,11 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
                 status, error = "completed", ""
                 break
             # A step's calls run side by side; results are stored in call order.
+            tools_started = time.monotonic()
             results = await asyncio.gather(
                 *(tool_run(call=call, context=context, tools=tools) for call in calls)
             )
+            waited += time.monotonic() - tools_started
             await append(
                 [
                     NewEntry(
@@ -478,6 +503,11 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
     )
     turn_entries.extend(closing)
     stored(closing)
+    duration = time.monotonic() - started
+    metrics.TURNS.labels(status=status).inc()
+    metrics.TURN_DURATION.observe(duration)
+    metrics.TURN_OVERHEAD.observe(max(0.0, duration - waited))
+    logger.info("turn ended", extra={"status": status, "duration_ms": round(duration * 1000, 1)})
     pump.put(
         {
             "type": "agent_end",
@@ -495,6 +525,16 @@ def _abort_local(session_id: str) -> bool:
     if local is not None:
         local.set()
     return local is not None
+
+
+def turns_abort_all_local() -> int:
+    """Stop every turn this process runs (a drain whose grace period ran out); returns how
+    many. Each closes as any aborted turn does."""
+    with _running_lock:
+        aborts = list(_running.values())
+    for abort in aborts:
+        abort.set()
+    return len(aborts)
 
 
 def turn_abort(*, session_id: str) -> bool:

@@ -27,28 +27,32 @@ def free_port() -> int:
 
 
 class Server(str):
-    """A server's base URL that also carries its process (to kill it in a crash test)."""
+    """A server's base URL that also carries its process (to kill it in a crash test) and its
+    output so far (`output()`: its log lines)."""
 
     process: subprocess.Popen
+    log: tempfile.TemporaryFile
+
+    def output(self) -> str:
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
 
 
 @contextlib.contextmanager
-def daphne(port: int | None = None, **env):
+def daphne(port: int | None = None, *, serve: bool = False, **env):
     """Run `daphne jarvis_site.asgi:application` on a loopback port (a free one unless given);
-    yield its base URL (a `Server`)."""
+    yield its base URL (a `Server`). `serve` runs `manage.py serve` instead, the production
+    command, which drains on SIGTERM."""
     port = port or free_port()
     log = tempfile.TemporaryFile("w+")
+    if serve:
+        command = [sys.executable, "manage.py", "serve", "--port", str(port)]
+    else:
+        command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+        command.append("jarvis_site.asgi:application")
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "jarvis_site.asgi:application",
-        ],
+        command,
         cwd=REPO,
         env=child_env(ALLOWED_HOSTS="127.0.0.1,localhost", PGAPPNAME=APPLICATION_NAME, **env),
         stdout=log,
@@ -56,6 +60,7 @@ def daphne(port: int | None = None, **env):
     )
     base = Server(f"http://127.0.0.1:{port}")
     base.process = process
+    base.log = log
     try:
         deadline = time.monotonic() + GUARD_SEC
         while True:

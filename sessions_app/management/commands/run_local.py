@@ -1,15 +1,19 @@
 """Serve the web chat the way `make run` promises: Daphne plus the background workers.
 
 Starts, as child processes of this one:
-- Daphne on 127.0.0.1:8000 (HTTP + WebSockets, `jarvis_site.asgi:application`);
+- Daphne on 127.0.0.1:8000 (HTTP + WebSockets) through `manage.py serve`, which lets a
+  running turn finish when stopped;
 - the task worker (`db_worker`) that runs memory consolidation, fires schedules and sends
   notices through their channels (Web Push, Discord, the webhook; before it starts, `recover_deliveries --workers-stopped`
   queues again what a worker killed last time was in the middle of);
 - the idle-consolidation loop (`consolidate_memory --idle --loop`).
 Ctrl-C (or SIGTERM) stops all of them; if one dies, the others are stopped too, so a
-half-running install never looks healthy.
+half-running install never looks healthy. Unless PROMETHEUS_MULTIPROC_DIR is set, they share
+var/metrics/ (emptied at start), so /metrics shows all three.
 """
 
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,17 +34,13 @@ class Command(BaseCommand):
     def handle(self, *args, host, port, **options):
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         call_command("recover_deliveries", "--workers-stopped")
+        if not settings.PROMETHEUS_MULTIPROC_DIR:
+            metrics_dir = settings.VAR_DIR / "metrics"
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+            metrics_dir.mkdir()
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
         programs = {
-            "daphne": [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                host,
-                "-p",
-                str(port),
-                "jarvis_site.asgi:application",
-            ],
+            "daphne": [*manage, "serve", "--bind", host, "--port", str(port)],
             # Polling twice a second: a reminder fires within half a second of its time.
             "task worker": [*manage, "db_worker", "--interval", "0.5"],
         }
@@ -53,8 +53,10 @@ class Command(BaseCommand):
                 "--loop",
                 str(idle_check_every),
             ]
+        # Each child in a session of its own: Ctrl-C reaches this process alone, which sends
+        # each child one SIGTERM (a second one would cut Daphne's drain short).
         children = {
-            name: subprocess.Popen(command, cwd=settings.BASE_DIR)
+            name: subprocess.Popen(command, cwd=settings.BASE_DIR, start_new_session=True)
             for name, command in programs.items()
         }
         self.stdout.write(f"Jarvis is serving http://{host}:{port}/ (Ctrl-C stops it)")
@@ -78,9 +80,10 @@ class Command(BaseCommand):
         for child in children.values():
             if child.poll() is None:
                 child.terminate()
+        deadline = time.monotonic() + settings.DRAIN_TIMEOUT_SEC + 15
         for child in children.values():
             try:
-                child.wait(timeout=10)
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 child.kill()
         sys.exit(exit_code)

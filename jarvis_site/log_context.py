@@ -1,0 +1,101 @@
+"""What every log line says about where it comes from (docs/design.md §19).
+
+`request_id`, `user_id`, `session_id` and `turn_id` live in context variables: the HTTP
+middleware below sets the first two for a request, the WebSocket consumer for a socket, the
+turn runner the last three for a turn. Context variables follow the code into tasks, into
+`sync_to_async` threads and into the turn's thread pools (runtime.executors), so a line
+logged anywhere on a request's path carries them, with no argument passed along.
+
+The lines themselves are JSON (python-json-logger) or plain text for a console
+(LOG_FORMAT); jarvis_site.settings.LOGGING wires both. No log call passes message text:
+what a person or a model wrote stays in the session store.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from pythonjsonlogger.json import JsonFormatter
+
+FIELDS = ("request_id", "user_id", "session_id", "turn_id")
+_context: dict[str, ContextVar] = {name: ContextVar(name, default=None) for name in FIELDS}
+
+# A request id a proxy sends along is kept (so its log and ours line up) if it looks like one.
+REQUEST_ID_HEADER = "X-Request-ID"
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+access_logger = logging.getLogger("jarvis_site.access")
+
+
+def log_context_set(**values) -> None:
+    """Set some of FIELDS for the rest of the current context (task, request, turn)."""
+    for name, value in values.items():
+        _context[name].set(value)
+
+
+@contextmanager
+def log_context(**values):
+    """Set some of FIELDS for the duration of a block."""
+    tokens = [(_context[name], _context[name].set(value)) for name, value in values.items()]
+    try:
+        yield
+    finally:
+        for var, token in reversed(tokens):
+            var.reset(token)
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+class ContextFilter(logging.Filter):
+    """Copies the context variables onto every record a handler emits."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for name, var in _context.items():
+            if not hasattr(record, name):
+                setattr(record, name, var.get())
+        return True
+
+
+class JsonLinesFormatter(JsonFormatter):
+    """python-json-logger's formatter, leaving out the context fields that are not known."""
+
+    def process_log_record(self, log_data: dict) -> dict:
+        return {key: value for key, value in log_data.items() if value is not None}
+
+
+class RequestContextMiddleware:
+    """Gives every HTTP request an id (kept from X-Request-ID when a proxy sent one, echoed
+    back in the answer) and logs one access line per request: method, path without its query
+    (a search query is the person's words), status, duration and the authenticated user."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        sent = request.headers.get(REQUEST_ID_HEADER, "")
+        request_id = sent if _REQUEST_ID.fullmatch(sent) else new_request_id()
+        started = time.monotonic()
+        with log_context(request_id=request_id, user_id=None, session_id=None, turn_id=None):
+            response = self.get_response(request)
+            user = getattr(request, "user", None)
+            # DRF authenticates tokens inside the view, and sets request.user when it does.
+            user_id = user.pk if user is not None and user.is_authenticated else None
+            access_logger.info(
+                "request",
+                extra={
+                    "user_id": user_id,
+                    "method": request.method,
+                    "path": request.path,
+                    "status": response.status_code,
+                    "duration_ms": round((time.monotonic() - started) * 1000, 1),
+                },
+            )
+        response[REQUEST_ID_HEADER] = request_id
+        return response

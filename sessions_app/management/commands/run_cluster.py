@@ -1,0 +1,260 @@
+"""`make cluster`: a production-shaped deployment on this machine (docs/deploy.md).
+
+Starts, each as a child process in a process group of its own:
+- WORKERS Daphne workers (`manage.py serve`, which drains on SIGTERM) on consecutive ports;
+- nginx in front of them, its config made from deploy/nginx.conf.template;
+- the task worker (`db_worker`) and the idle-consolidation loop (`consolidate_memory`);
+all on PostgreSQL (DATABASE_URL) and Redis (REDIS_URL), sharing one PROMETHEUS_MULTIPROC_DIR.
+
+A worker that exits — drained after a SIGTERM, or crashed — is started again on its port:
+that is how a rolling restart works (scripts/rolling_restart.py). Ctrl-C (or SIGTERM to this
+process) drains every worker, then stops nginx and the rest. The run directory holds the
+generated config, the logs and `cluster.json`, which names the proxy and each worker's pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import string
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError, connection
+
+from jarvis_site.metrics import process_gone
+
+TEMPLATE = "deploy/nginx.conf.template"
+POLL_SEC = 0.2
+# How long a starting worker may take before /readyz answers 200.
+START_TIMEOUT_SEC = 60
+INSTALL_HINT = {
+    "nginx": "install it with `apt-get install -y nginx-light` (Debian, Ubuntu)",
+    "database": "set DATABASE_URL=postgres://user@host:5432/dbname "
+    "(a local server: `apt-get install -y postgresql`), then `manage.py migrate`",
+    "redis": "set REDIS_URL=redis://127.0.0.1:6379/0 "
+    "(a local server: `apt-get install -y redis-server`)",
+}
+
+
+class Command(BaseCommand):
+    help = "Run nginx, WORKERS Daphne workers, the task worker and the consolidation loop."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--workers", type=int, default=2)
+        parser.add_argument("--port", type=int, default=8080, help="the proxy's port")
+        parser.add_argument(
+            "--first-worker-port", type=int, default=8101, help="workers use this port and up"
+        )
+        parser.add_argument("--run-dir", default=str(settings.VAR_DIR / "cluster"))
+
+    def handle(self, *args, workers, port, first_worker_port, run_dir, **options):
+        if workers < 1:
+            raise CommandError("--workers must be at least 1")
+        nginx = self._requirements()
+        run_dir = Path(run_dir).resolve()
+        metrics_dir = run_dir / "metrics"
+        # Values of processes from an earlier run would be summed with this one's.
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        metrics_dir.mkdir(parents=True)
+        self.run_dir = run_dir
+        # The children write their metrics there; this process marks the stopped ones dead.
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+        self.env = dict(os.environ)
+        self.manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
+        self.proxy = f"http://127.0.0.1:{port}"
+
+        call_command("migrate", "--noinput", verbosity=0)
+        call_command("recover_deliveries", "--workers-stopped")
+        ports = [first_worker_port + number for number in range(workers)]
+        config = self._nginx_config(port, ports)
+        stopping = []
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stopping.append(True))
+        self.workers: dict[int, subprocess.Popen] = {}
+        self.others: dict[str, subprocess.Popen] = {}
+        try:
+            self._start_all(ports, nginx, config)
+            for worker_port in ports:
+                self._wait_ready(worker_port)
+            self._write_state()
+            self.stdout.write(
+                f"Jarvis cluster: {self.proxy}/ in front of {workers} workers "
+                f"(ports {ports[0]}-{ports[-1]}); logs in {run_dir}; Ctrl-C drains and stops it"
+            )
+            exit_code = self._supervise(stopping)
+        finally:
+            self._stop_all()
+        if exit_code:
+            sys.exit(exit_code)
+
+    def _start_all(self, ports: list[int], nginx: str, config: Path) -> None:
+        for worker_port in ports:
+            self.workers[worker_port] = self._start_worker(worker_port)
+        self.others["nginx"] = self._start(
+            [nginx, "-p", str(self.run_dir), "-c", str(config)], "nginx"
+        )
+        self.others["task worker"] = self._start(
+            [*self.manage, "db_worker", "--interval", "0.5"], "tasks"
+        )
+        idle_check_every = max(5, int(settings.CONSOLIDATE_IDLE_SEC // 3))
+        self.others["consolidation loop"] = self._start(
+            [*self.manage, "consolidate_memory", "--idle", "--loop", str(idle_check_every)],
+            "consolidation",
+        )
+
+    # --- what must be there -----------------------------------------------------------
+    def _requirements(self) -> str:
+        missing = []
+        nginx = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
+        if nginx is None:
+            missing.append(f"nginx is not installed: {INSTALL_HINT['nginx']}")
+        if settings.DATABASE_VENDOR != "postgresql":
+            missing.append(f"the cluster needs PostgreSQL: {INSTALL_HINT['database']}")
+        else:
+            try:
+                connection.ensure_connection()
+            except DatabaseError as error:
+                missing.append(f"PostgreSQL cannot be reached ({error}): check DATABASE_URL")
+            finally:
+                connection.close()
+        if not settings.REDIS_URL:
+            missing.append(f"the cluster needs Redis: {INSTALL_HINT['redis']}")
+        else:
+            import redis  # a dependency of channels-redis
+
+            client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2)
+            try:
+                client.ping()
+            except redis.RedisError as error:
+                missing.append(f"Redis cannot be reached ({error}): check REDIS_URL")
+            finally:
+                client.close()
+        if missing:
+            raise CommandError("cannot start the cluster:\n- " + "\n- ".join(missing))
+        return nginx
+
+    def _nginx_config(self, port: int, worker_ports: list[int]) -> Path:
+        template = string.Template((settings.BASE_DIR / TEMPLATE).read_text())
+        config = template.safe_substitute(
+            # nginx's workers drop root for `nobody`, who could not write the temp dirs here.
+            USER_DIRECTIVE="user root;" if os.geteuid() == 0 else "",
+            RUN_DIR=str(self.run_dir),
+            LISTEN=f"127.0.0.1:{port}",
+            UPSTREAM_SERVERS="\n".join(
+                f"        server 127.0.0.1:{worker_port} max_fails=1 fail_timeout=2s;"
+                for worker_port in worker_ports
+            ),
+        )
+        path = self.run_dir / "nginx.conf"
+        path.write_text(config)
+        return path
+
+    # --- children -----------------------------------------------------------------------
+    def _start(self, command: list[str], log_name: str) -> subprocess.Popen:
+        log = open(self.run_dir / f"{log_name}.log", "a")  # noqa: SIM115 - the child keeps it
+        # A group of its own: Ctrl-C reaches this process only, which stops the children in
+        # order (workers drain while nginx still carries their last events).
+        return subprocess.Popen(
+            command,
+            cwd=settings.BASE_DIR,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def _start_worker(self, port: int) -> subprocess.Popen:
+        return self._start(
+            [*self.manage, "serve", "--port", str(port), "--proxy-headers"], f"worker-{port}"
+        )
+
+    def _wait_ready(self, port: int) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_SEC
+        while not _ready(f"http://127.0.0.1:{port}"):
+            process = self.workers[port]
+            if process.poll() is not None:
+                raise CommandError(
+                    f"the worker on port {port} exited with {process.returncode}; "
+                    f"see {self.run_dir}/worker-{port}.log"
+                )
+            if time.monotonic() > deadline:
+                raise CommandError(f"the worker on port {port} did not become ready")
+            time.sleep(POLL_SEC)
+
+    def _write_state(self) -> None:
+        state = {
+            "proxy": self.proxy,
+            "supervisor": os.getpid(),
+            "workers": {str(port): process.pid for port, process in self.workers.items()},
+        }
+        temporary = self.run_dir / "cluster.json.tmp"
+        temporary.write_text(json.dumps(state, indent=2))
+        temporary.replace(self.run_dir / "cluster.json")
+
+    def _supervise(self, stopping: list) -> int:
+        while not stopping:
+            for name, process in self.others.items():
+                if process.poll() is not None:
+                    self.stderr.write(f"{name} exited with code {process.returncode}; stopping")
+                    return process.returncode or 1
+            for port, process in list(self.workers.items()):
+                if process.poll() is None:
+                    continue
+                self.stdout.write(
+                    f"worker on port {port} (pid {process.pid}) exited with code "
+                    f"{process.returncode}; starting it again"
+                )
+                process_gone(process.pid)
+                self.workers[port] = self._start_worker(port)
+                self._wait_ready(port)
+                self._write_state()
+                self.stdout.write(f"worker on port {port} is back (pid {self.workers[port].pid})")
+            time.sleep(POLL_SEC)
+        return 0
+
+    def _stop_all(self) -> None:
+        """Drain the workers, then stop the proxy (gracefully) and the background processes."""
+        self.stdout.write("stopping: draining the workers")
+        workers = [process for process in self.workers.values() if process.poll() is None]
+        for process in workers:
+            process.send_signal(signal.SIGTERM)
+        # A drain takes at most DRAIN_TIMEOUT_SEC plus its closing grace.
+        _wait_all(workers, settings.DRAIN_TIMEOUT_SEC + 30)
+        for process in workers:
+            process_gone(process.pid)
+        others = [process for process in self.others.values() if process.poll() is None]
+        for name, process in self.others.items():
+            if process.poll() is None:
+                # SIGQUIT is nginx's graceful stop; the Django commands stop on SIGTERM.
+                process.send_signal(signal.SIGQUIT if name == "nginx" else signal.SIGTERM)
+        _wait_all(others, 15)
+        (self.run_dir / "cluster.json").unlink(missing_ok=True)
+        self.stdout.write("stopped")
+
+
+def _ready(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base}/readyz", timeout=5) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+def _wait_all(processes: list[subprocess.Popen], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for process in processes:
+        try:
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

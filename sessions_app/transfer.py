@@ -28,7 +28,7 @@ from sessions_app.runtime.history import (
     validate_openai,
 )
 from sessions_app.seed_files import SeedFileError, SeedSession, read_directory, write_session
-from sessions_app.store import NewEntry, get_store
+from sessions_app.store import AgentMismatch, NewEntry, get_store
 from sessions_app.store.base import record_from_fields
 
 IMPORT_RESULT_TEXT = "outcome unknown: no result of this tool call was in the imported history"
@@ -232,15 +232,18 @@ def _create_for(owner_id: int, session: SeedSession, spawned_by: str | None):
     else under a new server-made id. Returns (meta, note)."""
     store = get_store()
     if store.get_meta(session.source_id) is None:
-        meta = store.create(
-            session.source_id,
-            agent=session.agent,
-            owner_id=owner_id,
-            title=session.title,
-            spawned_by=spawned_by,
-        )
+        try:
+            meta = store.create(
+                session.source_id,
+                agent=session.agent,
+                owner_id=owner_id,
+                title=session.title,
+                spawned_by=spawned_by,
+            )
+        except AgentMismatch:
+            meta = None  # someone made the id, for another agent, since the check above
         # Fresh: ours and empty. Someone may have taken the id since the check above.
-        if meta.owner_id == owner_id and meta.last_seq == 0 and meta.agent == session.agent:
+        if meta is not None and meta.owner_id == owner_id and meta.last_seq == 0:
             return meta, None
     meta = store.create(
         new_session_id(),

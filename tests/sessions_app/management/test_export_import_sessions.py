@@ -78,6 +78,19 @@ def test_export_then_import_for_another_user_gives_the_same_entries_once(
     assert facts(copy.id) == facts("taxes")
 
 
+def test_a_jsonl_sessions_dir_imports_like_an_export(alice, bob, settings):
+    settings.JARVIS_SESSION__PERSISTENCE_BACKEND = "jsonl"
+    get_store.cache_clear()
+    source_ids = alices_sessions(alice)
+    expected = {session_id: facts(session_id) for session_id in source_ids}
+
+    settings.JARVIS_SESSION__PERSISTENCE_BACKEND = "db"
+    get_store.cache_clear()
+    call_command("import_sessions", "--user", "bob", str(settings.SESSIONS_DIR))
+    assert {session_id: facts(session_id) for session_id in source_ids} == expected
+    assert {meta.owner_id for meta in sessions_of(bob).values()} == {bob.id}
+
+
 def test_a_dry_run_reports_and_writes_nothing(backend, alice, bob, tmp_path, capsys):
     alices_sessions(alice)
     call_command("export_sessions", "--user", "alice", str(tmp_path / "out"))
@@ -165,6 +178,8 @@ def test_damaged_files_are_named_by_file_and_line_and_nothing_is_imported(backen
     assert f"{directory / 'renamed.meta.json'}:1: id 'other' does not match" in message
     assert "good" not in message
     assert sessions_of(bob) == {}
+    with pytest.raises(CommandError, match="not a directory"):
+        call_command("import_sessions", "--user", "bob", str(tmp_path / "nowhere"))
 
 
 def test_a_session_deleted_after_its_import_comes_back_on_the_next(backend, alice, bob, tmp_path):

@@ -313,6 +313,15 @@ def _markdown_entry(entry: EntryRecord) -> list[str]:
             "",
             f"> {str(data.get('summary', '')).replace(chr(10), chr(10) + '> ')}",
         ]
+    if entry.kind == "branch_summary":
+        data = entry.data or {}
+        return [
+            f"### ⑂ Branched from {data.get('from_session')} at seq {data.get('at_seq')} ({stamp})",
+            "",
+            "What that path did:",
+            "",
+            f"> {str(data.get('summary', '')).replace(chr(10), chr(10) + '> ')}",
+        ]
     return [f"### {entry.kind} ({stamp})", "", _fence(json.dumps(entry.to_dict(), indent=2))]
 
 

@@ -42,6 +42,9 @@ def test_editing_the_first_request_summarizes_the_abandoned_path(backend, api, a
     assert 'calculator({"expression": "6*7"}) → 42' in text
     assert "quarante-deux" in text
     assert [entry.seq for entry in get_store().get_messages("s1")] == [e.seq for e in source]
+    markdown = api.get(f"/api/sessions/{branch['id']}/export/?format=md").content.decode()
+    assert "### ⑂ Branched from s1 at seq 0" in markdown
+    assert "> - Asked: What is 6*7?\n> - Called calculator" in markdown
 
 
 def test_regenerating_the_last_answer_keeps_the_first_turn_and_summarizes_the_second(

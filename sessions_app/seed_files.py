@@ -19,7 +19,7 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -74,7 +74,6 @@ class SeedSession:
     entries_path: Path
     # Line number of a torn last line that was left out, else 0.
     torn_line: int = 0
-    notes: list[str] = field(default_factory=list)
 
 
 # --- writing --------------------------------------------------------------------------------

@@ -227,6 +227,10 @@ def _already_imported(owner_id: int, session: SeedSession) -> ImportedSession | 
     return row if meta is not None and meta.owner_id == owner_id else None
 
 
+def _taken(source_id: str) -> str:
+    return f"the id {source_id} is taken here"
+
+
 def _create_for(owner_id: int, session: SeedSession, spawned_by: str | None):
     """A new, empty session of the owner: under the source id when nobody has that id here,
     else under a new server-made id. Returns (meta, note)."""
@@ -241,7 +245,7 @@ def _create_for(owner_id: int, session: SeedSession, spawned_by: str | None):
                 spawned_by=spawned_by,
             )
         except AgentMismatch:
-            meta = None  # someone made the id, for another agent, since the check above
+            meta = None  # made for another agent since the check above
         # Fresh: ours and empty. Someone may have taken the id since the check above.
         if meta is not None and meta.owner_id == owner_id and meta.last_seq == 0:
             return meta, None
@@ -252,19 +256,68 @@ def _create_for(owner_id: int, session: SeedSession, spawned_by: str | None):
         title=session.title,
         spawned_by=spawned_by,
     )
-    return meta, f"the id {session.source_id} is taken here"
+    return meta, _taken(session.source_id)
+
+
+def _import_one(
+    *,
+    owner_id: int,
+    session: SeedSession,
+    entries: list[NewEntry],
+    notes: list[str],
+    new_ids: dict[str, str],
+    dry_run: bool,
+) -> ImportOutcome:
+    """Skip the session if an earlier import brought it and it is still here; else (unless
+    a dry run) create it, set its model, append its entries in one batch and record where
+    it came from."""
+    earlier = _already_imported(owner_id, session)
+    if earlier is not None:
+        return ImportOutcome(
+            source_id=session.source_id,
+            session_id=earlier.session_id,
+            imported=False,
+            entries=len(entries),
+        )
+    store = get_store()
+    if dry_run:
+        free = store.get_meta(session.source_id) is None
+        return ImportOutcome(
+            source_id=session.source_id,
+            session_id=session.source_id if free else None,
+            imported=True,
+            entries=len(entries),
+            notes=notes if free else [_taken(session.source_id), *notes],
+        )
+    spawned_by = new_ids.get(session.spawned_by) if session.spawned_by else None
+    meta, taken = _create_for(owner_id, session, spawned_by)
+    if session.model:
+        store.set_model(meta.id, session.model)
+    if entries:
+        store.append(meta.id, entries, incarnation=meta.incarnation)
+    ImportedSession.objects.update_or_create(
+        owner_id=owner_id,
+        source_id=session.source_id,
+        source_created_at=session.created_at,
+        defaults={"session_id": meta.id, "imported_at": timezone.now()},
+    )
+    return ImportOutcome(
+        source_id=session.source_id,
+        session_id=meta.id,
+        imported=True,
+        entries=len(entries),
+        notes=[taken, *notes] if taken else notes,
+    )
 
 
 def sessions_import(*, owner_id: int, directory: Path, dry_run: bool = False) -> ImportReport:
     """Import every session of `directory` for the owner; returns the report.
 
     Steps: read and check every file, and repair every history (SeedFilesInvalid naming
-    each damaged file and line, before anything is written); then per session, callers
-    first (a sub-agent's `spawned_by` names its caller's new id), in one transaction that
-    holds the owner's row lock so two imports of one user take turns: skip it if an earlier
-    import brought it and it still exists; else create it (source id if free, else a new
-    one), set its model, append its entries in one batch and record where it came from.
-    A dry run stops before the first write and reports the same.
+    each damaged file and line, before anything is written); then each session
+    (`_import_one`), callers before sub-agents so that a sub-agent's `spawned_by` can name
+    its caller's id here, in a transaction of its own. A dry run stops before the first
+    write and reports the same.
     """
     sessions, errors = read_directory(directory)
     prepared = {}
@@ -275,7 +328,6 @@ def sessions_import(*, owner_id: int, directory: Path, dry_run: bool = False) ->
             errors.append(error)
     if errors:
         raise SeedFilesInvalid(errors)
-    store = get_store()
     new_ids: dict[str, str] = dict(
         ImportedSession.objects.filter(owner_id=owner_id).values_list("source_id", "session_id")
     )
@@ -283,42 +335,18 @@ def sessions_import(*, owner_id: int, directory: Path, dry_run: bool = False) ->
     for session in sorted(sessions, key=lambda s: (s.spawned_by is not None, s.created_at)):
         entries, notes = prepared[session.source_id]
         with transaction.atomic():
+            # The owner's row: two imports for one user take turns, so that both never
+            # find a session missing and create it twice.
             get_user_model().objects.select_for_update().filter(pk=owner_id).first()
-            earlier = _already_imported(owner_id, session)
-            if earlier is not None:
-                new_ids[session.source_id] = earlier.session_id
-                outcomes.append(
-                    ImportOutcome(session.source_id, earlier.session_id, False, len(entries))
-                )
-                continue
-            if dry_run:
-                free = store.get_meta(session.source_id) is None
-                outcomes.append(
-                    ImportOutcome(
-                        session.source_id,
-                        session.source_id if free else None,
-                        True,
-                        len(entries),
-                        notes if free else [f"the id {session.source_id} is taken here", *notes],
-                    )
-                )
-                continue
-            spawned_by = new_ids.get(session.spawned_by) if session.spawned_by else None
-            meta, taken = _create_for(owner_id, session, spawned_by)
-            if session.model:
-                store.set_model(meta.id, session.model)
-            if entries:
-                store.append(meta.id, entries, incarnation=meta.incarnation)
-            ImportedSession.objects.update_or_create(
+            outcome = _import_one(
                 owner_id=owner_id,
-                source_id=session.source_id,
-                source_created_at=session.created_at,
-                defaults={"session_id": meta.id, "imported_at": timezone.now()},
+                session=session,
+                entries=entries,
+                notes=notes,
+                new_ids=new_ids,
+                dry_run=dry_run,
             )
-            new_ids[session.source_id] = meta.id
-            outcomes.append(
-                ImportOutcome(
-                    session.source_id, meta.id, True, len(entries), [*filter(None, [taken]), *notes]
-                )
-            )
+        if outcome.session_id is not None:
+            new_ids[session.source_id] = outcome.session_id
+        outcomes.append(outcome)
     return ImportReport(dry_run=dry_run, outcomes=outcomes)

@@ -12,7 +12,8 @@ from sessions_app import services, transfer
 from sessions_app.selectors import session_context
 from sessions_app.store import NewEntry, get_store
 from tests.builders import arithmetic_turn, assistant, call, play_turn, turn_start, user
-from tests.helpers import GUARD_SEC, REPO, child_env
+from tests.conftest import requires_postgres
+from tests.helpers import GUARD_SEC, REPO, child_env, run_in_threads
 
 pytestmark = pytest.mark.django_db
 
@@ -190,6 +191,20 @@ def test_a_session_deleted_after_its_import_comes_back_on_the_next(backend, alic
     services.session_delete(session_id=gone, owner_id=bob.id)
     call_command("import_sessions", "--user", "bob", str(tmp_path / "out"))
     assert len(sessions_of(bob)) == 2
+
+
+@requires_postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_imports_of_one_directory_at_once_add_each_session_once(alice, bob, tmp_path):
+    alices_sessions(alice)
+    transfer.sessions_export(owner_id=alice.id, directory=tmp_path / "out")
+
+    reports = run_in_threads(
+        lambda _: transfer.sessions_import(owner_id=bob.id, directory=tmp_path / "out"), 2
+    )
+    assert len(sessions_of(bob)) == 2
+    # Each session was imported by one of them; the other found it imported.
+    assert sum(o.imported for report in reports for o in report.outcomes) == 2
 
 
 # --- across installations ---------------------------------------------------------------------

@@ -16,7 +16,7 @@ from sessions_app import cleanup, selectors, services
 from sessions_app.agents import model_for_session
 from sessions_app.runtime.lease import SessionBusy
 from sessions_app.runtime.providers import MODEL_SPEC_HELP
-from sessions_app.store import SessionNotFound
+from sessions_app.store import InvalidSessionId, SessionNotFound
 
 
 @dataclass(frozen=True)
@@ -71,16 +71,33 @@ def _sessions(ctx: _Context) -> CommandResult:
     )
 
 
+BRANCH_USAGE = "usage: /branch [session id] [at <seq>]"
+
+
+def _branch_args(args: list[str]) -> tuple[str | None, int | None]:
+    """(session id or None, seq or None) from `[session id] [at <seq>]`."""
+    at_seq = None
+    if len(args) >= 2 and args[-2] == "at":
+        if not args[-1].isdigit():
+            raise CommandError("bad_request", BRANCH_USAGE)
+        at_seq = int(args[-1])
+        args = args[:-2]
+    if len(args) > 1:
+        raise CommandError("bad_request", BRANCH_USAGE)
+    return (args[0] if args else None), at_seq
+
+
 def _branch(ctx: _Context) -> CommandResult:
-    if len(ctx.args) > 1:
-        raise CommandError("bad_request", "usage: /branch [session id]")
-    source = ctx.args[0] if ctx.args else ctx.session_id
+    named, at_seq = _branch_args(ctx.args)
+    source = named or ctx.session_id
     try:
-        meta = services.session_branch(session_id=source, owner_id=ctx.owner_id)
+        meta = services.session_branch(session_id=source, owner_id=ctx.owner_id, at_seq=at_seq)
     except SessionNotFound as error:
         raise CommandError("not_found", f"no session {source!r} of yours to branch") from error
-    except ValueError as error:  # InvalidSessionId is a ValueError too
+    except InvalidSessionId as error:
         raise CommandError("bad_id", str(error)) from error
+    except ValueError as error:  # a seq outside the history
+        raise CommandError("bad_request", str(error)) from error
     return CommandResult(
         "branch",
         f"branched {source} into {meta.id} (a copy of {meta.branched_at_seq} entries); "
@@ -196,8 +213,9 @@ COMMANDS: dict[str, tuple[Callable[[_Context], CommandResult], str, str]] = {
     ),
     "branch": (
         _branch,
-        "[session id]",
-        "copy a conversation (default: this one) into a new session and switch to it",
+        "[session id] [at <seq>]",
+        "copy a conversation (default: this one; at a seq: up to it, with a summary of the "
+        "rest) into a new session and switch to it",
     ),
     "model": (_model, "[name]", "show or set this session's model (offline, openai:…)"),
     "cleanup": (

@@ -195,3 +195,33 @@ class ToolApproval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}:{self.call_id} {self.status}"
+
+
+class ImportedSession(models.Model):
+    """A session `import_sessions` brought in, by what it was in the source installation.
+
+    A session of an export is known by its id and creation time there (`source_id`,
+    `source_created_at`): ids alone repeat across installations ("chat-1"), the pair does
+    not. Importing the same directory again finds these rows and adds nothing. `session_id`
+    is a plain id, not a foreign key (the jsonl backend has no session row); a session
+    deleted since its import is imported again.
+    """
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="imported_sessions"
+    )
+    source_id = models.CharField(max_length=200)
+    source_created_at = models.DateTimeField()
+    session_id = models.CharField(max_length=200)
+    imported_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "source_id", "source_created_at"],
+                name="imported_session_unique_source",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id} → {self.session_id}"

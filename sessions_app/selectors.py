@@ -303,6 +303,11 @@ def notices_of_sockets(*, sessions: dict[str, int]) -> dict[str, list[dict[str, 
 def session_context(*, session_id: str, owner_id: int, fmt: str) -> dict[str, Any]:
     """The projection a model would receive next, checked by the provider's validator.
 
+    A session with no messages yet has an empty conversation, which is its valid context:
+    its next turn starts with the user's message (on OpenAI the system prompt is already a
+    valid list of messages; Anthropic's "at least one message" applies to a request, and
+    no request is made from an empty history).
+
     Raises ValueError for an unknown format and HistoryInvalid when the stored history
     would be refused by the provider.
     """
@@ -315,7 +320,8 @@ def session_context(*, session_id: str, owner_id: int, fmt: str) -> dict[str, An
         return {"format": "openai", "messages": messages}
     if fmt == "anthropic":
         system, messages = history.project_anthropic(entries, system_prompt)
-        history.validate_anthropic(messages)
+        if messages:
+            history.validate_anthropic(messages)
         return {"format": "anthropic", "system": system, "messages": messages}
     raise ValueError(f"format is openai or anthropic, not {fmt!r}")
 
@@ -414,6 +420,15 @@ def _markdown_entry(entry: EntryRecord) -> list[str]:
             "",
             f"Earlier entries summarized; kept from seq {data.get('first_kept_seq')} "
             f"({data.get('tokens_before')} tokens before).",
+            "",
+            f"> {str(data.get('summary', '')).replace(chr(10), chr(10) + '> ')}",
+        ]
+    if entry.kind == "branch_summary":
+        data = entry.data or {}
+        return [
+            f"### ⑂ Branched from {data.get('from_session')} at seq {data.get('at_seq')} ({stamp})",
+            "",
+            "What that path did:",
             "",
             f"> {str(data.get('summary', '')).replace(chr(10), chr(10) + '> ')}",
         ]

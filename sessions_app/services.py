@@ -36,6 +36,7 @@ from django.utils import timezone
 from jarvis_site import metrics
 from sessions_app import compaction, limits, selectors
 from sessions_app.agents import model_for_session, per_parent_session_ids
+from sessions_app.branch_summaries import branch_summary_entry
 from sessions_app.ids import group_name, new_session_id, safe_filename, validate_session_id
 from sessions_app.runtime import cost, turns
 from sessions_app.runtime.approvals import approval_resolve
@@ -214,11 +215,14 @@ def session_branch(
 ) -> SessionMeta:
     """Copy the caller's session (up to `at_seq`) into a new session they own.
 
-    Steps: check the session is the caller's and the cut lies in its history; read the
-    entries of the turn the cut falls in; if the cut leaves that turn open, repair it (an
-    error result for each call without one, then a `turn_end` `interrupted`), so a branch
-    is always a valid history; the store copies the entries and appends the repair in one
-    step, refusing if the source was deleted (or made anew) since it was read.
+    Steps: check the session is the caller's; read the entries of the turn the cut falls in
+    (without `at_seq`, the cut is the last entry stored, read from the entries themselves:
+    a jsonl meta file can lag behind them after a crash); if the cut leaves that turn open,
+    repair it (an error result for each call without one, then a `turn_end` `interrupted`),
+    so a branch is always a valid history; when the cut abandons entries, summarize them
+    (perhaps by the model, so before anything is locked) into a `branch_summary` entry;
+    the store copies the entries and appends the repair and the summary in one step,
+    refusing if the source was deleted (or made anew) since it was read.
 
     Raises SessionNotFound (missing or not theirs), SessionIdUnavailable (id taken),
     ValueError (at_seq outside the history).
@@ -226,17 +230,20 @@ def session_branch(
     source = selectors.session_get(session_id=session_id, owner_id=owner_id)
     if new_id is not None:
         validate_session_id(new_id)
-    cut = source.last_seq if at_seq is None else int(at_seq)
-    if not 0 <= cut <= source.last_seq:
-        raise ValueError(f"at_seq must be between 0 and {source.last_seq}, not {at_seq!r}")
+    if at_seq is not None and int(at_seq) < 0:
+        raise ValueError(f"at_seq must be 0 or more, not {at_seq!r}")
     store = get_store()
+    tail = store.get_turn_tail(session_id, None if at_seq is None else int(at_seq))
+    cut = int(at_seq) if at_seq is not None else (tail[-1].seq if tail else 0)
     # Entries up to the cut never change within one incarnation: passing the incarnation
     # read here makes the store copy exactly the entries this repair was made for.
-    closing = repair_entries(
-        store.get_turn_tail(session_id, cut),
-        result_text=BRANCH_RESULT_TEXT,
-        turn_error=BRANCH_TURN_ERROR,
-    )
+    closing = repair_entries(tail, result_text=BRANCH_RESULT_TEXT, turn_error=BRANCH_TURN_ERROR)
+    if at_seq is not None:
+        abandoned = store.get_messages(session_id, after_seq=cut)
+        if abandoned:
+            closing.append(
+                branch_summary_entry(source_id=session_id, at_seq=cut, abandoned=abandoned)
+            )
     try:
         return store.create_branch(
             session_id,

@@ -244,9 +244,11 @@ class SessionStore(Protocol):
         stay, without a parent."""
         ...
 
-    def get_turn_tail(self, session_id: str, up_to_seq: int) -> list[EntryRecord]:
+    def get_turn_tail(self, session_id: str, up_to_seq: int | None) -> list[EntryRecord]:
         """The entries from the last turn's start (or, without turn markers, the last
-        exchange's) up to `up_to_seq`, in seq order: all that a pairing repair looks at."""
+        exchange's) up to `up_to_seq`, in seq order: all that a pairing repair looks at.
+        `None` reads up to the last entry stored, which on jsonl may be ahead of the meta
+        file's `last_seq` after a crash."""
         ...
 
     def create_branch(

@@ -422,6 +422,8 @@ class DbSessionStore:
         after which only the latest assistant's calls can still be waiting for results.
         """
         validate_session_id(session_id)
+        if up_to_seq is None:
+            up_to_seq = self._last_stored_seq(session_id)
         up_to_seq = int(up_to_seq)
         if up_to_seq <= 0:
             return []
@@ -435,6 +437,15 @@ class DbSessionStore:
             row = cursor.fetchone()
         after = max((row[0] if row is not None else 1) - 2, 0)
         return self.get_messages(session_id, after_seq=after, limit=up_to_seq - after)
+
+    def _last_stored_seq(self, session_id: str) -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT MAX(seq) FROM {self._tables['entry']} WHERE session_id = %s",
+                [session_id],
+            )
+            row = cursor.fetchone()
+        return row[0] or 0
 
     # --- delete -------------------------------------------------------------------------
     def delete(self, session_id):

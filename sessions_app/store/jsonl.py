@@ -466,9 +466,13 @@ class JsonlSessionStore:
     def get_turn_tail(self, session_id, up_to_seq):
         """The entries of the last turn (or exchange) up to `up_to_seq`: all a repair reads."""
         validate_session_id(session_id)
-        if int(up_to_seq) <= 0:
+        if up_to_seq is not None and int(up_to_seq) <= 0:
             return []
-        blob, _cut, parsed = self._cut_source(session_id, int(up_to_seq))
+        # None: up to the file's last complete line, never the meta's `last_seq`, which a
+        # crash between the entries' fsync and the activity line leaves behind.
+        blob, _cut, parsed = self._cut_source(
+            session_id, None if up_to_seq is None else int(up_to_seq)
+        )
         return parsed if parsed is not None else self._repair_window(session_id, blob)
 
     def create_branch(

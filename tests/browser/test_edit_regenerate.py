@@ -27,6 +27,9 @@ def meta(session_id: str):
     return in_thread(lambda: get_store().get_meta(session_id))
 
 
+# What an edit or a regenerate puts between the kept turns and the new one (§20).
+BRANCH_SUMMARY = [("branch_summary", "")]
+
 # A request the offline model answers with one tool call: start, ask, call, result, answer, end.
 TOOL_TURN = [
     ("turn_start", ""),
@@ -65,8 +68,14 @@ def test_edit_branches_before_the_message_and_sends_the_new_text(browser, offlin
     expect(page.locator(".msg.user .text")).to_have_text(["what is 2+3?", "what is 6*7?"])
     expect(page.locator(".msg.assistant[data-seq] .markdown").last).to_contain_text("42")
     assert user_texts(branch) == ["what is 2+3?", "what is 6*7?"]
-    assert turn_outline(branch) == TOOL_TURN * 2
+    assert turn_outline(branch) == TOOL_TURN + BRANCH_SUMMARY + TOOL_TURN
     assert meta(branch).parent_id == original
+    # What the abandoned path did is shown right above the new one.
+    left_behind = page.locator("details.branch-summary")
+    expect(left_behind).to_contain_text(f"Branched from {original} at #6")
+    expect(left_behind.locator("pre")).to_contain_text("Asked: what is 4*4?")
+    expect(left_behind.locator("pre")).to_contain_text("Answered:")
+    expect(page.locator("details.branch-summary + .msg.user .text")).to_have_text("what is 6*7?")
     # The original conversation is exactly as it was.
     assert user_texts(original) == ["what is 2+3?", "what is 4*4?"]
     assert meta(original).last_seq == before
@@ -93,6 +102,7 @@ def test_edit_branches_before_the_message_and_sends_the_new_text(browser, offlin
     second = session_of(page)
     expect(page.locator(".msg.user .text")).to_have_text(["what is 1+1?"])
     assert user_texts(second) == ["what is 1+1?"]
+    assert turn_outline(second)[:1] == BRANCH_SUMMARY
     assert meta(second).branched_at_seq == 0
     assert user_texts(branch) == ["what is 2+3?", "what is 6*7?"]
 
@@ -121,7 +131,10 @@ def test_regenerate_resends_the_last_request_in_a_branch(browser, offline_server
         "your color is blue"
     )
     assert user_texts(branch) == ["what is 2+3?", "remember that my color is blue"]
-    assert turn_outline(branch) == TOOL_TURN * 2
+    assert turn_outline(branch) == TOOL_TURN + BRANCH_SUMMARY + TOOL_TURN
+    expect(page.locator("details.branch-summary pre")).to_contain_text(
+        "Asked: remember that my color is blue"
+    )
     # Never an in-place rewrite: the original keeps every entry it had.
     after = in_thread(lambda: get_store().get_messages(original))
     assert [(e.seq, e.kind, e.content) for e in after] == [

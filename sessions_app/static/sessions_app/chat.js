@@ -395,6 +395,21 @@ function renderCompaction(entry) {
   append(details);
 }
 
+// A branch made by edit, regenerate or `/branch at` tells what the path it left behind did,
+// above the new path; open, since it is the one thing a reader of the branch cannot see.
+function renderBranchSummary(entry) {
+  const data = entry.data || {};
+  const details = el("details", "branch-summary");
+  details.open = true;
+  const summary = el("summary");
+  summary.appendChild(icon("chevron"));
+  summary.appendChild(icon("branch"));
+  summary.appendChild(el("span", "", "Branched from " + (data.from_session || "?") + " at #" + data.at_seq + ": what that path did"));
+  details.appendChild(summary);
+  details.appendChild(el("pre", "", data.summary || ""));
+  append(details);
+}
+
 // agent_end names the session's last seq: fetch any entry this tab did not receive.
 async function resyncUpTo(lastSeq) {
   const sessionId = state.sessionId;
@@ -428,6 +443,8 @@ function renderEntry(entry, { live = false, placed = false } = {}) {
     renderTurnEnd(entry, { live });
   } else if (entry.kind === "compaction") {
     renderCompaction(entry);
+  } else if (entry.kind === "branch_summary") {
+    renderBranchSummary(entry);
   } else if (entry.kind === "model_change") {
     const data = entry.data || {};
     append(el("div", "system-note", "Model changed to " + (data.to || "?")));

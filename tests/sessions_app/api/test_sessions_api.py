@@ -181,8 +181,10 @@ def test_branch_at_seq_with_a_chosen_id(api):
     entries = api.get("/api/sessions/s1:alt/entries/").json()["entries"]
     # The cut fell inside the turn: the copy closes it so it stays a valid history.
     assert [entry["seq"] for entry in entries][:2] == [1, 2]
-    assert entries[-1]["kind"] == "turn_end"
-    assert entries[-1]["data"]["status"] == "interrupted"
+    assert entries[-2]["kind"] == "turn_end"
+    assert entries[-2]["data"]["status"] == "interrupted"
+    # What the rest of the turn did is told after it (docs/design.md §20).
+    assert entries[-1]["kind"] == "branch_summary"
 
 
 def test_a_branch_cut_after_a_tool_call_answers_it_and_closes_the_turn(api):
@@ -190,7 +192,7 @@ def test_a_branch_cut_after_a_tool_call_answers_it_and_closes_the_turn(api):
     a_turn("s1")
     response = api.post("/api/sessions/s1/branch/", {"id": "s1-cut", "at_seq": 3}, format="json")
     assert response.status_code == 201
-    assert response.json()["last_seq"] == 5
+    assert response.json()["last_seq"] == 6
     copied = api.get("/api/sessions/s1-cut/entries/").json()["entries"]
     assert [(entry["kind"], entry["role"]) for entry in copied] == [
         ("turn_start", ""),
@@ -198,6 +200,7 @@ def test_a_branch_cut_after_a_tool_call_answers_it_and_closes_the_turn(api):
         ("message", "assistant"),
         ("message", "tool"),
         ("turn_end", ""),
+        ("branch_summary", ""),
     ]
     assert copied[3]["tool_call_id"] == copied[2]["tool_calls"][0]["id"] and copied[3]["is_error"]
     assert copied[3]["content"] == services.BRANCH_RESULT_TEXT

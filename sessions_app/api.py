@@ -25,7 +25,7 @@ from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.history import HistoryInvalid
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
 from sessions_app.store import AgentMismatch, InvalidSessionId, SessionNotFound
-from sessions_app.throttles import TurnRateThrottle
+from sessions_app.throttles import BranchRateThrottle, SearchRateThrottle, TurnRateThrottle
 
 logger = logging.getLogger(__name__)
 
@@ -285,10 +285,11 @@ class SessionViewSet(ViewSet):
         responses={
             201: serializers.SessionOutput,
             409: OpenApiResponse(serializers.ErrorOutput, description="id_unavailable"),
+            429: OpenApiResponse(serializers.ErrorOutput, description="throttled"),
             **ERRORS,
         },
     )
-    @action(detail=True, methods=["post"])
+    @action(detail=True, methods=["post"], throttle_classes=[BranchRateThrottle])
     def branch(self, request, id=None):
         data = _parse(serializers.BranchInput, request.data)
         try:
@@ -423,6 +424,7 @@ class SearchViewSet(ViewSet):
     """`GET /api/search/?q=`: the caller's own user and assistant messages, best first."""
 
     authentication_classes = [TokenAuthentication, SessionAuthentication]
+    throttle_classes = [SearchRateThrottle]
 
     @extend_schema(
         parameters=[serializers.SearchQuery],
@@ -430,6 +432,7 @@ class SearchViewSet(ViewSet):
             200: serializers.SearchOutput,
             400: OpenApiResponse(serializers.ErrorOutput, description="bad q, limit or offset"),
             401: ERRORS[401],
+            429: OpenApiResponse(serializers.ErrorOutput, description="throttled"),
         },
     )
     def list(self, request):

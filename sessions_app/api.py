@@ -10,6 +10,7 @@ import logging
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, status
@@ -99,8 +100,34 @@ ERRORS = {
     404: OpenApiResponse(serializers.ErrorOutput, description="no such session of yours"),
 }
 SESSION_ID = OpenApiParameter(
-    "id", OpenApiTypes.STR, OpenApiParameter.PATH, description="session id (docs/design.md §6)"
+    "id",
+    serializers.SESSION_ID_SCHEMA,
+    OpenApiParameter.PATH,
+    description="session id (docs/design.md §6)",
 )
+THROTTLED = OpenApiResponse(serializers.ErrorOutput, description="throttled (Retry-After)")
+
+
+class ApiSchema(AutoSchema):
+    """Declares on every operation the errors any request to it may get (docs/design.md §7):
+    401 without credentials; where it takes a body, 413 for one over
+    DATA_UPLOAD_MAX_MEMORY_SIZE and 415 for one in a media type no parser reads."""
+
+    def get_operation(self, *args, **kwargs):
+        operation = super().get_operation(*args, **kwargs)
+        if operation is None:
+            return None
+        error = {"$ref": "#/components/schemas/ErrorOutput"}
+        common = {"401": "not_authenticated or authentication_failed"}
+        if "requestBody" in operation:
+            common["413"] = "too_large: the body is over DATA_UPLOAD_MAX_MEMORY_SIZE"
+            common["415"] = "unsupported_media_type: a body that is not JSON or a form"
+        for code, description in common.items():
+            operation["responses"].setdefault(
+                code,
+                {"content": {"application/json": {"schema": error}}, "description": description},
+            )
+        return operation
 
 
 @extend_schema(tags=["sessions"])
@@ -108,6 +135,7 @@ class SessionViewSet(ViewSet):
     # Token first: a program without credentials gets 401 with `WWW-Authenticate: Token`;
     # the browser's cookie session still works, with CSRF enforced on writes.
     authentication_classes = [TokenAuthentication, SessionAuthentication]
+    schema = ApiSchema()
     content_negotiation_class = IgnoreFormatQueryNegotiation
     lookup_field = "id"
     lookup_value_regex = "[^/]+"
@@ -115,7 +143,7 @@ class SessionViewSet(ViewSet):
     # --- collection -----------------------------------------------------------------
     @extend_schema(
         parameters=[serializers.SessionListQuery],
-        responses={200: serializers.SessionOutput(many=True)},
+        responses={200: serializers.SessionOutput(many=True), 400: ERRORS[400]},
     )
     def list(self, request):
         query = _parse(serializers.SessionListQuery, request.query_params)
@@ -285,7 +313,7 @@ class SessionViewSet(ViewSet):
         responses={
             201: serializers.SessionOutput,
             409: OpenApiResponse(serializers.ErrorOutput, description="id_unavailable"),
-            429: OpenApiResponse(serializers.ErrorOutput, description="throttled"),
+            429: THROTTLED,
             **ERRORS,
         },
     )
@@ -379,10 +407,11 @@ class ScheduleViewSet(ViewSet):
     """The caller's reminders and scheduled prompts (docs/schedules.md)."""
 
     authentication_classes = [TokenAuthentication, SessionAuthentication]
+    schema = ApiSchema()
 
     @extend_schema(
         parameters=[schedule_serializers.ScheduleListQuery],
-        responses={200: schedule_serializers.ScheduleOutput(many=True)},
+        responses={200: schedule_serializers.ScheduleOutput(many=True), 400: ERRORS[400]},
     )
     def list(self, request):
         query = _parse(schedule_serializers.ScheduleListQuery, request.query_params)
@@ -424,6 +453,7 @@ class SearchViewSet(ViewSet):
     """`GET /api/search/?q=`: the caller's own user and assistant messages, best first."""
 
     authentication_classes = [TokenAuthentication, SessionAuthentication]
+    schema = ApiSchema()
     throttle_classes = [SearchRateThrottle]
 
     @extend_schema(
@@ -432,7 +462,7 @@ class SearchViewSet(ViewSet):
             200: serializers.SearchOutput,
             400: OpenApiResponse(serializers.ErrorOutput, description="bad q, limit or offset"),
             401: ERRORS[401],
-            429: OpenApiResponse(serializers.ErrorOutput, description="throttled"),
+            429: THROTTLED,
         },
     )
     def list(self, request):

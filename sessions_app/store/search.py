@@ -19,9 +19,9 @@ Snippets are cut from a bounded window of the message, never from the whole text
 engines' excerpt functions grow with the square of the matches they see (FTS5 `snippet()`
 scores every match against every other; `ts_headline` scans on from every cover), and a
 100,000-character message where every tenth word matches took over a second. Python finds
-the places a wanted word may be said (a fast regular expression over the text); the engine
-cuts the snippet from a window of `SNIPPET_WINDOW` characters around the first place that
-really matches. So a hit deep inside a long message shows the words around it, and a message
+the places a wanted word may be said (a substring scan of the lower-cased text); the engine
+cuts the snippet from a window of about `SNIPPET_WINDOW` characters around the first place
+that really matches. So a hit deep inside a long message shows the words around it, and a message
 no longer than one window gets exactly the snippet it always did.
 
 Snippets mark matches with two Unicode noncharacters, which exist for exactly this kind of
@@ -187,6 +187,7 @@ def fts5_snippet_sql(fts_table: str) -> str:
 _FIRST_WORDS = re.compile(rf"\s*(?:\S+\s+){{0,{SNIPPET_TOKENS - 1}}}\S*")
 _WORD = re.compile(r"\w+")
 WINDOWS_PER_MESSAGE = 8  # the most windows the engine is asked about, for one message
+EDGE_SLACK = 100  # how far a window's edge may move to fall on a space
 
 
 def _prefixes(query: str) -> list[str]:
@@ -232,11 +233,29 @@ def snippet_windows(text: str, query: str) -> list[tuple[int, int]]:
         at = _next_candidate(lowered, prefixes, searched_from)
         if at < 0:
             break
-        start = text.rfind(" ", 0, max(at - half, 0)) + 1
-        end = text.find(" ", min(at + half, len(text)))
-        windows.append((start, len(text) if end < 0 else end))
+        # The next window starts where the last one ended (give or take a word at the edge).
+        start = _window_start(text, max(at - half, searched_from))
+        windows.append((start, _window_end(text, at + half)))
         searched_from = windows[-1][1]
     return windows
+
+
+# A window's edges move to a space nearby; text with no space there (a long token, a blob)
+# is cut where it is, so no window ever grows past its size.
+
+
+def _window_start(text: str, start: int) -> int:
+    if start <= 0:
+        return 0
+    space = text.rfind(" ", max(start - EDGE_SLACK, 0), start)
+    return space + 1 if space >= 0 else start
+
+
+def _window_end(text: str, end: int) -> int:
+    if end >= len(text):
+        return len(text)
+    space = text.find(" ", end, end + EDGE_SLACK)
+    return space if space >= 0 else end
 
 
 def snippet_of_window(text: str, window: tuple[int, int] | None, marked: str | None) -> str:
@@ -244,7 +263,7 @@ def snippet_of_window(text: str, window: tuple[int, int] | None, marked: str | N
     goes on; without one (no candidate matched: a word that stemming or folding changed
     beyond its start), the message's first words."""
     if window is None or marked is None:
-        start, end = 0, len(_FIRST_WORDS.match(text).group())
+        start, end = 0, len(_FIRST_WORDS.match(text, 0, SNIPPET_WINDOW).group())
         marked = text[:end]
     else:
         start, end = window

@@ -83,6 +83,8 @@ def _search_postgres(tables, owner_id, query, limit, offset) -> list[SearchHit]:
         ORDER BY page.rank DESC, e.created_at DESC, e.session_id, e.seq DESC
     """
     with connection.cursor() as cursor:
+        # The page's texts come back whole: Python finds where in each to look, and
+        # ts_headline then reads those windows only (search.py).
         cursor.execute(sql, [query, owner_id, limit, offset])
         rows = cursor.fetchall()
         if not rows:

@@ -314,7 +314,12 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "DEFAULT_THROTTLE_RATES": {"turns": env.str("TURN_THROTTLE_RATE", default="60/min")},
+    # Per user; sessions_app/throttles.py says which doors share each scope.
+    "DEFAULT_THROTTLE_RATES": {
+        "turns": env.str("TURN_THROTTLE_RATE", default="60/min"),
+        "branches": env.str("BRANCH_THROTTLE_RATE", default="30/min"),
+        "search": env.str("SEARCH_THROTTLE_RATE", default="120/min"),
+    },
     # Every error body is {"code", "detail"} (docs/design.md §7).
     "EXCEPTION_HANDLER": "sessions_app.api.exception_handler",
 }

@@ -10,6 +10,7 @@ import logging
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, status
@@ -27,7 +28,7 @@ from sessions_app.runtime.drain import Draining
 from sessions_app.runtime.history import HistoryInvalid
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
 from sessions_app.store import AgentMismatch, InvalidSessionId, SessionNotFound
-from sessions_app.throttles import TurnRateThrottle
+from sessions_app.throttles import BranchRateThrottle, SearchRateThrottle, TurnRateThrottle
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +105,34 @@ ERRORS = {
     404: OpenApiResponse(serializers.ErrorOutput, description="no such session of yours"),
 }
 SESSION_ID = OpenApiParameter(
-    "id", OpenApiTypes.STR, OpenApiParameter.PATH, description="session id (docs/design.md §6)"
+    "id",
+    serializers.SESSION_ID_SCHEMA,
+    OpenApiParameter.PATH,
+    description="session id (docs/design.md §6)",
 )
+THROTTLED = OpenApiResponse(serializers.ErrorOutput, description="throttled (Retry-After)")
+
+
+class ApiSchema(AutoSchema):
+    """Declares on every operation the errors any request to it may get (docs/design.md §7):
+    401 without credentials; where it takes a body, 413 for one over
+    DATA_UPLOAD_MAX_MEMORY_SIZE and 415 for one in a media type no parser reads."""
+
+    def get_operation(self, *args, **kwargs):
+        operation = super().get_operation(*args, **kwargs)
+        if operation is None:
+            return None
+        error = {"$ref": "#/components/schemas/ErrorOutput"}
+        common = {"401": "not_authenticated or authentication_failed"}
+        if "requestBody" in operation:
+            common["413"] = "too_large: the body is over DATA_UPLOAD_MAX_MEMORY_SIZE"
+            common["415"] = "unsupported_media_type: a body that is not JSON or a form"
+        for code, description in common.items():
+            operation["responses"].setdefault(
+                code,
+                {"content": {"application/json": {"schema": error}}, "description": description},
+            )
+        return operation
 
 
 @extend_schema(tags=["sessions"])
@@ -113,6 +140,7 @@ class SessionViewSet(ViewSet):
     # Token first: a program without credentials gets 401 with `WWW-Authenticate: Token`;
     # the browser's cookie session still works, with CSRF enforced on writes.
     authentication_classes = [TokenAuthentication, SessionAuthentication]
+    schema = ApiSchema()
     content_negotiation_class = IgnoreFormatQueryNegotiation
     lookup_field = "id"
     lookup_value_regex = "[^/]+"
@@ -120,7 +148,7 @@ class SessionViewSet(ViewSet):
     # --- collection -----------------------------------------------------------------
     @extend_schema(
         parameters=[serializers.SessionListQuery],
-        responses={200: serializers.SessionOutput(many=True)},
+        responses={200: serializers.SessionOutput(many=True), 400: ERRORS[400]},
     )
     def list(self, request):
         query = _parse(serializers.SessionListQuery, request.query_params)
@@ -291,10 +319,11 @@ class SessionViewSet(ViewSet):
         responses={
             201: serializers.SessionOutput,
             409: OpenApiResponse(serializers.ErrorOutput, description="id_unavailable"),
+            429: THROTTLED,
             **ERRORS,
         },
     )
-    @action(detail=True, methods=["post"])
+    @action(detail=True, methods=["post"], throttle_classes=[BranchRateThrottle])
     def branch(self, request, id=None):
         data = _parse(serializers.BranchInput, request.data)
         try:
@@ -381,6 +410,8 @@ class SearchViewSet(ViewSet):
     """`GET /api/search/?q=`: the caller's own user and assistant messages, best first."""
 
     authentication_classes = [TokenAuthentication, SessionAuthentication]
+    schema = ApiSchema()
+    throttle_classes = [SearchRateThrottle]
 
     @extend_schema(
         parameters=[serializers.SearchQuery],
@@ -388,6 +419,7 @@ class SearchViewSet(ViewSet):
             200: serializers.SearchOutput,
             400: OpenApiResponse(serializers.ErrorOutput, description="bad q, limit or offset"),
             401: ERRORS[401],
+            429: THROTTLED,
         },
     )
     def list(self, request):

@@ -7,6 +7,7 @@ Each command returns a `CommandResult` that the consumer sends as `command_resul
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from sessions_app.agents import model_for_session
 from sessions_app.runtime.lease import SessionBusy
 from sessions_app.runtime.providers import MODEL_SPEC_HELP
 from sessions_app.store import InvalidSessionId, SessionNotFound
+from sessions_app.throttles import branch_throttle_wait
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,12 @@ def _branch_args(args: list[str]) -> tuple[str | None, int | None]:
 def _branch(ctx: _Context) -> CommandResult:
     named, at_seq = _branch_args(ctx.args)
     source = named or ctx.session_id
+    # A branch is a new session: the same budget as POST …/branch/ (BRANCH_THROTTLE_RATE).
+    wait = branch_throttle_wait(ctx.owner_id)
+    if wait is not None:
+        raise CommandError(
+            "throttled", f"too many branches; try again in {math.ceil(wait)} seconds"
+        )
     try:
         meta = services.session_branch(session_id=source, owner_id=ctx.owner_id, at_seq=at_seq)
     except SessionNotFound as error:

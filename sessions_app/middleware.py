@@ -4,6 +4,13 @@ DRF shapes the errors of its own views (`sessions_app.api.exception_handler`). D
 the rest — an unknown /api/ path (404), an unhandled exception (500), a request refused before
 any view — with HTML pages made for browsers. This middleware, first in MIDDLEWARE so that it
 sees every response, gives programs the same `{"code", "detail"}` body there too.
+
+It also refuses, with 411 `length_required`, an /api/ request whose body is sent chunked
+(`Transfer-Encoding` without `Content-Length`). Django reads a request body only as far as
+its Content-Length says, so it would see such a body as empty and act on the defaults — a
+`POST /api/sessions/` with a chunked `{"id": ...}` would create a session under a server-made
+id. A request body that Daphne's HTTP server (Twisted) cannot parse never gets here: see the
+README's section on request bodies.
 """
 
 from __future__ import annotations
@@ -19,11 +26,16 @@ CODES = {
     403: "permission_denied",
     404: "not_found",
     405: "method_not_allowed",
+    411: "length_required",
     413: "too_large",
     500: "server_error",
 }
 # Headers of the original answer that a client still needs (Allow on 405, the challenge on 401).
 KEPT_HEADERS = ("Allow", "WWW-Authenticate", "Retry-After")
+
+
+def _body_without_length(request) -> bool:
+    return "HTTP_TRANSFER_ENCODING" in request.META and not request.META.get("CONTENT_LENGTH")
 
 
 def _is_json(response) -> bool:
@@ -35,6 +47,14 @@ class ApiJsonErrorsMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
+        if request.path.startswith(API_PREFIX) and _body_without_length(request):
+            return JsonResponse(
+                {
+                    "code": "length_required",
+                    "detail": "send the request body with a Content-Length, not chunked",
+                },
+                status=411,
+            )
         response = self.get_response(request)
         if (
             not request.path.startswith(API_PREFIX)

@@ -4,6 +4,7 @@ No domain rules here: ids are validated by sessions_app.ids inside the services,
 the WebSocket and the commands all refuse the same ids with the same message.
 """
 
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from sessions_app import limits
@@ -15,11 +16,25 @@ from sessions_app.selectors import (
 )
 from sessions_app.services import EXPORT_FORMATS
 
+# What the OpenAPI schema says a session id is (docs/design.md §6); sessions_app.ids checks.
+SESSION_ID_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 200,
+    "pattern": r"^[A-Za-z0-9_:\-][A-Za-z0-9_.:\-]*$",
+}
+
+
+@extend_schema_field(SESSION_ID_SCHEMA)
+class SessionIdField(serializers.CharField):
+    """A session id in a body: described with its pattern, validated by the services."""
+
+
 # --- input --------------------------------------------------------------------------------
 
 
 class SessionCreateInput(serializers.Serializer):
-    id = serializers.CharField(required=False, allow_blank=False, trim_whitespace=False)
+    id = SessionIdField(required=False, allow_blank=False, trim_whitespace=False)
     agent = serializers.CharField(
         required=False, default="jarvis", max_length=limits.AGENT_MAX_CHARS
     )
@@ -83,7 +98,7 @@ class MessageInput(serializers.Serializer):
 
 
 class BranchInput(serializers.Serializer):
-    id = serializers.CharField(required=False, allow_blank=False, trim_whitespace=False)
+    id = SessionIdField(required=False, allow_blank=False, trim_whitespace=False)
     at_seq = serializers.IntegerField(required=False, min_value=0, max_value=limits.SEQ_MAX)
 
 
@@ -100,10 +115,10 @@ class ProactiveInput(serializers.Serializer):
 
 
 class SessionOutput(serializers.Serializer):
-    id = serializers.CharField()
+    id = SessionIdField()
     agent = serializers.CharField()
     title = serializers.CharField(allow_blank=True)
-    parent_id = serializers.CharField(allow_null=True)
+    parent_id = SessionIdField(allow_null=True)
     branched_at_seq = serializers.IntegerField(allow_null=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
@@ -238,7 +253,7 @@ class SearchQuery(serializers.Serializer):
 
 
 class SearchHitOutput(serializers.Serializer):
-    session_id = serializers.CharField()
+    session_id = SessionIdField()
     title = serializers.CharField(allow_blank=True)
     seq = serializers.IntegerField()
     role = serializers.ChoiceField(choices=["user", "assistant"])
@@ -249,6 +264,9 @@ class SearchHitOutput(serializers.Serializer):
     )
 
 
+# The search view is a ViewSet's `list`, which drf-spectacular would document as an array;
+# it answers one object, a page.
+@extend_schema_serializer(many=False)
 class SearchOutput(serializers.Serializer):
     query = serializers.CharField()
     hits = SearchHitOutput(many=True)

@@ -1,7 +1,10 @@
-"""The one rate limit on turns, shared by the HTTP API and the WebSocket.
+"""Rate limits per user, shared by every door that leads to the same cost.
 
-Turns cost model calls: a user may start REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["turns"]
-(TURN_THROTTLE_RATE) of them, whichever door they come through.
+Each is a scope of REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], counted in Django's cache:
+- `turns` (TURN_THROTTLE_RATE): turns cost model calls — HTTP messages and WebSocket prompts;
+- `branches` (BRANCH_THROTTLE_RATE): every branch is a new session holding a copy of a whole
+  history — `POST …/branch/` and the `/branch` slash command (chat page and terminal);
+- `search` (SEARCH_THROTTLE_RATE): a query ranks every matching message of the user.
 """
 
 from __future__ import annotations
@@ -15,10 +18,26 @@ class TurnRateThrottle(UserRateThrottle):
     scope = "turns"
 
 
-def turn_throttle_wait(user) -> float | None:
-    """None when `user` may start a turn now (and count it); else the seconds to wait."""
-    throttle = TurnRateThrottle()
-    # DRF's throttle reads only `request.user` for an authenticated user.
+class BranchRateThrottle(UserRateThrottle):
+    scope = "branches"
+
+
+class SearchRateThrottle(UserRateThrottle):
+    scope = "search"
+
+
+def _wait(throttle: UserRateThrottle, user) -> float | None:
+    # DRF's user throttle reads only `request.user` (its pk) for an authenticated user.
     if throttle.allow_request(SimpleNamespace(user=user), None):
         return None
     return throttle.wait() or 1.0
+
+
+def turn_throttle_wait(user) -> float | None:
+    """None when `user` may start a turn now (and count it); else the seconds to wait."""
+    return _wait(TurnRateThrottle(), user)
+
+
+def branch_throttle_wait(user_id: int) -> float | None:
+    """None when the user may branch a session now (and count it); else the seconds to wait."""
+    return _wait(BranchRateThrottle(), SimpleNamespace(pk=user_id, is_authenticated=True))

@@ -1,7 +1,8 @@
 """Search for the `db` backend: PostgreSQL full text or SQLite FTS5, one query per page.
 
 Both rank every match of the caller's messages, keep the requested page, and only then cut
-snippets, which costs a re-parse of each message's text: a page's worth, never all matches.
+snippets, each from a bounded window of its message (search.py says why): a page's worth,
+never all matches, and never a whole long message.
 Order: rank (best first), then the newest message, then session id and seq so that pages
 never overlap or skip when ranks and times tie (a branch's copies share both).
 """
@@ -18,9 +19,11 @@ from sessions_app.store.search import (
     POSTGRES_TEXT_CONFIG,
     SearchHit,
     fts5_query,
-    fts5_snippet_sql,
+    fts5_window_snippet,
     has_wanted_term,
+    snippet_of_window,
     snippet_parts,
+    snippet_windows,
 )
 
 SQLITE_FTS_TABLE = "sessions_app_entry_search"  # built by migration 0005_search_index
@@ -73,24 +76,60 @@ def _search_postgres(tables, owner_id, query, limit, offset) -> list[SearchHit]:
         )
         SELECT e.session_id, s.title, e.seq, e.role,
             to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"'),
-            page.rank,
-            ts_headline(
-                '{POSTGRES_TEXT_CONFIG}', translate(e.content, %s, %s), wanted.q, %s
-            )
+            page.rank, e.content
         FROM page
         JOIN {tables["entry"]} e ON e.id = page.id
         JOIN {tables["session"]} s ON s.id = e.session_id
-        CROSS JOIN wanted
         ORDER BY page.rank DESC, e.created_at DESC, e.session_id, e.seq DESC
     """
     with connection.cursor() as cursor:
-        cursor.execute(
-            sql,
-            [query, owner_id, limit, offset, ANGLE_BRACKETS, ANGLE_STAND_INS, HEADLINE_OPTIONS],
-        )
-        return [
-            _hit(*row[:-1], row[-1].translate(RESTORE_ANGLE_BRACKETS)) for row in cursor.fetchall()
-        ]
+        # The page's texts come back whole: Python finds where in each to look, and
+        # ts_headline then reads those windows only (search.py).
+        cursor.execute(sql, [query, owner_id, limit, offset])
+        rows = cursor.fetchall()
+        if not rows:
+            return []
+        texts = [row[-1] for row in rows]
+        windows = [snippet_windows(text, query) for text in texts]
+        headlines = _postgres_headlines(cursor, query, texts, windows)
+    return [
+        _hit(*row[:-1], snippet_of_window(text, *headlines.get(hit, (None, None))))
+        for hit, (row, text) in enumerate(zip(rows, texts, strict=True))
+    ]
+
+
+def _postgres_headlines(cursor, query, texts, windows) -> dict[int, tuple]:
+    """{hit: (window, marked headline)} for the first window of each hit that matches,
+    every window of the page cut in one statement."""
+    cells = [
+        (hit, number, texts[hit][start:end])
+        for hit, hit_windows in enumerate(windows)
+        for number, (start, end) in enumerate(hit_windows)
+    ]
+    if not cells:
+        return {}
+    cursor.execute(
+        f"""
+        WITH wanted AS (SELECT websearch_to_tsquery('{POSTGRES_TEXT_CONFIG}', %s) AS q)
+        SELECT DISTINCT ON (cell.hit) cell.hit, cell.number,
+            ts_headline('{POSTGRES_TEXT_CONFIG}', translate(cell.text, %s, %s), wanted.q, %s)
+        FROM unnest(%s::int[], %s::int[], %s::text[]) AS cell (hit, number, text)
+        CROSS JOIN wanted
+        WHERE to_tsvector('{POSTGRES_TEXT_CONFIG}', cell.text) @@ wanted.q
+        ORDER BY cell.hit, cell.number
+        """,
+        [
+            query,
+            ANGLE_BRACKETS,
+            ANGLE_STAND_INS,
+            HEADLINE_OPTIONS,
+            *(list(column) for column in zip(*cells, strict=True)),
+        ],
+    )
+    return {
+        hit: (windows[hit][number], marked.translate(RESTORE_ANGLE_BRACKETS))
+        for hit, number, marked in cursor.fetchall()
+    }
 
 
 def _search_sqlite(tables, owner_id, query, limit, offset) -> list[SearchHit]:
@@ -117,16 +156,12 @@ def _search_sqlite(tables, owner_id, query, limit, offset) -> list[SearchHit]:
         rows = cursor.fetchall()
         if not rows:
             return []
-        snippets = fts5_snippets(cursor, fts, match, [row[0] for row in rows])
-    return [_hit(*row[1:], snippets[row[0]]) for row in rows]
-
-
-def fts5_snippets(cursor, fts_table: str, match: str, rowids: list[int]) -> dict[int, str]:
-    """Marked snippets of the given rows (a page of hits), by rowid."""
-    marks = ", ".join(["%s"] * len(rowids))
-    cursor.execute(
-        f"SELECT rowid, {fts5_snippet_sql(fts_table)} FROM {fts_table} "
-        f"WHERE {fts_table} MATCH %s AND rowid IN ({marks})",
-        [match, *rowids],
-    )
-    return dict(cursor.fetchall())
+        # Read apart from the ranking: a sort carries every column it selects, and the texts
+        # of all matches, not a page's, would go through it.
+        marks = ", ".join(["%s"] * len(rows))
+        cursor.execute(
+            f"SELECT id, content FROM {tables['entry']} WHERE id IN ({marks})",
+            [row[0] for row in rows],
+        )
+        texts = dict(cursor.fetchall())
+    return [_hit(*row[1:], fts5_window_snippet(texts[row[0]], query, match)) for row in rows]

@@ -29,8 +29,8 @@ from sessions_app.store.search import (
     SEARCHED_ROLES,
     SearchHit,
     fts5_query,
-    fts5_snippet_sql,
     fts5_table_sql,
+    fts5_window_snippet,
     has_wanted_term,
     snippet_parts,
 )
@@ -224,16 +224,22 @@ class JsonlSearchIndex:
         ).fetchall()
         if not rows:
             return []
+        # Read apart from the ranking, so the sort never carries the texts of all matches.
         marks = ", ".join(["?"] * len(rows))
-        snippets = dict(
+        texts = dict(
             db.execute(
-                f"SELECT rowid, {fts5_snippet_sql('entry_search')} FROM entry_search "
-                f"WHERE entry_search MATCH ? AND rowid IN ({marks})",
-                [match, *(row[0] for row in rows)],
+                f"SELECT id, content FROM entry WHERE id IN ({marks})", [row[0] for row in rows]
             ).fetchall()
         )
         return [
-            (session_id, seq, role, datetime.fromisoformat(created_at), rank, snippets[rowid])
+            (
+                session_id,
+                seq,
+                role,
+                datetime.fromisoformat(created_at),
+                rank,
+                fts5_window_snippet(texts[rowid], query, match),
+            )
             for rowid, session_id, seq, role, created_at, rank in rows
         ]
 

@@ -221,3 +221,58 @@ def test_snippet_parts_are_balanced_whatever_the_marks():
     assert snippet_parts(f"a {start}b{end} c") == (("a ", False), ("b", True), (" c", False))
     assert snippet_parts(f"{end}a{start}{start}b") == (("a", False), ("b", True))
     assert snippet_parts("") == ()
+
+
+# --- long messages: the snippet comes from a window around the hit -----------------------
+
+LOREM = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor".split()
+
+
+def long_text(length: int, tail: str = "") -> str:
+    words = (LOREM[n % len(LOREM)] for n in range(length))
+    return (" ".join(words))[: length - len(tail)] + tail
+
+
+def plain(snippet) -> str:
+    return "".join(text for text, _ in snippet)
+
+
+def test_a_hit_deep_inside_a_long_message_shows_the_words_around_it(store, owner):
+    text = long_text(90_000) + " the grey herons nested by the old mill " + long_text(10_000)
+    store.create("long", owner_id=owner)
+    said(store, "long", text)
+
+    (hit,) = store.search(owner, "heron")
+
+    assert ("herons", True) in hit.snippet
+    assert "nested by the old mill" in plain(hit.snippet)
+    # An excerpt, and it says the message goes on both ways.
+    assert len(plain(hit.snippet)) < 400
+    assert plain(hit.snippet).startswith("…") and plain(hit.snippet).endswith("…")
+
+
+def test_a_word_said_everywhere_in_long_messages_finds_every_message(store, owner):
+    store.create("pastes", owner_id=owner)
+    said(store, "pastes", *(long_text(100_000, tail=f" paste {n}") for n in range(3)))
+
+    found = store.search(owner, "lorem or ipsum")
+
+    assert sorted(hit.seq for hit in found) == [1, 2, 3]
+    for hit in found:
+        assert any(matched for _, matched in hit.snippet)
+        assert len(plain(hit.snippet)) < 400
+
+
+def test_words_that_only_start_like_the_query_do_not_hide_the_hit(store, owner):
+    # "herd" and "here" start like "herons" would before stemming; only the heron matches.
+    text = " ".join(
+        [long_text(3_000), "the herd", long_text(3_000), "here", long_text(20_000)]
+        + ["a heron waded", long_text(3_000)]
+    )
+    store.create("long", owner_id=owner)
+    said(store, "long", text)
+
+    (hit,) = store.search(owner, "herons")
+
+    assert ("heron", True) in hit.snippet
+    assert "waded" in plain(hit.snippet)

@@ -1,0 +1,106 @@
+"""The OpenAPI schema describes what the API answers (docs/design.md §7).
+
+Schemathesis reads `/api/schema/` from the WSGI application itself (no server), generates
+requests for every operation from it, sends them as Alice, and checks every answer: no 5xx,
+a status the operation declares, a body and headers of the declared shape. A fixed seed and a
+bounded number of examples per operation make it a repeatable test, not a fuzzing campaign.
+"""
+
+import pytest
+import schemathesis
+from django.core.signals import request_finished, request_started
+from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
+from hypothesis import HealthCheck, seed, settings
+from schemathesis import checks
+
+from sessions_app import services
+from tests.builders import play_turn
+
+EXAMPLES_PER_OPERATION = 10
+# What the API promises: never a server error, and every answer as the schema describes it.
+# (Not checked: that every request the schema allows is accepted and every other refused —
+# the schema describes answers exactly, and inputs as far as OpenAPI can say them.)
+CHECKS = [
+    checks.not_a_server_error,
+    checks.status_code_conformance,
+    checks.content_type_conformance,
+    checks.response_headers_conformance,
+    checks.response_schema_conformance,
+]
+# Short ids are what generated ids mostly are: sessions under them make some requests meet
+# a real session (a history, a branch, an export) instead of a 404.
+EXISTING_IDS = ("0", "A", "a", "-", "_", ":")
+
+
+# Read when the module is collected (one test per operation, named by method and path), before
+# the test environment adds the test client's host to ALLOWED_HOSTS: asked for as localhost.
+# WSGI, not ASGI: the requests run in the test's own thread and database transaction, which
+# is rolled back after each operation; through ASGI they would run in another thread, and
+# every operation would have to empty the database (seconds each on PostgreSQL). The HTTP
+# stack is the same Django middleware and views either way.
+schema = schemathesis.openapi.from_wsgi(
+    "/api/schema/", get_wsgi_application(), headers={"Host": "localhost"}
+)
+
+
+@pytest.fixture
+def connection_kept():
+    """Django's WSGI handler closes a connection in a transaction when a request starts and
+    ends; the test's transaction must outlive every request, as Django's test client keeps it."""
+    for signal in (request_started, request_finished):
+        signal.disconnect(close_old_connections)
+    yield
+    for signal in (request_started, request_finished):
+        signal.connect(close_old_connections)
+
+
+@pytest.fixture
+def alice_sessions(alice):
+    for session_id in EXISTING_IDS:
+        services.session_create(owner_id=alice.id, session_id=session_id)
+        play_turn(session_id, "what is 6*7?", "42", owner_id=alice.id)
+
+
+@pytest.mark.django_db
+@schema.parametrize()
+@seed(24)
+@settings(
+    max_examples=EXAMPLES_PER_OPERATION,
+    deadline=None,
+    database=None,
+    # The fixtures make users and sessions once per operation; examples share them on purpose.
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+def test_every_answer_is_what_the_schema_says(case, alice_token, alice_sessions, connection_kept):
+    case.call_and_validate(headers={"Authorization": f"Token {alice_token}"}, checks=CHECKS)
+
+
+def test_the_schema_declares_ids_pages_and_every_error():
+    document = schema.raw_schema
+    operations = [
+        (path, method, operation)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+    ]
+    search = document["paths"]["/api/search/"]["get"]["responses"]["200"]
+    assert search["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/SearchOutput"
+    }
+    for path, method, operation in operations:
+        responses = operation["responses"]
+        assert "401" in responses, (method, path)
+        if "requestBody" in operation:
+            assert {"413", "415"} <= set(responses), (method, path)
+        for parameter in operation.get("parameters", []):
+            if parameter["in"] == "path" and parameter["name"] == "id" and "{id}" in path:
+                if path.startswith("/api/sessions/"):
+                    assert parameter["schema"]["maxLength"] == 200
+                    assert parameter["schema"]["pattern"].startswith("^[A-Za-z0-9_:\\-]")
+    throttled = {
+        ("/api/sessions/{id}/messages/", "post"),
+        ("/api/sessions/{id}/branch/", "post"),
+        ("/api/search/", "get"),
+    }
+    for path, method in throttled:
+        assert "429" in document["paths"][path][method]["responses"], (method, path)

@@ -110,7 +110,14 @@ class DrainingServer(Server):
         for port in self._ports:
             port.stopListening()
         deadline = loop.time() + CLOSE_GRACE_SEC
-        while (drain.sockets_open() or self._answers_under_way()) and loop.time() < deadline:
+        while drain.sockets_open() or self._answers_under_way():
+            if loop.time() >= deadline:
+                logger.warning(
+                    "drain: %d sockets and other connections still open after %d s; stopping",
+                    len(drain.sockets_open()),
+                    CLOSE_GRACE_SEC,
+                )
+                break
             close_sockets()
             await asyncio.sleep(drain.DRAIN_POLL_SEC)
         logger.info("drain: done, stopping")
@@ -127,10 +134,13 @@ class DrainingServer(Server):
         return ended.result()
 
     def _answers_under_way(self) -> bool:
-        """An application instance still running: an HTTP answer not yet sent (a socket's
-        instance ends with its connection)."""
+        """A connection still open whose application is still running: an HTTP answer not
+        yet sent, a socket not yet closed. (Once its connection is gone, an application may
+        take seconds more to end — a Redis layer's receive finishes its blocking pop — and
+        nobody waits for it.)"""
         return any(
-            details.get("application_instance") is not None
+            "disconnected" not in details
+            and details.get("application_instance") is not None
             and not details["application_instance"].done()
             for details in self.connections.values()
         )

@@ -70,6 +70,18 @@ class JsonLinesFormatter(JsonFormatter):
         return {key: value for key, value in log_data.items() if value is not None}
 
 
+class TextFormatter(logging.Formatter):
+    """Plain lines for a console, the known context fields in brackets after the logger's
+    name (`%(context)s` in the format)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        known = [
+            f"{name}={getattr(record, name)}" for name in FIELDS if getattr(record, name, None)
+        ]
+        record.context = f" [{' '.join(known)}]" if known else ""
+        return super().formatMessage(record)
+
+
 class RequestContextMiddleware:
     """Gives every HTTP request an id (kept from X-Request-ID when a proxy sent one, echoed
     back in the answer) and logs one access line per request: method, path without its query
@@ -87,15 +99,17 @@ class RequestContextMiddleware:
             user = getattr(request, "user", None)
             # DRF authenticates tokens inside the view, and sets request.user when it does.
             user_id = user.pk if user is not None and user.is_authenticated else None
+            fields = {
+                "method": request.method,
+                "path": request.path,
+                "status": response.status_code,
+                "duration_ms": round((time.monotonic() - started) * 1000, 1),
+            }
+            # The message reads on a console; the same values are fields of a JSON line.
             access_logger.info(
-                "request",
-                extra={
-                    "user_id": user_id,
-                    "method": request.method,
-                    "path": request.path,
-                    "status": response.status_code,
-                    "duration_ms": round((time.monotonic() - started) * 1000, 1),
-                },
+                "%(method)s %(path)s %(status)s %(duration_ms)s ms",
+                fields,
+                extra={"user_id": user_id, **fields},
             )
         response[REQUEST_ID_HEADER] = request_id
         return response

@@ -63,7 +63,7 @@ class DrainingServer(Server):
         # Twisted would install handlers that stop the reactor; ours drain first.
         self.signal_handlers = False
         self._hurry = asyncio.Event()
-        self._drain_task: asyncio.Task | None = None
+        self._drain_task: asyncio.Task | None = None  # held: the loop keeps weak references
         self._ports = []
         reactor.callWhenRunning(self._on_start)
         super().run()
@@ -94,7 +94,15 @@ class DrainingServer(Server):
 
     async def _drain(self) -> None:
         loop = asyncio.get_running_loop()
-        closing = [asyncio.ensure_future(socket.drain_close()) for socket in drain.sockets_open()]
+        closing: dict = {}
+
+        def close_sockets() -> None:
+            # Also a socket that finished its handshake just as the drain began.
+            for socket in drain.sockets_open():
+                if socket not in closing:
+                    closing[socket] = asyncio.ensure_future(socket.drain_close())
+
+        close_sockets()
         if not await self._turns_end_within(settings.DRAIN_TIMEOUT_SEC):
             aborted = turns_abort_all_local()
             logger.warning("drain: grace period over, %d turns aborted", aborted)
@@ -102,9 +110,15 @@ class DrainingServer(Server):
         for port in self._ports:
             port.stopListening()
         deadline = loop.time() + CLOSE_GRACE_SEC
-        if closing:
-            await asyncio.wait(closing, timeout=CLOSE_GRACE_SEC)
-        while (drain.sockets_open() or self._answers_under_way()) and loop.time() < deadline:
+        while drain.sockets_open() or self._answers_under_way():
+            if loop.time() >= deadline:
+                logger.warning(
+                    "drain: %d sockets and other connections still open after %d s; stopping",
+                    len(drain.sockets_open()),
+                    CLOSE_GRACE_SEC,
+                )
+                break
+            close_sockets()
             await asyncio.sleep(drain.DRAIN_POLL_SEC)
         logger.info("drain: done, stopping")
         self.stop()
@@ -120,10 +134,13 @@ class DrainingServer(Server):
         return ended.result()
 
     def _answers_under_way(self) -> bool:
-        """An application instance still running: an HTTP answer not yet sent (a socket's
-        instance ends with its connection)."""
+        """A connection still open whose application is still running: an HTTP answer not
+        yet sent, a socket not yet closed. (Once its connection is gone, an application may
+        take seconds more to end — a Redis layer's receive finishes its blocking pop — and
+        nobody waits for it.)"""
         return any(
-            details.get("application_instance") is not None
+            "disconnected" not in details
+            and details.get("application_instance") is not None
             and not details["application_instance"].done()
             for details in self.connections.values()
         )

@@ -382,8 +382,8 @@ LOGGING = {
             "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
         },
         "text": {
-            "format": "%(asctime)s %(levelname)s %(name)s: %(message)s "
-            "[request=%(request_id)s user=%(user_id)s session=%(session_id)s turn=%(turn_id)s]",
+            "()": "jarvis_site.log_context.TextFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s",
         },
     },
     "handlers": {

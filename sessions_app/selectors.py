@@ -30,6 +30,8 @@ from sessions_app.store import (
 from sessions_app.store import approvals as approval_rows
 
 MAX_ENTRIES_PAGE = 1000
+# Entries the snapshot reads at once from the end; older ones in growing chunks if they fit.
+SNAPSHOT_FIRST_READ = 200
 SEARCH_QUERY_MAX_CHARS = 200
 SEARCH_PAGE_DEFAULT = 20
 SEARCH_PAGE_MAX = 50
@@ -244,10 +246,13 @@ def session_snapshot(*, session_id: str, owner_id: int, after_seq: int = 0) -> d
         "has_more": False,
     }
     room = budget - frames.encode(frame_without_entries)[1]
-    newest = store.get_messages(session_id, after_seq=max(after_seq, meta.last_seq))
+    # One read usually holds the whole window (the jsonl backend reads its file per call);
+    # it also takes in entries appended since the meta was read.
+    newest_floor = max(after_seq, meta.last_seq - SNAPSHOT_FIRST_READ)
+    newest = store.get_messages(session_id, after_seq=newest_floor)
     entries: list[dict[str, Any]] = []
     complete = True
-    older = _entries_before(session_id, before_seq=meta.last_seq + 1, floor=after_seq)
+    older = _entries_before(session_id, before_seq=newest_floor + 1, floor=after_seq)
     for entry in itertools.chain(reversed(newest), older):
         shown, size = frames.entry_for_frame(entry_to_api(entry))
         room -= size + 2  # and the separator

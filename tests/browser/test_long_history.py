@@ -117,6 +117,31 @@ def test_a_search_hit_older_than_the_first_window_opens_at_that_entry(
     expect(found).to_be_in_viewport()
     expect(found).to_be_focused()
     expect(found.locator(".text")).to_contain_text("line 20 ")
+    # A window around the hit, not everything after it: newer entries load further down.
+    assert page.locator(".msg.user[data-seq='200']").count() == 0
+
+    log = page.locator("#log")
+    newest = page.locator(".msg.user[data-seq='300']")
+    for _ in range(50):
+        if newest.count():
+            break
+        shown = page.locator("#log .msg").count()
+        log.evaluate("log => { log.scrollTop = log.scrollHeight; }")
+        page.wait_for_function("n => document.querySelectorAll('#log .msg').length > n", arg=shown)
+    expect(page.locator(".history-end")).to_have_count(0)
+    seqs = page.locator("#log .msg.user[data-seq]").evaluate_all(
+        "nodes => nodes.map((node) => Number(node.dataset.seq))"
+    )
+    assert seqs == list(range(seqs[0], 301))
+
+    # A message sent from the window goes after the latest one, and shows there.
+    page.goto(small_window_server + "/?session=hits&seq=20")
+    expect(found).to_be_focused()
+    page.fill("#prompt", "one more thing")
+    page.keyboard.press("Enter")
+    expect(page.locator(".msg.user", has_text="one more thing")).to_be_in_viewport()
+    expect(page.locator(".msg.user[data-seq='300']")).to_have_count(1)
+    assert "seq=" not in page.url
 
 
 def test_a_tool_call_loaded_after_its_result_is_shown_with_it(

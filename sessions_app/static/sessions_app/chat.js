@@ -48,6 +48,11 @@ const state = {
   hasOlder: false, // entries before oldestSeq exist on the server
   loadingOlder: false,
   placeBefore: null, // while set, rendered entries go before this node (older ones, fetched stubs)
+  // A search hit older than the first window opens a window around it: newer entries up to
+  // the latest then load as the reader scrolls down, and live ones wait until they are reached.
+  gapAfter: false,
+  newestShown: 0, // while gapAfter: the last seq shown
+  loadingNewer: false,
 };
 
 // --- notices, announcements, scrolling ---------------------------------------------------
@@ -76,18 +81,16 @@ function atBottom() {
 // a reader who was at the latest message stays there when the log shrinks.
 let followLatest = true;
 log.addEventListener("scroll", () => {
-  followLatest = atBottom();
+  followLatest = atBottom() && !state.gapAfter;
 });
 new ResizeObserver(() => {
   if (followLatest) log.scrollTop = log.scrollHeight;
 }).observe(log);
 
-// Scrolls to the entry with this seq and highlights it for a moment (a search hit); an entry
-// older than those shown is loaded first, with everything after it.
+// Scrolls to the entry with this seq and highlights it for a moment (a search hit); for an
+// entry older than those shown, the page first shows the entries around it instead.
 async function jumpTo(seq) {
-  while (state.hasOlder && state.oldestSeq > seq) {
-    if (!(await loadOlder())) break;
-  }
+  if (state.hasOlder && state.oldestSeq > seq) await openAround(seq);
   const target = log.querySelector('[data-seq="' + Number(seq) + '"]');
   if (!target) {
     showNotice("Entry #" + seq + " is not in this conversation any more.", "info");
@@ -358,7 +361,7 @@ function renderAssistantMessage(entry, { live, placed }) {
     if (link) bubble.appendChild(link);
   }
   linkDelegates(bubble);
-  if (!streamed) append(bubble);
+  if (!streamed || !bubble.isConnected) append(bubble);
   if (live && entry.content) announce("Jarvis answered: " + text.textContent);
   // A tool step is followed by more work: keep showing that Jarvis is busy.
   if (!placed && state.busy && (entry.tool_calls || []).length) liveBubble();
@@ -413,6 +416,7 @@ function renderBranchSummary(entry) {
 // agent_end names the session's last seq: fetch any entry this tab did not receive.
 async function resyncUpTo(lastSeq) {
   const sessionId = state.sessionId;
+  if (state.gapAfter) return; // the entries after the window load as the reader scrolls down
   // Entries before the oldest one shown are not missing: they load when scrolled to.
   let after = Math.max(0, (state.oldestSeq || 1) - 1);
   while (after < lastSeq && state.seen.has(after + 1)) after += 1;
@@ -426,6 +430,11 @@ async function resyncUpTo(lastSeq) {
 
 function renderEntry(entry, { live = false, placed = false } = {}) {
   if (state.seen.has(entry.seq)) return;
+  if (state.gapAfter && !placed && entry.seq > state.newestShown + 1) {
+    // Shown when the reader scrolls down to it.
+    state.lastSeq = Math.max(state.lastSeq, entry.seq);
+    return;
+  }
   state.seen.add(entry.seq);
   state.lastSeq = Math.max(state.lastSeq, entry.seq);
   if (entry.truncated) {
@@ -563,7 +572,94 @@ async function fillOlder() {
 
 log.addEventListener("scroll", () => {
   if (log.scrollTop < OLDER_MARGIN_PX) fillOlder();
+  if (state.gapAfter && log.scrollHeight - log.scrollTop - log.clientHeight < OLDER_MARGIN_PX) {
+    fillNewer();
+  }
 });
+
+// --- a window around an older entry (a search hit) -----------------------------------------
+
+const AROUND = 20; // entries shown on each side of the entry a search hit opens
+
+async function openAround(seq) {
+  const sessionId = state.sessionId;
+  const path = sessionPath(sessionId) + "entries/?";
+  const [before, after] = await Promise.all([
+    api("GET", path + "before_seq=" + (seq + 1) + "&limit=" + (AROUND + 1)),
+    api("GET", path + "after_seq=" + seq + "&limit=" + AROUND),
+  ]);
+  if (sessionId !== state.sessionId) return;
+  if (!before.ok || !after.ok) {
+    showNotice("Could not open that entry: " + errorText(before.ok ? after : before), "error");
+    return;
+  }
+  const lastSeq = state.lastSeq;
+  removeLive();
+  log.textContent = "";
+  state.seen.clear();
+  state.turnStarts.clear();
+  state.callElements.clear();
+  state.gapAfter = true;
+  state.newestShown = seq;
+  state.oldestSeq = before.data.entries.length ? before.data.entries[0].seq : seq;
+  state.hasOlder = before.data.next_before_seq !== null;
+  historyStart();
+  for (const entry of before.data.entries) renderEntry(entry, { placed: true });
+  showNewer(after.data.entries);
+  state.lastSeq = Math.max(state.lastSeq, lastSeq);
+  followLatest = false;
+  refreshAnswerActions();
+}
+
+// The line at the end of a window around an older entry: newer ones load below it.
+function historyEnd() {
+  let marker = log.querySelector(":scope > .history-end");
+  if (!marker) {
+    marker = el("div", "history-end", "Loading newer messages…");
+    log.appendChild(marker);
+  }
+  return marker;
+}
+
+function showNewer(entries) {
+  placeBefore(historyEnd(), () => {
+    for (const entry of entries) {
+      renderEntry(entry, { placed: true });
+      state.newestShown = Math.max(state.newestShown, entry.seq);
+    }
+  });
+  if (!entries.length || state.newestShown >= state.lastSeq) {
+    // Reached the latest: from here on the page is live again.
+    state.gapAfter = false;
+    historyEnd().remove();
+  }
+}
+
+async function fillNewer() {
+  if (state.loadingNewer || !state.gapAfter) return;
+  const sessionId = state.sessionId;
+  state.loadingNewer = true;
+  let result;
+  try {
+    result = await api(
+      "GET",
+      sessionPath(sessionId) + "entries/?after_seq=" + state.newestShown + "&limit=" + OLDER_PAGE,
+    );
+  } finally {
+    state.loadingNewer = false;
+  }
+  if (sessionId !== state.sessionId || !state.gapAfter) return;
+  if (!result.ok) {
+    showNotice("Could not load newer messages: " + errorText(result), "error");
+    return;
+  }
+  showNewer(result.data.entries);
+  refreshAnswerActions();
+  // Entries stored meanwhile: keep going while the reader is still at the end.
+  if (state.gapAfter && log.scrollHeight - log.scrollTop - log.clientHeight < OLDER_MARGIN_PX) {
+    fillNewer();
+  }
+}
 
 function renderNotice(notice) {
   if (state.seen.has("notice:" + notice.message_id)) return;
@@ -604,7 +700,8 @@ function liveBubble() {
     state.live.setAttribute("aria-busy", "true");
     state.live.querySelector(".text").appendChild(typingDots());
     const stick = atBottom();
-    log.appendChild(state.live);
+    // While a gap is open the answer streams out of sight; its entry shows when reached.
+    if (!state.gapAfter) log.appendChild(state.live);
     if (stick) log.scrollTop = log.scrollHeight;
   }
   return state.live;
@@ -730,7 +827,9 @@ function refreshAnswerActions() {
   }
   const users = log.querySelectorAll(".msg.user[data-seq]");
   const lastUser = users[users.length - 1];
-  if (state.busy || !lastUser) return;
+  // Regenerate belongs to the conversation's last answer, which a window around an older
+  // entry does not show.
+  if (state.busy || !lastUser || state.gapAfter) return;
   const endings = log.querySelectorAll(".msg.assistant[data-seq]:not(.proactive), .turn-status");
   const last = endings[endings.length - 1];
   if (!last || !(lastUser.compareDocumentPosition(last) & Node.DOCUMENT_POSITION_FOLLOWING)) return;
@@ -807,6 +906,8 @@ function resetConversation() {
   state.lastSeq = 0;
   state.oldestSeq = null;
   state.hasOlder = false;
+  state.gapAfter = false;
+  state.newestShown = 0;
   state.seen.clear();
   state.turnStarts.clear();
   state.callElements.clear();
@@ -1214,9 +1315,18 @@ function submitPrompt() {
     return;
   }
   showNotice("");
+  if (state.gapAfter) {
+    // A new message belongs after the latest one: reopen the conversation there first.
+    promptBox.value = "";
+    fitPrompt();
+    switchSession(state.sessionId, { prompt: text });
+    return;
+  }
   if (send({ type: "prompt", text })) {
     promptBox.value = "";
     fitPrompt();
+    // The reader's own message, and the answer, show at the end of the conversation.
+    log.scrollTop = log.scrollHeight;
   }
 }
 

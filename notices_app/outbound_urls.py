@@ -44,6 +44,8 @@ def allowed_hosts() -> list[AllowedHost]:
     """OUTBOUND_URL_ALLOWLIST parsed; a malformed entry is ImproperlyConfigured."""
     hosts = []
     for entry in settings.OUTBOUND_URL_ALLOWLIST:
+        if not entry.strip():  # "a.com,,b.com" or an empty list written as ""
+            continue
         match = _HOST_PATTERN.fullmatch(entry.strip().lower())
         if match is None:
             raise ImproperlyConfigured(

@@ -15,7 +15,10 @@ class NoticesAppConfig(AppConfig):
 
     def ready(self):
         # Imported here: an AppConfig module is loaded before the models are ready.
-        from notices_app import receivers
+        from notices_app import (
+            receivers,
+            tasks,  # noqa: F401 - importing it registers the tasks by name
+        )
         from notices_app.outbound_urls import allowed_hosts
         from notices_app.tools import SCHEDULE_TOOLS
         from notices_app.vapid import vapid_keys

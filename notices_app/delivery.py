@@ -33,6 +33,12 @@ from jarvis_site.metrics import NOTICE_DELIVERIES
 from notices_app.channels import CHANNELS
 from notices_app.channels.base import OutboundNotice, SendResult
 from notices_app.models import NoticeOutbox
+from notices_app.task_queue import (
+    RUNNING_STALE_SEC,
+    SEND_NOTICE,
+    task_enqueue,
+    task_is_waiting,
+)
 from sessions_app import selectors
 from sessions_app.ids import is_test_session
 from sessions_app.services import notice_mark_delivered, session_create
@@ -71,11 +77,7 @@ def schedule_target_session(*, owner_id: int, session_id: str) -> str | None:
 
 
 def _enqueue_send(outbox_id: int, run_after: datetime | None = None) -> str:
-    # Imported here: tasks.py imports this module for the task body.
-    from notices_app.tasks import send_notice
-
-    task = send_notice if run_after is None else send_notice.using(run_after=run_after)
-    return str(task.enqueue(outbox_id).id)
+    return task_enqueue(SEND_NOTICE, outbox_id, run_after=run_after)
 
 
 def notice_outbound_enqueue(*, session_id: str, notice: Notice) -> list[NoticeOutbox]:
@@ -203,9 +205,6 @@ def notice_outbox_recover(*, now: datetime | None = None, workers_stopped: bool 
     to pending, and a pending row whose queued task is no longer waiting gets a new one.
     `workers_stopped` says no worker runs now: every `sending` row and RUNNING task is dead.
     """
-    # Imported here: tasks.py imports this module for the task body.
-    from notices_app.tasks import RUNNING_STALE_SEC, task_is_waiting
-
     now = now or timezone.now()
     stale_sec = settings.NOTIFY_WEBHOOK_TIMEOUT_SEC + SENDING_STALE_MARGIN_SEC
     stale = now if workers_stopped else now - timedelta(seconds=stale_sec)

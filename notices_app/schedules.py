@@ -30,6 +30,13 @@ from django.utils import timezone
 
 from notices_app.delivery import schedule_target_session
 from notices_app.models import Schedule, ScheduleRun
+from notices_app.task_queue import (
+    FIRE_SCHEDULE,
+    RUNNING_STALE_SEC,
+    task_cancel_pending,
+    task_enqueue,
+    task_is_waiting,
+)
 from sessions_app import selectors
 from sessions_app.ids import validate_session_id
 from sessions_app.runtime.delegation import delegation_run
@@ -108,13 +115,9 @@ def _next_run_after(run_at: datetime, repeat: Repeat, now: datetime) -> datetime
 
 
 def _enqueue_fire(schedule_id: int, run_at: datetime, run_after: datetime | None = None) -> str:
-    # Imported here: tasks.py imports this module for the task body.
-    from notices_app.tasks import fire_schedule
-
-    result = fire_schedule.using(run_after=run_after or run_at).enqueue(
-        schedule_id, run_at.isoformat()
+    return task_enqueue(
+        FIRE_SCHEDULE, schedule_id, run_at.isoformat(), run_after=run_after or run_at
     )
-    return str(result.id)
 
 
 # --- create, cancel ---------------------------------------------------------------------------
@@ -231,9 +234,6 @@ def schedule_cancel(*, schedule_id: int, owner_id: int) -> Schedule:
 
     Raises ScheduleNotFound for a missing schedule or another user's.
     """
-    # Imported here: tasks.py imports this module for the task body.
-    from notices_app.tasks import task_cancel_pending
-
     with transaction.atomic():
         # The same row lock a fire takes: a fire either finished before (and its next run is
         # the task removed here) or sees the schedule cancelled.
@@ -389,9 +389,6 @@ def schedules_recover(*, now: datetime | None = None, workers_stopped: bool = Fa
     run again is safe: firing is idempotent. `workers_stopped` says no worker runs now, so
     every RUNNING task is a dead one.
     """
-    # Imported here: tasks.py imports this module for the task body.
-    from notices_app.tasks import RUNNING_STALE_SEC, task_is_waiting
-
     running_stale_sec = 0 if workers_stopped else RUNNING_STALE_SEC
 
     now = now or timezone.now()

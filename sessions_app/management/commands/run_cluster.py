@@ -125,8 +125,6 @@ class Command(BaseCommand):
                 connection.ensure_connection()
             except DatabaseError as error:
                 missing.append(f"PostgreSQL cannot be reached ({error}): check DATABASE_URL")
-            finally:
-                connection.close()
         if not settings.REDIS_URL:
             missing.append(f"the cluster needs Redis: {INSTALL_HINT['redis']}")
         else:

@@ -92,6 +92,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         # Join before reading the history: an entry stored in between arrives twice (the
         # page keeps one per seq) instead of never.
         await self.channel_layer.group_add(self.group, self.channel_name)
+        # Counted as registered before the row exists: a consumer cancelled while the row is
+        # written still removes it (removing a row that was never written changes nothing).
+        self.registered = True
         try:
             await database_sync_to_async(services.connection_open)(
                 session_id=session_id,
@@ -100,9 +103,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 agent=agent,
             )
         except SessionNotFound:
+            self.registered = False
             await self.channel_layer.group_discard(self.group, self.channel_name)
             return await self._refuse(CLOSE_NOT_FOUND)
-        self.registered = True
         await self.accept()
         snapshot = await database_sync_to_async(selectors.session_snapshot)(
             session_id=session_id, owner_id=user.id, after_seq=after_seq
@@ -121,27 +124,62 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         await self.close(code=code)
 
+    async def __call__(self, scope, receive, send):
+        # `disconnect` runs only when `websocket.disconnect` is dispatched. A handler that
+        # raises (a send on a transport that went away: the server closes with 1011) or a
+        # cancelled consumer (the server stops it) never gets there; letting go here too
+        # keeps such a socket from holding its session's registration alive forever.
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # Shielded: a second cancellation must not cut the cleanup half-way.
+            await asyncio.shield(self._let_go())
+
     async def disconnect(self, code):
-        if self.heartbeat is not None:
-            self.heartbeat.cancel()
+        await self._let_go()
+
+    async def _let_go(self):
+        """Stop the heartbeat, leave the notice watcher and the group, remove the connection
+        row. Runs once however the socket ended; each step runs even if one before failed."""
+        heartbeat, self.heartbeat = getattr(self, "heartbeat", None), None
+        if heartbeat is not None:
+            heartbeat.cancel()
         if self.watching_notices:
+            self.watching_notices = False
             notices_unwatch(self)
         if self.session_id is None:
             return
-        await self.channel_layer.group_discard(self.group, self.channel_name)
         if self.registered:
+            # First: the row is what keeps the session from being deleted.
             self.registered = False
-            await database_sync_to_async(services.connection_close)(channel_name=self.channel_name)
+            try:
+                await database_sync_to_async(services.connection_close)(
+                    channel_name=self.channel_name
+                )
+            except Exception:
+                # The row is not renewed any more: it stops counting after the registry's
+                # timeout.
+                logger.exception("connection row of session %s not removed", self.session_id)
+        try:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+        except Exception:
+            logger.exception("socket of session %s not removed from its group", self.session_id)
 
     async def _heartbeat_loop(self):
         while True:
             await asyncio.sleep(services.HEARTBEAT_SEC)
-            # The Redis layer forgets group members after its group_expiry (a day): joining
-            # again keeps a socket that stays open for days in its session's group.
-            await self.channel_layer.group_add(self.group, self.channel_name)
-            alive = await database_sync_to_async(services.connection_heartbeat)(
-                channel_name=self.channel_name
-            )
+            try:
+                # The Redis layer forgets group members after its group_expiry (a day):
+                # joining again keeps a socket that stays open for days in its session's group.
+                await self.channel_layer.group_add(self.group, self.channel_name)
+                alive = await database_sync_to_async(services.connection_heartbeat)(
+                    channel_name=self.channel_name
+                )
+            except Exception:
+                # A passing database or Redis failure: the next beat tries again, well
+                # within the registry's timeout.
+                logger.exception("heartbeat of a socket of session %s failed", self.session_id)
+                continue
             if not alive:
                 self.registered = False
                 await self.close(code=CLOSE_EXPIRED)

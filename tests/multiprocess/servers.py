@@ -33,9 +33,9 @@ class Server(str):
 
 
 @contextlib.contextmanager
-def daphne(port: int | None = None, **env):
-    """Run `daphne jarvis_site.asgi:application` on a loopback port (a free one unless given);
-    yield its base URL (a `Server`)."""
+def daphne(port: int | None = None, daphne_args: tuple[str, ...] = (), **env):
+    """Run `daphne jarvis_site.asgi:application` on a loopback port (a free one unless given),
+    with `daphne_args` added to its command line; yield its base URL (a `Server`)."""
     port = port or free_port()
     log = tempfile.TemporaryFile("w+")
     process = subprocess.Popen(
@@ -47,6 +47,7 @@ def daphne(port: int | None = None, **env):
             "127.0.0.1",
             "-p",
             str(port),
+            *daphne_args,
             "jarvis_site.asgi:application",
         ],
         cwd=REPO,

@@ -196,6 +196,14 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
             return await self._error("bad_request", 'a frame is a JSON object with a "type"')
         kind = frame["type"]
+        try:
+            if kind == "prompt" and isinstance(frame.get("text"), str):
+                # The API's check of a prompt, with its words, then every string of the frame:
+                # what no store can keep is refused before anything runs.
+                limits.prompt_check(frame["text"])
+            limits.strings_check(frame, name="the frame")
+        except limits.InputInvalid as error:
+            return await self._error("invalid", str(error))
         if kind == "ping":
             return await self.send_json({"type": "pong"})
         if kind == "abort":
@@ -205,10 +213,6 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             text = frame.get("text")
             if not isinstance(text, str):
                 return await self._error("bad_request", 'a prompt frame has a "text" string')
-            try:
-                limits.prompt_check(text)
-            except limits.InputInvalid as error:
-                return await self._error("invalid", str(error))
             if text.lstrip().startswith("/"):
                 return self._spawn(self._command(text.strip()))
             wait = turn_throttle_wait(self.scope["user"])

@@ -528,10 +528,8 @@ def proactive_add(
     callers (schedules, goals) pass None. Raises InputInvalid for content or a message_id
     outside the input limits (NUL characters, too long, empty).
     """
-    limits.text_check(
-        message_id, name="message_id", max_chars=limits.MESSAGE_ID_MAX_CHARS, min_chars=1
-    )
-    limits.text_check(content, name="the notice", max_chars=limits.NOTICE_MAX_CHARS)
+    limits.message_id_check(message_id)
+    limits.notice_check(content)
     if owner_id is not None:
         selectors.session_get(session_id=session_id, owner_id=owner_id)
     with transaction.atomic():

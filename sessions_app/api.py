@@ -21,6 +21,8 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
 from sessions_app import limits, schedule_serializers, schedules, selectors, serializers, services
+from sessions_app.agents import UnknownAgent
+from sessions_app.ids import ReservedSessionId
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.history import HistoryInvalid
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
@@ -32,7 +34,10 @@ logger = logging.getLogger(__name__)
 # Domain errors -> (HTTP status, code). Codes are what clients branch on; they match the
 # WebSocket's `error` codes.
 DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
+    # Before InvalidSessionId, which it is a kind of.
+    ReservedSessionId: (status.HTTP_400_BAD_REQUEST, ReservedSessionId.code),
     InvalidSessionId: (status.HTTP_400_BAD_REQUEST, "bad_id"),
+    UnknownAgent: (status.HTTP_400_BAD_REQUEST, UnknownAgent.code),
     SessionNotFound: (status.HTTP_404_NOT_FOUND, "not_found"),
     AgentMismatch: (status.HTTP_409_CONFLICT, "agent_mismatch"),
     services.SessionIdUnavailable: (status.HTTP_409_CONFLICT, "id_unavailable"),

@@ -19,6 +19,7 @@ from channels.layers import InMemoryChannelLayer
 from django.db import connections
 
 from sessions_app import commands, delivery, limits, selectors, services
+from sessions_app.agents import UnknownAgent
 from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
 from sessions_app.notice_watch import notices_unwatch, notices_watch
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
@@ -106,6 +107,14 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             self.registered = False
             await self.channel_layer.group_discard(self.group, self.channel_name)
             return await self._refuse(CLOSE_NOT_FOUND)
+        except (InvalidSessionId, UnknownAgent) as error:
+            # A sub-agent's id that is not this user's session, or a new session of an agent
+            # that does not exist: nothing was created; the error says which.
+            self.registered = False
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.accept()
+            await self._error(error.code, str(error))
+            return await self.close(code=CLOSE_BAD_ID)
         await self.accept()
         snapshot = await database_sync_to_async(selectors.session_snapshot)(
             session_id=session_id, owner_id=user.id, after_seq=after_seq

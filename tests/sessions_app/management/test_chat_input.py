@@ -1,11 +1,12 @@
-"""`manage.py chat` checks what is typed as the API and the WebSocket do: bytes a terminal
-could not decode (they reach Python as lone surrogates) are refused, and the conversation
-goes on."""
+"""`manage.py chat` refuses what the API and the WebSocket refuse: bytes a terminal could not
+decode (they reach Python as lone surrogates) — and the conversation goes on —, a new
+session of an agent that does not exist, a sub-agent's id."""
 
 import subprocess
 import sys
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from sessions_app.store import get_store
 from tests.helpers import GUARD_SEC, REPO, child_env
@@ -30,3 +31,16 @@ def test_a_line_that_is_not_utf8_is_refused_and_the_conversation_goes_on():
     assert "[invalid] the prompt may not contain a lone surrogate (U+DCE9)" in stderr
     history = get_store().get_messages("test-bytes")
     assert [e.content for e in history if e.role == "user"] == ["hello"]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["s-chat", "--agent", "nope"], "no agent named 'nope'"),
+        (["agent_researcher__s-chat", "--user", "alice"], "made by the server"),
+    ],
+)
+def test_chat_creates_no_session_the_api_would_refuse(alice, args, words):
+    with pytest.raises(CommandError, match=words):
+        call_command("chat", *args)
+    assert get_store().get_meta(args[0]) is None

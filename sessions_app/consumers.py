@@ -57,6 +57,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     session_id: str | None = None
     registered = False
     watching_notices = False
+    let_go = False
 
     # --- lifecycle ------------------------------------------------------------------
     async def connect(self):
@@ -150,11 +151,13 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     async def _let_go(self):
         """Stop the heartbeat, leave the notice watcher and the group, remove the connection
         row. Runs once however the socket ended; each step runs even if one before failed."""
-        heartbeat, self.heartbeat = getattr(self, "heartbeat", None), None
+        if self.let_go:
+            return
+        self.let_go = True
+        heartbeat = getattr(self, "heartbeat", None)
         if heartbeat is not None:
             heartbeat.cancel()
         if self.watching_notices:
-            self.watching_notices = False
             notices_unwatch(self)
         if self.session_id is None:
             return

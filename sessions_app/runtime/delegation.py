@@ -37,8 +37,8 @@ async def delegation_run(*, parent_id: str, agent: str, task: str, abort: TurnAb
 
     Steps: check the agent and the task; open (or create) the sub-agent's session for the
     caller's owner — in its fallback id when the policy's id is owned by someone else or
-    held by another agent; run the turn, passing the parent's abort on to it; a per_task session is then
-    deleted with its memory, however the turn ended. Raises ToolAborted when the parent was
+    held by another agent; run the turn, passing the parent's abort on to it; a per_task
+    session is then deleted with its memory, however the turn ended. Raises ToolAborted when the parent was
     aborted, and ValueError / RuntimeError (the call's error result) for everything else
     that keeps the sub-agent from answering.
     """

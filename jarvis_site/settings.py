@@ -32,10 +32,10 @@ def _local_secret_key() -> str:
 SECRET_KEY = env.str("SECRET_KEY", default="") or _local_secret_key()
 DEBUG = env.bool("DEBUG", default=False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
-CSRF_TRUSTED_ORIGINS = env.list(
-    "CSRF_TRUSTED_ORIGINS",
-    default=[f"http://{host}:8000" for host in ALLOWED_HOSTS if host != "*"],
-)
+# Origins trusted besides the page's own (which Django's CSRF check and the WebSocket origin
+# check take from the request's Host): only what is configured. A default naming a port would
+# let a page on that port of the same host use this site's cookie, whatever port it runs on.
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
     "daphne",

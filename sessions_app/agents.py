@@ -22,6 +22,7 @@ A session whose agent is not defined gets Jarvis' definition under its own name.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
 import tomllib
 from dataclasses import dataclass, replace
@@ -31,7 +32,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from sessions_app.ids import validate_session_id
+from sessions_app.ids import SUBAGENT_PREFIX, validate_session_id
 from sessions_app.runtime.providers import check_model_spec
 from sessions_app.runtime.tools import DELEGATE, TOOLS, Tool
 
@@ -40,7 +41,6 @@ PER_PARENT_SESSION = "per_parent_session"
 PER_TASK = "per_task"
 PER_AGENT = "per_agent"
 STM_POLICIES = (PER_PARENT_SESSION, PER_TASK, PER_AGENT)
-SUBAGENT_PREFIX = "agent_"
 # A name ends up inside session ids (`agent_<name>__<parent id>`): no "__", which separates
 # the name from the rest, and short enough to leave room for the parent's id.
 AGENT_NAME_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_)){0,39}")
@@ -222,6 +222,20 @@ def agent_registry() -> dict[str, AgentDefinition]:
     return _registry(str(settings.JARVIS_AGENTS_FILE or ""))
 
 
+class UnknownAgent(ValueError):
+    """A new session names an agent that is not defined (400 `unknown_agent`, close 4400)."""
+
+    code = "unknown_agent"
+
+
+def agent_known(name: str) -> str:
+    """`name` when it is a defined agent, else UnknownAgent naming the defined ones."""
+    agents = agent_registry()
+    if name not in agents:
+        raise UnknownAgent(f"no agent named {name!r}; defined: {', '.join(sorted(agents))}")
+    return name
+
+
 def agent_get(name: str) -> AgentDefinition:
     """The agent of a session; an undefined name gets Jarvis' definition under that name."""
     agents = agent_registry()
@@ -312,18 +326,34 @@ def subagent_session_id(
     return validate_session_id(_fit(f"{prefix}__", parent_id))
 
 
-def per_parent_session_ids(*, parent_id: str) -> list[tuple[str, str]]:
-    """(agent name, session id) of every per_parent_session sub-agent `parent_id` may have."""
-    return [
-        (agent.name, subagent_session_id(agent, parent_id=parent_id, owner_id=None))
-        for agent in agent_registry().values()
-        if agent.stm == PER_PARENT_SESSION and not agent.is_main
-    ]
+def subagent_fallback_session_id(session_id: str, *, owner_id: int | None) -> str:
+    """The id a sub-agent session takes when its policy's id is held by another user or
+    another agent — a row made before users were refused `agent_` ids (ids.is_reserved).
+
+    `<policy id>.<16 hex>`, the hex keyed with SECRET_KEY over the owner and the policy id:
+    the same conversation finds the same session again, and nobody can work it out ahead to
+    take it too.
+    """
+    key = settings.SECRET_KEY.encode()
+    digest = hmac.new(key, f"{owner_id}:{session_id}".encode(), hashlib.sha256).hexdigest()
+    keep = SESSION_ID_MAX - HASH_CHARS - 1
+    return validate_session_id(f"{session_id[:keep]}.{digest[:HASH_CHARS]}")
+
+
+def per_parent_session_ids(*, parent_id: str, owner_id: int | None) -> list[tuple[str, str]]:
+    """(agent name, session id) of every per_parent_session sub-agent `parent_id` may have:
+    each policy id, and its fallback for `owner_id`."""
+    found = []
+    for agent in agent_registry().values():
+        if agent.stm == PER_PARENT_SESSION and not agent.is_main:
+            session_id = subagent_session_id(agent, parent_id=parent_id, owner_id=None)
+            fallback = subagent_fallback_session_id(session_id, owner_id=owner_id)
+            found += [(agent.name, session_id), (agent.name, fallback)]
+    return found
 
 
 def is_per_agent_session(session_id: str, agent: str) -> bool:
-    """Whether an id is the long-lived per_agent session of `agent` (never cleaned up)."""
-    prefix = f"{SUBAGENT_PREFIX}{agent}"
-    return session_id == prefix or (
-        session_id.startswith(prefix + ":") and session_id[len(prefix) + 1 :].isdigit()
-    )
+    """Whether an id is the long-lived per_agent session of `agent` (never cleaned up), or
+    the fallback of one."""
+    prefix = re.escape(f"{SUBAGENT_PREFIX}{agent}")
+    return re.fullmatch(rf"{prefix}(:[0-9]+)?(\.[0-9a-f]{{{HASH_CHARS}}})?", session_id) is not None

@@ -22,6 +22,8 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
 from sessions_app import limits, selectors, serializers, services
+from sessions_app.agents import UnknownAgent
+from sessions_app.ids import ReservedSessionId
 from sessions_app.parsers import too_large
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.drain import Draining
@@ -35,7 +37,10 @@ logger = logging.getLogger(__name__)
 # Domain errors -> HTTP status. The code clients branch on is the exception's own `code`,
 # the one the WebSocket's `error` frames carry too.
 DOMAIN_ERRORS: dict[type[Exception], int] = {
+    # Before InvalidSessionId, which it is a kind of.
+    ReservedSessionId: status.HTTP_400_BAD_REQUEST,
     InvalidSessionId: status.HTTP_400_BAD_REQUEST,
+    UnknownAgent: status.HTTP_400_BAD_REQUEST,
     SessionNotFound: status.HTTP_404_NOT_FOUND,
     AgentMismatch: status.HTTP_409_CONFLICT,
     services.SessionIdUnavailable: status.HTTP_409_CONFLICT,

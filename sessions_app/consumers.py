@@ -22,6 +22,7 @@ from django.db import connections
 from jarvis_site import metrics
 from jarvis_site.log_context import log_context_set, new_request_id
 from sessions_app import commands, frames, limits, selectors, services
+from sessions_app.agents import UnknownAgent
 from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
 from sessions_app.notice_watch import notices_unwatch, notices_watch
 from sessions_app.runtime import drain
@@ -66,6 +67,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     registered = False
     counted = False  # in jarvis_ws_connections and the drain's list of sockets
     watching_notices = False
+    let_go = False
 
     # --- lifecycle ------------------------------------------------------------------
     async def connect(self):
@@ -106,6 +108,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         # Join before reading the history: an entry stored in between arrives twice (the
         # page keeps one per seq) instead of never.
         await self.channel_layer.group_add(self.group, self.channel_name)
+        # Counted as registered before the row exists: a consumer cancelled while the row is
+        # written still removes it (removing a row that was never written changes nothing).
+        self.registered = True
         try:
             await database_sync_to_async(services.connection_open)(
                 session_id=session_id,
@@ -114,9 +119,17 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 agent=agent,
             )
         except SessionNotFound:
+            self.registered = False
             await self.channel_layer.group_discard(self.group, self.channel_name)
             return await self._refuse(CLOSE_NOT_FOUND)
-        self.registered = True
+        except (InvalidSessionId, UnknownAgent) as error:
+            # A sub-agent's id that is not this user's session, or a new session of an agent
+            # that does not exist: nothing was created; the error says which.
+            self.registered = False
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.accept()
+            await self._error(error.code, str(error))
+            return await self.close(code=CLOSE_BAD_ID)
         await self.accept()
         metrics.WS_CONNECTIONS.inc()
         drain.socket_register(self)
@@ -138,31 +151,68 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         await self.close(code=code)
 
+    async def __call__(self, scope, receive, send):
+        # `disconnect` runs only when `websocket.disconnect` is dispatched. A handler that
+        # raises (a send on a transport that went away: the server closes with 1011) or a
+        # cancelled consumer (the server stops it) never gets there; letting go here too
+        # keeps such a socket from holding its session's registration alive forever.
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # Shielded: a second cancellation must not cut the cleanup half-way.
+            await asyncio.shield(self._let_go())
+
     async def disconnect(self, code):
+        await self._let_go()
+
+    async def _let_go(self):
+        """Stop the heartbeat, leave the notice watcher and the group, remove the connection
+        row. Runs once however the socket ended; each step runs even if one before failed."""
+        if self.let_go:
+            return
+        self.let_go = True
         if self.counted:
             self.counted = False
             metrics.WS_CONNECTIONS.dec()
             drain.socket_unregister(self)
-        if self.heartbeat is not None:
-            self.heartbeat.cancel()
+        heartbeat = getattr(self, "heartbeat", None)
+        if heartbeat is not None:
+            heartbeat.cancel()
         if self.watching_notices:
             notices_unwatch(self)
         if self.session_id is None:
             return
-        await self.channel_layer.group_discard(self.group, self.channel_name)
         if self.registered:
+            # First: the row is what keeps the session from being deleted.
             self.registered = False
-            await database_sync_to_async(services.connection_close)(channel_name=self.channel_name)
+            try:
+                await database_sync_to_async(services.connection_close)(
+                    channel_name=self.channel_name
+                )
+            except Exception:
+                # The row is not renewed any more: it stops counting after the registry's
+                # timeout.
+                logger.exception("connection row of session %s not removed", self.session_id)
+        try:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+        except Exception:
+            logger.exception("socket of session %s not removed from its group", self.session_id)
 
     async def _heartbeat_loop(self):
         while True:
             await asyncio.sleep(services.HEARTBEAT_SEC)
-            # The Redis layer forgets group members after its group_expiry (a day): joining
-            # again keeps a socket that stays open for days in its session's group.
-            await self.channel_layer.group_add(self.group, self.channel_name)
-            alive = await database_sync_to_async(services.connection_heartbeat)(
-                channel_name=self.channel_name
-            )
+            try:
+                # The Redis layer forgets group members after its group_expiry (a day):
+                # joining again keeps a socket that stays open for days in its session's group.
+                await self.channel_layer.group_add(self.group, self.channel_name)
+                alive = await database_sync_to_async(services.connection_heartbeat)(
+                    channel_name=self.channel_name
+                )
+            except Exception:
+                # A passing database or Redis failure: the next beat tries again, well
+                # within the registry's timeout.
+                logger.exception("heartbeat of a socket of session %s failed", self.session_id)
+                continue
             if not alive:
                 self.registered = False
                 await self.close(code=CLOSE_EXPIRED)
@@ -189,6 +239,14 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
             return await self._error("bad_request", 'a frame is a JSON object with a "type"')
         kind = frame["type"]
+        try:
+            if kind == "prompt" and isinstance(frame.get("text"), str):
+                # The API's check of a prompt, with its words, then every string of the frame:
+                # what no store can keep is refused before anything runs.
+                limits.prompt_check(frame["text"])
+            limits.strings_check(frame, name="the frame")
+        except limits.InputInvalid as error:
+            return await self._error("invalid", str(error))
         if kind == "ping":
             return await self.send_json({"type": "pong"})
         if kind == "abort":
@@ -198,10 +256,6 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             text = frame.get("text")
             if not isinstance(text, str):
                 return await self._error("bad_request", 'a prompt frame has a "text" string')
-            try:
-                limits.prompt_check(text)
-            except limits.InputInvalid as error:
-                return await self._error("invalid", str(error))
             if text.lstrip().startswith("/"):
                 return self._spawn(self._command(text.strip()))
             wait = turn_throttle_wait(self.scope["user"])

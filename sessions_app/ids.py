@@ -16,12 +16,21 @@ from django.conf import settings
 
 SESSION_ID_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,200}")
 SAFE_FILENAME_RE = re.compile(r"[^A-Za-z0-9_\-]")
+# Sub-agent sessions (sessions_app.agents) have ids only the platform makes: a user who could
+# create one could take another conversation's sub-agent session before it exists.
+SUBAGENT_PREFIX = "agent_"
 
 
 class InvalidSessionId(ValueError):
     """The id breaks docs/design.md §6; the API answers 400, the WebSocket closes with 4400."""
 
     code = "bad_id"
+
+
+class ReservedSessionId(InvalidSessionId):
+    """A user asked to create a session with a sub-agent's id (400 `reserved_id`, close 4400)."""
+
+    code = "reserved_id"
 
 
 def validate_session_id(session_id: object) -> str:
@@ -32,6 +41,18 @@ def validate_session_id(session_id: object) -> str:
     if session_id.startswith("."):
         raise InvalidSessionId(f"a session id may not start with '.' (got {session_id!r:.80})")
     return session_id
+
+
+def is_reserved(session_id: str) -> bool:
+    """Whether an id is one only the platform makes (a sub-agent session's)."""
+    return session_id.startswith(SUBAGENT_PREFIX)
+
+
+def reserved_refuse(session_id: str) -> ReservedSessionId:
+    return ReservedSessionId(
+        f"ids starting with {SUBAGENT_PREFIX!r} are made by the server for sub-agent sessions "
+        f"(got {session_id!r:.80})"
+    )
 
 
 _counter_lock = threading.Lock()

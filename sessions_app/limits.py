@@ -3,7 +3,11 @@
 One place says how long a prompt, a notice or a title may be, which sequence numbers exist
 and how deep a JSON document may nest, so the three entry points refuse the same input with
 the same words. NUL characters are refused everywhere: PostgreSQL cannot store them in text,
-and SQLite and the jsonl files would keep a value PostgreSQL later refuses to take.
+and SQLite and the jsonl files would keep a value PostgreSQL later refuses to take. Lone
+surrogates (U+D800 to U+DFFF, which JSON's `\ud800` escape and undecodable terminal input
+produce) are refused everywhere too: they are not characters, no database or file can encode
+them, and a page could not be sent one. The API's serializers, the WebSocket's frames and the
+`chat` command all check text here.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ MESSAGE_ID_MAX_CHARS = 200
 SEQ_MAX = 2**63 - 1
 JSON_MAX_DEPTH = 100
 
+# Characters no store can keep: NUL, and the halves of UTF-16 surrogate pairs on their own.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _JSON_BRACKET = re.compile(r"[\[\]{}]")
 
@@ -35,12 +41,24 @@ class JsonTooDeep(ValueError):
     """A JSON document nested deeper than JSON_MAX_DEPTH: `bad_request`."""
 
 
+def storable_check(value: str, *, name: str) -> str:
+    """Return `value` when it holds no NUL character and no lone surrogate, else raise."""
+    found = _UNSTORABLE.search(value)
+    if found is None:
+        return value
+    if found.group() == "\x00":
+        raise InputInvalid(f"{name} may not contain NUL characters")
+    raise InputInvalid(
+        f"{name} may not contain a lone surrogate (U+{ord(found.group()):04X}); send text as UTF-8"
+    )
+
+
 def text_check(value: Any, *, name: str, max_chars: int, min_chars: int = 0) -> str:
-    """Return `value` when it is a string of min..max characters without NUL, else raise."""
+    """Return `value` when it is a string of min..max characters without NUL or lone
+    surrogates, else raise."""
     if not isinstance(value, str):
         raise InputInvalid(f"{name} must be a string")
-    if "\x00" in value:
-        raise InputInvalid(f"{name} may not contain NUL characters")
+    storable_check(value, name=name)
     if len(value) > max_chars:
         raise InputInvalid(f"{name} has {len(value)} characters; the limit is {max_chars}")
     if len(value.strip()) < min_chars:
@@ -55,6 +73,33 @@ def prompt_check(text: Any) -> str:
 
 def agent_check(agent: Any) -> str:
     return text_check(agent, name="the agent", max_chars=AGENT_MAX_CHARS, min_chars=1)
+
+
+def title_check(title: Any) -> str:
+    return text_check(title, name="the title", max_chars=TITLE_MAX_CHARS)
+
+
+def notice_check(content: Any) -> str:
+    return text_check(content, name="the notice", max_chars=NOTICE_MAX_CHARS)
+
+
+def message_id_check(message_id: Any) -> str:
+    return text_check(message_id, name="message_id", max_chars=MESSAGE_ID_MAX_CHARS, min_chars=1)
+
+
+def strings_check(value: Any, *, name: str) -> Any:
+    """Return a parsed JSON document when none of its strings (keys too) holds NUL or a lone
+    surrogate, else raise: every text field of a client's frame, whatever it is for."""
+    if isinstance(value, str):
+        storable_check(value, name=name)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            storable_check(key, name=name)
+            strings_check(item, name=name)
+    elif isinstance(value, list):
+        for item in value:
+            strings_check(item, name=name)
+    return value
 
 
 def seq_check(value: Any, *, name: str) -> int:

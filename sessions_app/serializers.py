@@ -33,18 +33,51 @@ class SessionIdField(serializers.CharField):
 # --- input --------------------------------------------------------------------------------
 
 
+class LimitedText(serializers.CharField):
+    """Text checked by one of sessions_app.limits' checks and by nothing else, so that the API
+    refuses exactly what the WebSocket and the chat command refuse (length, NUL, lone
+    surrogates), with the same words. Counted as sent: no whitespace trimming.
+
+    `max_length` is given for the OpenAPI schema only; the check enforces it.
+    """
+
+    def __init__(self, *, check, **kwargs):
+        self.check = check
+        super().__init__(trim_whitespace=False, **kwargs)
+        self.validators = []
+
+    def run_validation(self, data=serializers.empty):
+        # CharField answers "" with its own words; the check has them.
+        if data == "" and self.allow_blank:
+            return ""
+        return serializers.Field.run_validation(self, data)
+
+    def to_internal_value(self, data):
+        try:
+            return self.check(super().to_internal_value(data))
+        except limits.InputInvalid as error:
+            raise serializers.ValidationError(str(error)) from error
+
+
 class SessionCreateInput(serializers.Serializer):
     id = SessionIdField(required=False, allow_blank=False, trim_whitespace=False)
-    agent = serializers.CharField(
-        required=False, default="jarvis", max_length=limits.AGENT_MAX_CHARS
+    agent = LimitedText(
+        check=limits.agent_check,
+        required=False,
+        default="jarvis",
+        max_length=limits.AGENT_MAX_CHARS,
     )
-    title = serializers.CharField(
-        required=False, default="", allow_blank=True, max_length=limits.TITLE_MAX_CHARS
+    title = LimitedText(
+        check=limits.title_check,
+        required=False,
+        default="",
+        allow_blank=True,
+        max_length=limits.TITLE_MAX_CHARS,
     )
 
 
 class SessionListQuery(serializers.Serializer):
-    agent = serializers.CharField(required=False, max_length=limits.AGENT_MAX_CHARS)
+    agent = LimitedText(check=limits.agent_check, required=False, max_length=limits.AGENT_MAX_CHARS)
     include_tests = serializers.BooleanField(required=False, default=True)
     include_subagents = serializers.BooleanField(
         required=False, default=False, help_text="also list the sessions sub-agents work in"
@@ -87,14 +120,7 @@ class ExportQuery(serializers.Serializer):
 
 
 class MessageInput(serializers.Serializer):
-    # Counted as sent, like the WebSocket and the chat command count it.
-    text = serializers.CharField(trim_whitespace=False)
-
-    def validate_text(self, value):
-        try:
-            return limits.prompt_check(value)
-        except limits.InputInvalid as error:
-            raise serializers.ValidationError(str(error)) from error
+    text = LimitedText(check=limits.prompt_check, max_length=limits.PROMPT_MAX_CHARS)
 
 
 class BranchInput(serializers.Serializer):
@@ -107,8 +133,8 @@ class ApprovalInput(serializers.Serializer):
 
 
 class ProactiveInput(serializers.Serializer):
-    message_id = serializers.CharField(max_length=limits.MESSAGE_ID_MAX_CHARS)
-    content = serializers.CharField(max_length=limits.NOTICE_MAX_CHARS)
+    message_id = LimitedText(check=limits.message_id_check, max_length=limits.MESSAGE_ID_MAX_CHARS)
+    content = LimitedText(check=limits.notice_check, max_length=limits.NOTICE_MAX_CHARS)
 
 
 # --- output -------------------------------------------------------------------------------

@@ -35,9 +35,16 @@ from django.utils import timezone
 
 from jarvis_site import metrics
 from sessions_app import compaction, limits, selectors
-from sessions_app.agents import model_for_session, per_parent_session_ids
+from sessions_app.agents import agent_known, model_for_session, per_parent_session_ids
 from sessions_app.branch_summaries import branch_summary_entry
-from sessions_app.ids import group_name, new_session_id, safe_filename, validate_session_id
+from sessions_app.ids import (
+    group_name,
+    is_reserved,
+    new_session_id,
+    reserved_refuse,
+    safe_filename,
+    validate_session_id,
+)
 from sessions_app.runtime import cost, turns
 from sessions_app.runtime.approvals import approval_resolve
 from sessions_app.runtime.executors import in_pool
@@ -188,14 +195,21 @@ def session_create(
 ) -> tuple[SessionMeta, bool]:
     """Create a session for `owner_id`, or return theirs if it exists with the same agent.
 
-    Returns (meta, created). Raises InvalidSessionId, AgentMismatch, or SessionIdUnavailable
-    when the id is another user's.
+    Returns (meta, created). Raises InvalidSessionId, ReservedSessionId (a sub-agent's id
+    that is not the caller's session already), UnknownAgent (a new session of an agent that
+    is not defined), AgentMismatch, or SessionIdUnavailable when the id is another user's.
     """
     store = get_store()
     session_id = validate_session_id(session_id) if session_id else new_session_id()
     existing = store.get_meta(session_id)
-    if existing is not None and existing.owner_id != owner_id:
+    mine = existing is not None and existing.owner_id == owner_id
+    if is_reserved(session_id) and not mine:
+        # Missing or another user's alike: the answer tells nobody which exist.
+        raise reserved_refuse(session_id)
+    if existing is not None and not mine:
         raise SessionIdUnavailable(f"session id {session_id!r} is not available")
+    if existing is None:
+        agent_known(agent)
     meta = store.create(session_id, agent=agent, owner_id=owner_id, title=title)
     if meta.owner_id != owner_id:  # another user created it in between
         raise SessionIdUnavailable(f"session id {session_id!r} is not available")
@@ -225,11 +239,11 @@ def session_branch(
     refusing if the source was deleted (or made anew) since it was read.
 
     Raises SessionNotFound (missing or not theirs), SessionIdUnavailable (id taken),
-    ValueError (at_seq outside the history).
+    ReservedSessionId (a sub-agent's id), ValueError (at_seq outside the history).
     """
     source = selectors.session_get(session_id=session_id, owner_id=owner_id)
-    if new_id is not None:
-        validate_session_id(new_id)
+    if new_id is not None and is_reserved(validate_session_id(new_id)):
+        raise reserved_refuse(new_id)
     if at_seq is not None and int(at_seq) < 0:
         raise ValueError(f"at_seq must be 0 or more, not {at_seq!r}")
     store = get_store()
@@ -375,7 +389,7 @@ def session_delete_subagents(*, parent_id: str, owner_id: int | None) -> list[st
     """
     store = get_store()
     removed = []
-    for agent, session_id in per_parent_session_ids(parent_id=parent_id):
+    for agent, session_id in per_parent_session_ids(parent_id=parent_id, owner_id=owner_id):
         meta = store.get_meta(session_id)
         if meta is None or meta.spawned_by != parent_id or meta.agent != agent:
             continue
@@ -476,7 +490,9 @@ def connection_open(
     Steps, in one transaction holding the session's lock: read or create the session, check
     the owner, register the connection. A delete running at the same time either sees this
     connection (409) or finishes first, and then this opens a new, empty session. Returns
-    (meta, created). Raises SessionNotFound for another user's session.
+    (meta, created). Raises SessionNotFound for another user's session, ReservedSessionId
+    for a sub-agent's id that is not the caller's session, UnknownAgent when a new session
+    would get an agent that is not defined.
     """
     validate_session_id(session_id)
     if settings.WORKER_HEARTBEAT:
@@ -484,8 +500,12 @@ def connection_open(
     store = get_store()
     with _session_locked(session_id, agent=agent, owner_id=user_id):
         meta = store.get_meta(session_id)
+        if is_reserved(session_id) and (meta is None or meta.owner_id != user_id):
+            # A user opens their sub-agent sessions, never makes one.
+            raise reserved_refuse(session_id)
         created = meta is None
         if created:
+            agent_known(agent)
             meta = store.create(session_id, agent=agent, owner_id=user_id)
         if meta.owner_id != user_id:
             raise SessionNotFound(session_id)
@@ -533,10 +553,8 @@ def proactive_add(
     callers (schedules, goals) pass None. Raises InputInvalid for content or a message_id
     outside the input limits (NUL characters, too long, empty).
     """
-    limits.text_check(
-        message_id, name="message_id", max_chars=limits.MESSAGE_ID_MAX_CHARS, min_chars=1
-    )
-    limits.text_check(content, name="the notice", max_chars=limits.NOTICE_MAX_CHARS)
+    limits.message_id_check(message_id)
+    limits.notice_check(content)
     if owner_id is not None:
         selectors.session_get(session_id=session_id, owner_id=owner_id)
     with transaction.atomic():

@@ -17,7 +17,13 @@ import logging
 import uuid
 
 from sessions_app import services
-from sessions_app.agents import PER_TASK, AgentDefinition, delegation_targets, subagent_session_id
+from sessions_app.agents import (
+    PER_TASK,
+    AgentDefinition,
+    delegation_targets,
+    subagent_fallback_session_id,
+    subagent_session_id,
+)
 from sessions_app.runtime.executors import in_pool
 from sessions_app.runtime.tools import (
     ABORTED_RESULT_TEXT,
@@ -41,9 +47,9 @@ async def delegation_run(*, parent_id: str, agent: str, task: str, abort: TurnAb
     """Run `task` as one turn of sub-agent `agent` for session `parent_id`; its final answer.
 
     Steps: check the agent and the task; open (or create) the sub-agent's session for the
-    caller's owner, refusing a session of that id owned by someone else or held by another
-    agent; run the turn, passing the parent's abort on to it; a per_task session is then
-    deleted with its memory, however the turn ended. Raises ToolAborted when the parent was
+    caller's owner — in its fallback id when the policy's id is owned by someone else or
+    held by another agent; run the turn, passing the parent's abort on to it; a per_task
+    session is then deleted with its memory, however the turn ended. Raises ToolAborted when the parent was
     aborted, and ValueError / RuntimeError (the call's error result) for everything else
     that keeps the sub-agent from answering.
     """
@@ -63,7 +69,10 @@ async def delegation_run(*, parent_id: str, agent: str, task: str, abort: TurnAb
     session_id = subagent_session_id(
         definition, parent_id=parent_id, owner_id=owner_id, task_id=uuid.uuid4().hex[:16]
     )
-    await in_pool("store", _open, session_id, definition, owner_id=owner_id, parent_id=parent_id)
+    meta = await in_pool(
+        "store", _open, session_id, definition, owner_id=owner_id, parent_id=parent_id
+    )
+    session_id = meta.id
     try:
         if abort.is_set():
             raise ToolAborted(ABORTED_RESULT_TEXT)
@@ -75,18 +84,26 @@ async def delegation_run(*, parent_id: str, agent: str, task: str, abort: TurnAb
 
 
 def _open(session_id: str, agent: AgentDefinition, *, owner_id: int | None, parent_id: str):
+    """The sub-agent's session in the policy's id, else in its fallback id.
+
+    Users cannot create `agent_` ids, but a row made before that rule (another user's, or
+    one of another agent) may hold the policy's id: delegation then goes on in the fallback
+    id, which carries a keyed hash nobody could have chosen. Such a row is left alone.
+    """
     store = get_store()
-    unavailable = ValueError(f"the {agent.name} session {session_id!r} is not available")
-    existing = store.get_meta(session_id)
-    if existing is not None and existing.owner_id != owner_id:
-        raise unavailable
-    try:
-        meta = store.create(session_id, agent=agent.name, owner_id=owner_id, spawned_by=parent_id)
-    except AgentMismatch as error:
-        raise ValueError(str(error)) from error
-    if meta.owner_id != owner_id:  # created by someone else in between
-        raise unavailable
-    return meta
+    for candidate in (session_id, subagent_fallback_session_id(session_id, owner_id=owner_id)):
+        existing = store.get_meta(candidate)
+        if existing is not None and (existing.owner_id != owner_id or existing.agent != agent.name):
+            continue
+        try:
+            meta = store.create(
+                candidate, agent=agent.name, owner_id=owner_id, spawned_by=parent_id
+            )
+        except AgentMismatch:
+            continue  # made by another agent in between
+        if meta.owner_id == owner_id:  # else another owner made it in between
+            return meta
+    raise ValueError(f"the {agent.name} session {session_id!r} is not available")
 
 
 async def _run_relaying_abort(

@@ -40,17 +40,19 @@ class Server(str):
 
 
 @contextlib.contextmanager
-def daphne(port: int | None = None, *, serve: bool = False, **env):
-    """Run `daphne jarvis_site.asgi:application` on a loopback port (a free one unless given);
-    yield its base URL (a `Server`). `serve` runs `manage.py serve` instead, the production
-    command, which drains on SIGTERM."""
+def daphne(
+    port: int | None = None, *, serve: bool = False, daphne_args: tuple[str, ...] = (), **env
+):
+    """Run `daphne jarvis_site.asgi:application` on a loopback port (a free one unless given),
+    with `daphne_args` added to its command line; yield its base URL (a `Server`). `serve`
+    runs `manage.py serve` instead, the production command, which drains on SIGTERM."""
     port = port or free_port()
     log = tempfile.TemporaryFile("w+")
     if serve:
         command = [sys.executable, "manage.py", "serve", "--port", str(port)]
     else:
         command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
-        command.append("jarvis_site.asgi:application")
+        command += [*daphne_args, "jarvis_site.asgi:application"]
     process = subprocess.Popen(
         command,
         cwd=REPO,

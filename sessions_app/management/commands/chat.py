@@ -14,6 +14,7 @@ import threading
 from django.core.management.base import BaseCommand, CommandError
 
 from sessions_app import limits, services
+from sessions_app.agents import UnknownAgent
 from sessions_app.commands import CommandError as SlashCommandError
 from sessions_app.commands import command_run
 from sessions_app.management.commands._owners import owner_id_by_username
@@ -41,7 +42,7 @@ class Command(BaseCommand):
         except services.SessionIdUnavailable as error:
             hint = " (a user's session: name its owner with --user)" if owner_id is None else ""
             raise CommandError(f"{error}{hint}") from error
-        except (InvalidSessionId, AgentMismatch, limits.InputInvalid) as error:
+        except (InvalidSessionId, UnknownAgent, AgentMismatch, limits.InputInvalid) as error:
             raise CommandError(str(error)) from error
         interactive = sys.stdin.isatty()
         while True:

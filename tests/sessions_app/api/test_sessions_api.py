@@ -88,14 +88,14 @@ def test_list_shows_only_my_sessions_newest_activity_first(api, bob_api):
 def test_list_filters_by_agent_and_test_sessions_and_shows_parents(api):
     api.post("/api/sessions/", {"id": "main"}, format="json")
     api.post("/api/sessions/", {"id": "test-probe"}, format="json")
-    api.post("/api/sessions/", {"id": "code", "agent": "coder"}, format="json")
+    api.post("/api/sessions/", {"id": "code", "agent": "librarian"}, format="json")
     api.post("/api/sessions/main/branch/", {"id": "main-b"}, format="json")
     rows = {row["id"]: row for row in api.get("/api/sessions/").json()}
     assert rows["main-b"]["parent_id"] == "main"
     assert set(rows) == {"main", "test-probe", "code", "main-b"}
     no_tests = api.get("/api/sessions/?include_tests=false").json()
     assert "test-probe" not in {row["id"] for row in no_tests}
-    assert [row["id"] for row in api.get("/api/sessions/?agent=coder").json()] == ["code"]
+    assert [row["id"] for row in api.get("/api/sessions/?agent=librarian").json()] == ["code"]
 
 
 # --- GET /api/sessions/{id}/ ----------------------------------------------------------------

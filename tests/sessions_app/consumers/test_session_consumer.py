@@ -62,9 +62,9 @@ async def test_a_foreign_origin_is_refused(backend, alice_token):
 async def test_connect_creates_the_session_with_the_agent_and_registers(
     backend, alice, alice_token
 ):
-    ws, first = await open_session("/ws/sessions/work:1/?agent=coder", alice_token)
+    ws, first = await open_session("/ws/sessions/work:1/?agent=librarian", alice_token)
     assert first["session"]["id"] == "work:1"
-    assert first["session"]["agent"] == "coder"
+    assert first["session"]["agent"] == "librarian"
     assert first["entries"] == []
     meta = await sync(get_store().get_meta)("work:1")
     assert meta.owner_id == alice.id

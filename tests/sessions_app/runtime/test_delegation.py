@@ -237,17 +237,42 @@ def test_parent_ids_at_the_length_limit_give_valid_distinct_sub_agent_ids(backen
     assert get_store().get_meta(ids[0]) is None
 
 
-def test_a_sub_agent_id_taken_by_another_user_is_refused_not_shared(backend, alice, bob):
+def test_a_sub_agent_id_squatted_by_another_user_never_breaks_delegation(backend, alice, bob):
     parent = conversation(alice)
     squatted = f"agent_researcher__{parent}"
-    services.session_create(owner_id=bob.id, session_id=squatted, agent="researcher")
+    # A row made before users were refused `agent_` ids (the service refuses it now).
+    get_store().create(squatted, agent="researcher", owner_id=bob.id)
 
     result = turn_run(session_id=parent, text="ask researcher to compute 6*7")
-
-    delegated = tool_result(result)
-    assert delegated.is_error and "not available" in delegated.content
+    assert answer(result) == "researcher says: 6*7 = 42."
+    fallback = agents.subagent_fallback_session_id(squatted, owner_id=alice.id)
+    assert fallback.startswith(squatted + ".")
+    meta = get_store().get_meta(fallback)
+    assert (meta.agent, meta.owner_id, meta.spawned_by) == ("researcher", alice.id, parent)
+    # The conversation keeps finding its researcher there.
+    turn_run(session_id=parent, text="ask researcher to compute 2+3")
+    users = [e.content for e in get_store().get_messages(fallback) if e.role == "user"]
+    assert users == ["compute 6*7", "compute 2+3"]
     assert get_store().get_messages(squatted) == [], "bob's session was not touched"
     assert_history_valid(parent)
+
+    assert services.session_delete(session_id=parent, owner_id=alice.id)
+    assert get_store().get_meta(fallback) is None, "deleted with its conversation"
+    assert get_store().get_meta(squatted).owner_id == bob.id
+
+
+def test_a_per_agent_id_held_by_another_agent_never_breaks_delegation(backend, alice):
+    first, second = conversation(alice, "chat-1"), conversation(alice, "chat-2")
+    held = f"agent_librarian:{alice.id}"
+    get_store().create(held, agent="jarvis", owner_id=alice.id)
+
+    turn_run(session_id=first, text="ask librarian to remember that my color is blue")
+    result = turn_run(session_id=second, text="ask librarian to tell me what is my color")
+    assert answer(result) == "librarian says: Your color is blue."
+    fallback = agents.subagent_fallback_session_id(held, owner_id=alice.id)
+    assert get_store().get_meta(fallback).agent == "librarian"
+    assert agents.is_per_agent_session(fallback, "librarian"), "cleanup keeps it"
+    assert get_store().get_meta(held).agent == "jarvis"
 
 
 def test_only_defined_sub_agents_are_delegated_to(backend, alice):

@@ -307,7 +307,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Every API view declares the errors any request may get (401, 413, 415): docs/design.md §7.
+    "DEFAULT_SCHEMA_CLASS": "sessions_app.api.ApiSchema",
     # JSON bodies are bounded in size (DATA_UPLOAD_MAX_MEMORY_SIZE) and nesting depth.
     "DEFAULT_PARSER_CLASSES": [
         "sessions_app.parsers.LimitedJSONParser",

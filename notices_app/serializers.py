@@ -1,6 +1,7 @@
 """API shapes of notices_app. The rules (a run time in the future, a known unit) live in
 notices_app.schedules, shared with the agent's `schedule` tool."""
 
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from notices_app.models import Schedule
@@ -49,6 +50,9 @@ class ScheduleOutput(serializers.Serializer):
     cancelled_at = serializers.DateTimeField(allow_null=True)
 
 
+# The list is a ViewSet's `list`, which drf-spectacular would document as an array; it
+# answers one object, a page.
+@extend_schema_serializer(many=False)
 class ScheduleListOutput(serializers.Serializer):
     schedules = ScheduleOutput(many=True)
     next_offset = serializers.IntegerField(

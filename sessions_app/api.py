@@ -65,6 +65,23 @@ def _flatten(detail) -> str:
     return str(detail)
 
 
+def _field_messages(detail, prefix: str = "") -> dict[str, list[str]]:
+    """`{field: [message, …]}` with nested fields named by their path (`channels.webpush`),
+    the one shape `fields` has in the schema (docs/design.md §7)."""
+    if isinstance(detail, dict):
+        messages: dict[str, list[str]] = {}
+        for key, value in detail.items():
+            messages.update(_field_messages(value, f"{prefix}{key}."))
+        return messages
+    if isinstance(detail, list) and any(isinstance(item, (dict, list)) for item in detail):
+        messages = {}
+        for index, item in enumerate(detail):
+            messages.update(_field_messages(item, f"{prefix}{index}."))
+        return messages
+    items = detail if isinstance(detail, list) else [detail]
+    return {(prefix[:-1] or "non_field_errors"): [str(item) for item in items]}
+
+
 def exception_handler(exc, context):
     """DRF's handler, reshaped so that every error body is {"code", "detail"}."""
     if isinstance(exc, RequestDataTooBig):
@@ -79,7 +96,11 @@ def exception_handler(exc, context):
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        body = {"code": "invalid", "detail": _flatten(exc.detail), "fields": exc.detail}
+        body = {
+            "code": "invalid",
+            "detail": _flatten(exc.detail),
+            "fields": _field_messages(exc.detail),
+        }
     elif isinstance(exc, exceptions.APIException):
         codes = exc.get_codes()
         code = codes if isinstance(codes, str) else exc.default_code
@@ -145,7 +166,6 @@ class SessionViewSet(ViewSet):
     # Token first: a program without credentials gets 401 with `WWW-Authenticate: Token`;
     # the browser's cookie session still works, with CSRF enforced on writes.
     authentication_classes = [TokenAuthentication, SessionAuthentication]
-    schema = ApiSchema()
     content_negotiation_class = IgnoreFormatQueryNegotiation
     lookup_field = "id"
     lookup_value_regex = "[^/]+"
@@ -415,7 +435,6 @@ class SearchViewSet(ViewSet):
     """`GET /api/search/?q=`: the caller's own user and assistant messages, best first."""
 
     authentication_classes = [TokenAuthentication, SessionAuthentication]
-    schema = ApiSchema()
     throttle_classes = [SearchRateThrottle]
 
     @extend_schema(

@@ -77,6 +77,9 @@ class Entry(models.Model):
     turn_id = models.CharField(max_length=64, blank=True, default="")
     data = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField()
+    # The entry's schema version (docs/design.md §20). The database default makes every row
+    # stored before versions existed a version 1, without rewriting them.
+    v = models.PositiveSmallIntegerField(default=1, db_default=1)
 
     class Meta:
         verbose_name_plural = "entries"

@@ -130,6 +130,7 @@ class EntryOutput(serializers.Serializer):
     turn_id = serializers.CharField(allow_blank=True)
     data = serializers.DictField(allow_null=True)
     created_at = serializers.DateTimeField()
+    v = serializers.IntegerField(help_text="the entry's schema version (today 1)")
 
 
 class EntriesOutput(serializers.Serializer):

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sessions_app.store.base import EntryRecord, NewEntry
+from sessions_app.store.base import ENTRY_VERSIONS_KNOWN, EntryRecord, NewEntry
 
 CRASH_RESULT_TEXT = "outcome unknown: the process stopped while this tool ran"
 CRASH_TURN_ERROR = "the process stopped before this turn finished"
@@ -116,8 +116,10 @@ def _context_entries(entries: Sequence[EntryRecord]) -> tuple[str | None, list[E
 
     Kept entries start at the compaction's `first_kept_seq`; if that falls on tool results,
     the cut moves back to the assistant message that made those calls, so a call is never
-    separated from its result.
+    separated from its result. An entry of a schema version this code does not know is left
+    out, like an unknown kind (docs/design.md §20): what it means cannot be guessed.
     """
+    entries = [entry for entry in entries if entry.v in ENTRY_VERSIONS_KNOWN]
     summary = None
     kept_from = 0
     for entry in reversed(entries):

@@ -23,6 +23,7 @@ from sessions_app.ids import new_session_id, validate_session_id
 from sessions_app.models import Entry, ProactiveNotice, Session
 from sessions_app.store import approvals, connections, db_lease, db_search
 from sessions_app.store.base import (
+    ENTRY_SCHEMA_VERSION,
     TITLE_MAX,
     AgentMismatch,
     EntryRecord,
@@ -37,7 +38,7 @@ from sessions_app.store.base import (
 
 ENTRY_BODY_COLUMNS = (
     "seq, kind, role, content, tool_calls, tool_call_id, name, is_error, model, usage, "
-    "turn_id, data"
+    "turn_id, data, v"
 )
 ENTRY_COLUMNS = f"{ENTRY_BODY_COLUMNS}, created_at"
 
@@ -118,6 +119,7 @@ class DbSessionStore:
             usage,
             turn_id,
             data,
+            version,
             created_at,
         ) in rows:
             stamp = stamps.get(created_at)
@@ -144,6 +146,7 @@ class DbSessionStore:
                         "turn_id": turn_id,
                         "data": loads(data) if isinstance(data, str) else data,
                         "created_at": stamp,
+                        "v": version,
                     }
                 )
             )
@@ -361,6 +364,7 @@ class DbSessionStore:
                     "seq": first_seq + offset,
                     **_entry_fields(entry),
                     "created_at": now,
+                    "v": ENTRY_SCHEMA_VERSION,
                 }
             )
             for offset, entry in enumerate(entries)
@@ -401,10 +405,11 @@ class DbSessionStore:
                     _json_param(entry.usage),
                     entry.turn_id,
                     _json_param(entry.data),
+                    ENTRY_SCHEMA_VERSION,
                     created,
                 )
             )
-        row_marks = "(" + ", ".join([mark] * 14) + ")"
+        row_marks = "(" + ", ".join([mark] * 15) + ")"
         placeholders = ", ".join([row_marks] * rows)
         cursor.execute(
             f"INSERT INTO {self._tables['entry']} (session_id, {ENTRY_COLUMNS}) "

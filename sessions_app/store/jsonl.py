@@ -44,6 +44,7 @@ from sessions_app.ids import new_session_id, validate_session_id
 from sessions_app.models import Session
 from sessions_app.store import approvals, connections, file_lease
 from sessions_app.store.base import (
+    ENTRY_SCHEMA_VERSION,
     TITLE_MAX,
     AgentMismatch,
     CorruptSessionFile,
@@ -334,6 +335,8 @@ class JsonlSessionStore:
                 "turn_id": get("turn_id", ""),
                 "data": get("data"),
                 "created_at": datetime.fromisoformat(data["created_at"]),
+                # Lines written before entries had a version are version 1.
+                "v": int(get("v", 1)),
             }
         )
 
@@ -412,6 +415,7 @@ class JsonlSessionStore:
                         "seq": first_seq + offset,
                         **_entry_fields(entry),
                         "created_at": now,
+                        "v": ENTRY_SCHEMA_VERSION,
                     }
                 )
                 for offset, entry in enumerate(entries)
@@ -733,6 +737,8 @@ def _line(record: EntryRecord) -> bytes:
     for field in ENTRY_FIELDS:
         data[field] = fields[field]
     data["created_at"] = record.created_at.isoformat()
+    # Last, so that a line still starts `{"seq": N, "kind": …` (see _last_turn_marker).
+    data["v"] = fields["v"]
     return json.dumps(data, ensure_ascii=False).encode() + b"\n"
 
 

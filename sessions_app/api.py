@@ -20,7 +20,15 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
-from sessions_app import limits, schedule_serializers, schedules, selectors, serializers, services
+from sessions_app import (
+    limits,
+    schedule_serializers,
+    schedules,
+    selectors,
+    serializers,
+    services,
+    turn_selectors,
+)
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.history import HistoryInvalid
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
@@ -46,6 +54,7 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
     RequestDataTooBig: (status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "too_large"),
     ApprovalNotFound: (status.HTTP_404_NOT_FOUND, "not_found"),
     ApprovalClosed: (status.HTTP_409_CONFLICT, "approval_closed"),
+    turn_selectors.TurnNotFound: (status.HTTP_404_NOT_FOUND, "not_found"),
 }
 NOT_FOUND_DETAIL = "no such session"
 
@@ -100,6 +109,9 @@ ERRORS = {
 }
 SESSION_ID = OpenApiParameter(
     "id", OpenApiTypes.STR, OpenApiParameter.PATH, description="session id (docs/design.md §6)"
+)
+TURN_ID = OpenApiParameter(
+    "turn_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="a turn's `turn_id`"
 )
 
 
@@ -242,6 +254,26 @@ class SessionViewSet(ViewSet):
                 "error": result.error,
                 "entries": [selectors.entry_to_api(entry) for entry in result.entries],
             }
+        )
+
+    @extend_schema(
+        parameters=[SESSION_ID, TURN_ID],
+        responses={200: serializers.TurnTimelineOutput, **ERRORS},
+    )
+    @action(detail=True, methods=["get"], url_path=r"turns/(?P<turn_id>[^/]+)")
+    def turns(self, request, id=None, turn_id=None):
+        return Response(
+            turn_selectors.turn_timeline(session_id=id, owner_id=request.user.id, turn_id=turn_id)
+        )
+
+    @extend_schema(
+        parameters=[SESSION_ID, TURN_ID],
+        responses={200: serializers.TurnRequestsOutput, **ERRORS},
+    )
+    @action(detail=True, methods=["get"], url_path=r"turns/(?P<turn_id>[^/]+)/requests")
+    def turn_requests(self, request, id=None, turn_id=None):
+        return Response(
+            turn_selectors.turn_requests(session_id=id, owner_id=request.user.id, turn_id=turn_id)
         )
 
     @extend_schema(

@@ -93,6 +93,23 @@ class Entry(models.Model):
         return f"{self.session_id}#{self.seq} {self.kind}"
 
 
+class RequestHeader(models.Model):
+    """What a turn's requests share besides the conversation — system prompt, tool schemas,
+    parameters, thinking — stored once per distinct value (docs/design.md §20).
+
+    Keyed by the SHA-256 of its canonical JSON (store/request_headers.py); `turn_start`
+    entries name it. Shared by every session that sent the same header, so no session's
+    delete removes it.
+    """
+
+    digest = models.CharField(primary_key=True, max_length=64)
+    body = models.JSONField()
+    created_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.digest
+
+
 class ProactiveNotice(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="notices")
     message_id = models.CharField(max_length=200)

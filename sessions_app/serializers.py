@@ -151,6 +151,47 @@ class TurnOutput(serializers.Serializer):
     entries = EntryOutput(many=True)
 
 
+class ModelCallOutput(serializers.Serializer):
+    model = serializers.CharField(allow_blank=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    duration_ms = serializers.IntegerField(allow_null=True)
+    finish_reason = serializers.CharField(allow_null=True)
+    usage = serializers.DictField(allow_null=True)
+
+
+class ToolTimingOutput(serializers.Serializer):
+    call_id = serializers.CharField()
+    name = serializers.CharField()
+    started_at = serializers.DateTimeField(
+        allow_null=True, help_text="null for a call that never ran to its end"
+    )
+    duration_ms = serializers.IntegerField(allow_null=True)
+    outcome = serializers.CharField(help_text="ok, error, or pending (no result yet)")
+
+
+class TurnStepOutput(serializers.Serializer):
+    model_call = ModelCallOutput()
+    tools = ToolTimingOutput(many=True)
+
+
+class TurnTimelineOutput(serializers.Serializer):
+    turn_id = serializers.CharField()
+    status = serializers.CharField(help_text="the turn_end's status, or running")
+    started_at = serializers.DateTimeField()
+    steps = TurnStepOutput(many=True)
+
+
+class StepRequestOutput(serializers.Serializer):
+    seq = serializers.IntegerField(help_text="the seq of the answer this request got")
+    body = serializers.DictField(help_text="the request body, as the provider received it")
+
+
+class TurnRequestsOutput(serializers.Serializer):
+    turn_id = serializers.CharField()
+    model = serializers.CharField(help_text="offline, openai:<model> or anthropic:<model>")
+    requests = StepRequestOutput(many=True)
+
+
 class ApprovalOutput(serializers.Serializer):
     call_id = serializers.CharField()
     status = serializers.ChoiceField(choices=["allowed", "denied"])

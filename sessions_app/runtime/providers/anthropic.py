@@ -46,6 +46,7 @@ class _Reply:
                 self.blocks[event.index]["json"] += delta.partial_json
         elif event.type == "message_delta":
             self.reply.usage["output_tokens"] = event.usage.output_tokens or 0
+            self.reply.finish_reason = event.delta.stop_reason or ""
 
     def finish(self, *, stopped: bool) -> ModelReply:
         self.reply.stopped = stopped
@@ -80,14 +81,16 @@ class AnthropicProvider(SdkProvider):
     def _make_async_client(self, **options) -> anthropic.AsyncAnthropic:
         return anthropic.AsyncAnthropic(**options)
 
-    def _request(self, entries: Sequence[EntryRecord], system_prompt: str, tools) -> dict:
+    def _request(
+        self, entries: Sequence[EntryRecord], system_prompt: str, tools, parameters: dict
+    ) -> dict:
         system, messages = project_anthropic(entries, system_prompt)
         validate_anthropic(messages)
         request: dict = {
             "model": self.model,
             "system": system,
             "messages": messages,
-            **self.parameters,
+            **parameters,
         }
         if tools:
             request["tools"] = [

@@ -37,6 +37,8 @@ class _Reply:
         if chunk.get("model"):
             self.reply.model = chunk["model"]
         for choice in chunk.get("choices") or ():
+            if choice.get("finish_reason"):
+                self.reply.finish_reason = choice["finish_reason"]
             delta = choice.get("delta") or {}
             if delta.get("content"):
                 self.text.append(delta["content"])
@@ -86,10 +88,12 @@ class OpenAIProvider(SdkProvider):
     def _make_async_client(self, **options) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(**options)
 
-    def _request(self, entries: Sequence[EntryRecord], system_prompt: str, tools) -> dict:
+    def _request(
+        self, entries: Sequence[EntryRecord], system_prompt: str, tools, parameters: dict
+    ) -> dict:
         messages = project_openai(entries, system_prompt)
         validate_openai(messages)
-        request: dict = {"model": self.model, "messages": messages, **self.parameters}
+        request: dict = {"model": self.model, "messages": messages, **parameters}
         if tools:
             request["tools"] = [
                 {

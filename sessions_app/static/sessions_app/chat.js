@@ -204,6 +204,11 @@ function linkDelegates(root = log) {
   }
 }
 
+// How long a tool ran, as a person reads it: "40 ms", "1.2 s".
+function duration(ms) {
+  return ms < 100 ? ms + " ms" : (ms / 1000).toFixed(1) + " s";
+}
+
 function renderToolResult(entry) {
   const details = state.callElements.get(entry.tool_call_id);
   if (!details) {
@@ -218,6 +223,11 @@ function renderToolResult(entry) {
     return;
   }
   details.querySelector(".tool-state").textContent = entry.is_error ? "failed" : "done";
+  const timing = (entry.data || {}).tool;
+  if (timing && Number.isFinite(timing.duration_ms)) {
+    // Beside the state, so the summary reads "done · 1.2 s" (docs/design.md §20).
+    details.querySelector(".tool-state").after(el("span", "tool-time", " · " + duration(timing.duration_ms)));
+  }
   details.classList.toggle("error", Boolean(entry.is_error));
   details.classList.add("finished");
   details.appendChild(el("div", "label", entry.is_error ? "Error" : "Result"));

@@ -183,8 +183,11 @@ class SessionViewSet(ViewSet):
     def partial_update(self, request, id=None):
         data = _parse(serializers.SessionPatchInput, request.data)
         try:
-            meta = services.session_set_model(
-                session_id=id, owner_id=request.user.id, model=data["model"]
+            meta = services.session_configure(
+                session_id=id,
+                owner_id=request.user.id,
+                model=data.get("model"),
+                thinking=data.get("thinking"),
             )
         except ValueError as error:
             if isinstance(error, InvalidSessionId):

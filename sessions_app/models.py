@@ -37,6 +37,9 @@ class Session(models.Model):
     # a sub-agent whose parent is gone. NULL (not "") for ordinary sessions, so that the
     # partial index below holds sub-agent sessions only.
     spawned_by = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    # How hard the model thinks (docs/design.md §20): off, low, medium or high; changed by
+    # /think and PATCH, and sent to the provider with every request of a turn.
+    thinking = models.CharField(max_length=8, default="off", db_default="off")
     # Turn lease (docs/design.md §5.5): one turn per session across processes. A holder renews the
     # expiry while its turn runs; a crashed holder's lease simply runs out.
     lease_holder = models.CharField(max_length=64, blank=True, default="")

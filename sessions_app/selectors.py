@@ -53,6 +53,7 @@ def session_to_api(meta: SessionMeta) -> dict[str, Any]:
         "last_seq": meta.last_seq,
         "model": meta.model,
         "spawned_by": meta.spawned_by,
+        "thinking": meta.thinking,
     }
 
 

@@ -14,6 +14,7 @@ from sessions_app.selectors import (
     SEARCH_QUERY_MAX_CHARS,
 )
 from sessions_app.services import EXPORT_FORMATS
+from sessions_app.store.base import THINKING_LEVELS
 
 # --- input --------------------------------------------------------------------------------
 
@@ -38,8 +39,18 @@ class SessionListQuery(serializers.Serializer):
 
 class SessionPatchInput(serializers.Serializer):
     model = serializers.CharField(
-        max_length=200, help_text="offline, openai:<model> or anthropic:<model>"
+        required=False, max_length=200, help_text="offline, openai:<model> or anthropic:<model>"
     )
+    thinking = serializers.ChoiceField(
+        required=False,
+        choices=list(THINKING_LEVELS),
+        help_text="how hard the model thinks from the next turn on",
+    )
+
+    def validate(self, attrs):
+        if not attrs:
+            raise serializers.ValidationError("give model, thinking or both")
+        return attrs
 
 
 class EntriesQuery(serializers.Serializer):
@@ -99,6 +110,9 @@ class SessionOutput(serializers.Serializer):
     )
     spawned_by = serializers.CharField(
         allow_null=True, help_text="the session whose delegate call made this sub-agent session"
+    )
+    thinking = serializers.ChoiceField(
+        choices=list(THINKING_LEVELS), help_text="set with /think or PATCH"
     )
 
 

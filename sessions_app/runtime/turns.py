@@ -357,7 +357,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
     system_prompt = agent.system_prompt
     tools = agent_tools(agent)
     specs = [tool.spec() for tool in tools.values()]
-    thinking = "off"
+    thinking = meta.thinking
     parameters = provider.parameters_for(thinking)
     # What every request of the turn shares; stored once per distinct value and named by
     # turn_start, so that each request can be rebuilt (docs/design.md §20).
@@ -445,7 +445,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
                             model=reply.model or provider.model,
                             usage=reply.usage,
                             turn_id=turn_id,
-                            data={"model_call": model_call},
+                            data=_answer_data(model_call, reply.reasoning),
                         )
                     ]
                 )
@@ -506,6 +506,15 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
         }
     )
     return TurnResult(turn_id=turn_id, status=status, entries=turn_entries, error=error)
+
+
+def _answer_data(model_call: dict, reasoning: list[dict]) -> dict:
+    """The assistant entry's data: its model call's timing, and the reasoning the provider
+    needs back with its tool use (docs/design.md §20)."""
+    data = {"model_call": model_call}
+    if reasoning:
+        data["reasoning"] = reasoning
+    return data
 
 
 def _finish_reason(reply, calls: list[dict]) -> str:

@@ -49,6 +49,7 @@ ENTRY_VERSIONS_KNOWN = frozenset({1})
 
 
 TITLE_MAX = 200  # Session.title's length
+THINKING_LEVELS = ("off", "low", "medium", "high")
 
 
 class StoreError(Exception):
@@ -97,6 +98,7 @@ class SessionMeta:
     incarnation: str = ""
     model: str = ""  # "" = the agent's model, else JARVIS_MODEL
     spawned_by: str | None = None  # the calling session of a sub-agent session
+    thinking: str = "off"  # off | low | medium | high (THINKING_LEVELS)
 
 
 @dataclass(frozen=True)
@@ -212,6 +214,8 @@ class SessionStore(Protocol):
     ) -> SessionMeta: ...
 
     def set_model(self, session_id: str, model: str) -> SessionMeta: ...
+
+    def set_thinking(self, session_id: str, thinking: str) -> SessionMeta: ...
 
     def list(
         self,

@@ -60,6 +60,7 @@ META_FIELDS = (
     "incarnation",
     "model",
     "spawned_by",
+    "thinking",
 )
 
 
@@ -223,6 +224,12 @@ class DbSessionStore:
             raise SessionNotFound(session_id)
         return self.get_meta(session_id)
 
+    def set_thinking(self, session_id, thinking):
+        validate_session_id(session_id)
+        if not Session.objects.filter(id=session_id).update(thinking=thinking):
+            raise SessionNotFound(session_id)
+        return self.get_meta(session_id)
+
     def get_meta(self, session_id):
         # Read several times by every turn: the same plain SQL as the list.
         validate_session_id(session_id)
@@ -268,7 +275,8 @@ class DbSessionStore:
         )
         sql = (
             f"SELECT id, agent, owner_id, title, parent_id, branched_at_seq, {stamps}, "
-            f"last_seq, incarnation, model, spawned_by FROM {self._tables['session']}{where} "
+            f"last_seq, incarnation, model, spawned_by, thinking "
+            f"FROM {self._tables['session']}{where} "
             "ORDER BY updated_at DESC, id DESC"
         )
         with connection.cursor() as cursor:
@@ -293,6 +301,7 @@ class DbSessionStore:
                     "incarnation": incarnation,
                     "model": model,
                     "spawned_by": spawned_by,
+                    "thinking": thinking,
                 }
             )
             for (
@@ -308,6 +317,7 @@ class DbSessionStore:
                 incarnation,
                 model,
                 spawned_by,
+                thinking,
             ) in rows
         ]
 
@@ -492,6 +502,7 @@ class DbSessionStore:
                         parent_id=source_id,
                         branched_at_seq=cut,
                         model=source.model,
+                        thinking=source.thinking,
                         created_at=now,
                         updated_at=now,
                         last_seq=cut,

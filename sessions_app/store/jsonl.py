@@ -204,6 +204,12 @@ class JsonlSessionStore:
             self._write_meta(meta, durable=True)
         return meta
 
+    def set_thinking(self, session_id, thinking):
+        with self._locked(session_id):
+            meta = replace(self._current_meta(session_id, None), thinking=thinking)
+            self._write_meta(meta, durable=True)
+        return meta
+
     def get_meta(self, session_id):
         return self._read_meta(session_id)
 
@@ -516,6 +522,7 @@ class JsonlSessionStore:
                 last_seq=cut,
                 incarnation=new_incarnation(),
                 model=source.model,
+                thinking=source.thinking,
             )
             self._search.copy(source_id, new_id, cut, meta.owner_id)
             if closing:

@@ -36,6 +36,9 @@ class ModelReply:
     # Why the model stopped, in the provider's own words (stop, tool_calls, end_turn,
     # tool_use, max_tokens, …); "" when the provider did not say.
     finish_reason: str = ""
+    # Reasoning the provider requires back with the answer's tool use (Anthropic's signed
+    # thinking blocks, in the order they came); stored in the assistant entry's data.
+    reasoning: list[dict] = field(default_factory=list)
 
 
 class ProviderError(Exception):

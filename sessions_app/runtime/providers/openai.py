@@ -82,6 +82,13 @@ class OpenAIProvider(SdkProvider):
     def parameters(self) -> dict:
         return {"stream": True, "stream_options": {"include_usage": True}}
 
+    def parameters_for(self, thinking: str) -> dict:
+        """Thinking is Chat Completions' `reasoning_effort` (docs/design.md §20). The
+        reasoning itself stays with OpenAI: nothing of it is returned or sent back."""
+        if thinking == "off":
+            return self.parameters
+        return {**self.parameters, "reasoning_effort": thinking}
+
     def _make_client(self, **options) -> openai.OpenAI:
         return openai.OpenAI(**options)
 

@@ -7,7 +7,7 @@ import { api, errorText, loginUrl, sessionPath } from "./api.js";
 import { $, el, icon, iconButton } from "./dom.js";
 import { setupDrawer } from "./drawer.js";
 import { renderMarkdownInto } from "./markdown.js";
-import { setupModelPicker, showModel } from "./model_picker.js";
+import { setupModelPicker, showModel, showThinking } from "./model_picker.js";
 import { markNoticesSeen, unseenNotices } from "./notice_badges.js";
 import { refreshReminders } from "./reminders.js";
 import { setupSearch } from "./search.js";
@@ -405,6 +405,10 @@ function renderEntry(entry, { live = false } = {}) {
     const data = entry.data || {};
     append(el("div", "system-note", "Model changed to " + (data.to || "?")));
     if (data.to) showModel(data.to);
+  } else if (entry.kind === "thinking_change") {
+    const data = entry.data || {};
+    append(el("div", "system-note", "Thinking set to " + (data.to || "?")));
+    if (data.to) showThinking(data.to);
   } else {
     append(el("div", "system-note", entry.kind + " #" + entry.seq));
   }
@@ -835,6 +839,7 @@ function showSessionMeta(session) {
   $("export-json").href = base + "json";
   document.title = (session.title || session.id) + " · Jarvis";
   showModel(session.model);
+  showThinking(session.thinking);
 }
 
 function relativeTime(iso) {

@@ -1,7 +1,7 @@
 """Request replay (docs/design.md §20): for every step of a turn, `GET …/turns/{id}/requests/`
 rebuilds the body the provider received — checked against what the local fake server of
 each API actually received through the official SDKs, over a history with tool calls, a
-model change from the other provider and a compaction."""
+model change from the other provider, a compaction and thinking."""
 
 import json
 
@@ -9,9 +9,9 @@ import pytest
 
 from sessions_app import services
 from sessions_app.runtime.turns import turn_run
-from sessions_app.store import get_store
+from sessions_app.store import NewEntry, get_store
 from sessions_app.store.request_headers import header_get
-from tests.builders import token_client
+from tests.builders import assistant, token_client, user
 from tests.fakes.llm_server import FakeLLMServer, Reply
 
 from .conftest import assert_history_valid
@@ -64,7 +64,8 @@ def test_every_request_of_every_turn_is_rebuilt_exactly(backend, server, api_nam
     server.script(Reply(text="Hello Ada."))
     turn("I am Ada")
     compaction = services.session_compact(session_id=session_id, owner_id=alice.id)
-    # A turn with two calls side by side after the compaction.
+    # A turn with two calls side by side after the compaction, thinking.
+    services.session_configure(session_id=session_id, owner_id=alice.id, thinking="medium")
     server.script(
         Reply(calls=[("calculator", {"expression": "6*7"}), ("clock", {})]),
         Reply(text="42, and the time."),
@@ -77,6 +78,11 @@ def test_every_request_of_every_turn_is_rebuilt_exactly(backend, server, api_nam
     assert compaction.data["summary"][:40] in sent_after_compaction
     # The first turn's message itself (a JSON string of its own) is no longer sent.
     assert '"what is 2+3?"' not in sent_after_compaction
+    thinking_sent = server.requests[-1].get("reasoning_effort") or server.requests[-1]["thinking"]
+    assert thinking_sent in ("medium", {"type": "enabled", "budget_tokens": 4096})
+    if api_name == "anthropic":
+        # The signed thinking block went back first, before the tool use it led to.
+        assert server.requests[-1]["messages"][-2]["content"][0]["type"] == "thinking"
     rebuilt = replayed(token_client(alice), session_id, turns)
     # Equal as JSON, request by request: model, system, messages, tools, parameters.
     assert rebuilt == server.requests
@@ -104,3 +110,28 @@ def test_replay_of_another_users_turn_is_not_found(backend, alice, bob):
     offline = token_client(alice).get(path).json()
     assert offline["model"] == "offline"
     assert offline["requests"][0]["body"]["messages"][-1]["content"][0]["text"] == "hello"
+
+
+def test_a_turn_stored_before_headers_had_rows_is_replayed_from_its_own_copy(backend, alice):
+    """Such a turn_start carried the prompt, the tools and the parameters itself."""
+    session_id = get_store().create("test-old", owner_id=alice.id).id
+    calculator = {"name": "calculator", "description": "Math.", "parameters": {"type": "object"}}
+    start = NewEntry(
+        kind="turn_start",
+        turn_id="t-old",
+        data={
+            "model": "offline",
+            "parameters": {},
+            "agent": "jarvis",
+            "system_prompt": "You were Jarvis then.",
+            "tools": [calculator],
+        },
+    )
+    get_store().append(session_id, [start, user("hi", "t-old"), assistant("Hello.", turn="t-old")])
+    answer = token_client(alice).get(f"/api/sessions/{session_id}/turns/t-old/requests/")
+    (request,) = answer.json()["requests"]
+    assert request["body"]["system"] == "You were Jarvis then."
+    assert request["body"]["tools"] == [calculator]
+    assert request["body"]["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    ]

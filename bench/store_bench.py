@@ -322,11 +322,11 @@ class RawDb:
 
     COLUMNS = (
         "seq, kind, role, content, tool_calls, tool_call_id, name, is_error, model, usage, "
-        "turn_id, data, created_at"
+        "turn_id, data, v, created_at"
     )
     META = (
         "id, agent, owner_id, title, parent_id, branched_at_seq, created_at, updated_at, "
-        "last_seq, incarnation, model, spawned_by"
+        "last_seq, incarnation, model, spawned_by, thinking"
     )
 
     def __init__(self, vendor: str, settings_dict: dict):
@@ -371,7 +371,7 @@ class RawDb:
     def append(self, session_id: str, entries, table: str = "sessions_app_entry") -> None:
         now = datetime.now(UTC)
         stamp = self.timestamp(now)
-        row_marks = "(" + ", ".join([self.mark] * 14) + ")"
+        row_marks = "(" + ", ".join([self.mark] * 15) + ")"
         with self.transaction():
             last_seq = self.db.execute(
                 self.sql(
@@ -386,6 +386,7 @@ class RawDb:
                 params.append(session_id)
                 params.append(first + offset)
                 params.extend(entry_columns(entry))
+                params.append(1)  # the schema version, as the store writes it
                 params.append(stamp)
             self.db.execute(
                 f"INSERT INTO {table} (session_id, {self.COLUMNS}) VALUES "
@@ -444,6 +445,7 @@ class RawDb:
                 turn_id,
                 value(data),
                 decode_timestamp(created_at),
+                version,
             )
             for (
                 seq,
@@ -458,6 +460,7 @@ class RawDb:
                 usage,
                 turn_id,
                 data,
+                version,
                 created_at,
             ) in rows
         ]
@@ -571,6 +574,7 @@ def _card(row, decode) -> dict:
         _incarnation,
         model,
         spawned_by,
+        thinking,
     ) = row
     return {
         "id": session_id,
@@ -583,6 +587,7 @@ def _card(row, decode) -> dict:
         "last_seq": last,
         "model": model,
         "spawned_by": spawned_by,
+        "thinking": thinking,
     }
 
 

@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
-from sessions_app import limits, selectors, serializers, services
+from sessions_app import limits, selectors, serializers, services, turn_selectors
 from sessions_app.agents import UnknownAgent
 from sessions_app.ids import ReservedSessionId
 from sessions_app.parsers import too_large
@@ -53,6 +53,7 @@ DOMAIN_ERRORS: dict[type[Exception], int] = {
     limits.InputInvalid: status.HTTP_400_BAD_REQUEST,
     ApprovalNotFound: status.HTTP_404_NOT_FOUND,
     ApprovalClosed: status.HTTP_409_CONFLICT,
+    turn_selectors.TurnNotFound: status.HTTP_404_NOT_FOUND,
 }
 NOT_FOUND_DETAIL = "no such session"
 
@@ -135,6 +136,9 @@ SESSION_ID = OpenApiParameter(
     serializers.SESSION_ID_SCHEMA,
     OpenApiParameter.PATH,
     description="session id (docs/design.md §6)",
+)
+TURN_ID = OpenApiParameter(
+    "turn_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="a turn's `turn_id`"
 )
 THROTTLED = OpenApiResponse(serializers.ErrorOutput, description="throttled (Retry-After)")
 
@@ -229,8 +233,11 @@ class SessionViewSet(ViewSet):
     def partial_update(self, request, id=None):
         data = _parse(serializers.SessionPatchInput, request.data)
         try:
-            meta = services.session_set_model(
-                session_id=id, owner_id=request.user.id, model=data["model"]
+            meta = services.session_configure(
+                session_id=id,
+                owner_id=request.user.id,
+                model=data.get("model"),
+                thinking=data.get("thinking"),
             )
         except ValueError as error:
             if isinstance(error, InvalidSessionId):
@@ -301,6 +308,26 @@ class SessionViewSet(ViewSet):
                 "error": result.error,
                 "entries": [selectors.entry_to_api(entry) for entry in result.entries],
             }
+        )
+
+    @extend_schema(
+        parameters=[SESSION_ID, TURN_ID],
+        responses={200: serializers.TurnTimelineOutput, **ERRORS},
+    )
+    @action(detail=True, methods=["get"], url_path=r"turns/(?P<turn_id>[^/]+)")
+    def turns(self, request, id=None, turn_id=None):
+        return Response(
+            turn_selectors.turn_timeline(session_id=id, owner_id=request.user.id, turn_id=turn_id)
+        )
+
+    @extend_schema(
+        parameters=[SESSION_ID, TURN_ID],
+        responses={200: serializers.TurnRequestsOutput, **ERRORS},
+    )
+    @action(detail=True, methods=["get"], url_path=r"turns/(?P<turn_id>[^/]+)/requests")
+    def turn_requests(self, request, id=None, turn_id=None):
+        return Response(
+            turn_selectors.turn_requests(session_id=id, owner_id=request.user.id, turn_id=turn_id)
         )
 
     @extend_schema(

@@ -18,6 +18,7 @@ from sessions_app.agents import model_for_session
 from sessions_app.runtime.lease import SessionBusy
 from sessions_app.runtime.providers import MODEL_SPEC_HELP
 from sessions_app.store import InvalidSessionId, SessionNotFound
+from sessions_app.store.base import THINKING_LEVELS
 from sessions_app.throttles import branch_throttle_wait
 
 
@@ -138,6 +139,26 @@ def _model(ctx: _Context) -> CommandResult:
     )
 
 
+def _think(ctx: _Context) -> CommandResult:
+    levels = "|".join(THINKING_LEVELS)
+    if len(ctx.args) > 1 or (ctx.args and ctx.args[0] not in THINKING_LEVELS):
+        raise CommandError("bad_request", f"usage: /think [{levels}]")
+    if not ctx.args:
+        meta = selectors.session_get(session_id=ctx.session_id, owner_id=ctx.owner_id)
+        return CommandResult("think", f"thinking: {meta.thinking}", {"thinking": meta.thinking})
+    try:
+        meta = services.session_configure(
+            session_id=ctx.session_id, owner_id=ctx.owner_id, thinking=ctx.args[0]
+        )
+    except SessionBusy as error:
+        raise CommandError("session_busy", str(error)) from error
+    return CommandResult(
+        "think",
+        f"thinking: {meta.thinking} from the next turn on",
+        {"thinking": meta.thinking, "session": selectors.session_to_api(meta)},
+    )
+
+
 def _cleanup(ctx: _Context) -> CommandResult:
     if not ctx.args:
         plan = cleanup.cleanup_plan(owner_id=ctx.owner_id)
@@ -226,6 +247,11 @@ COMMANDS: dict[str, tuple[Callable[[_Context], CommandResult], str, str]] = {
         "rest) into a new session and switch to it",
     ),
     "model": (_model, "[name]", "show or set this session's model (offline, openai:…)"),
+    "think": (
+        _think,
+        "[off|low|medium|high]",
+        "show or set how hard the model thinks (the offline model ignores it)",
+    ),
     "cleanup": (
         _cleanup,
         "[agents|tests|stm|connections confirm]",

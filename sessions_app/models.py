@@ -37,6 +37,9 @@ class Session(models.Model):
     # a sub-agent whose parent is gone. NULL (not "") for ordinary sessions, so that the
     # partial index below holds sub-agent sessions only.
     spawned_by = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    # How hard the model thinks (docs/design.md §20): off, low, medium or high; changed by
+    # /think and PATCH, and sent to the provider with every request of a turn.
+    thinking = models.CharField(max_length=8, default="off", db_default="off")
     # Turn lease (docs/design.md §5.5): one turn per session across processes. A holder renews the
     # expiry while its turn runs; a crashed holder's lease simply runs out.
     lease_holder = models.CharField(max_length=64, blank=True, default="")
@@ -77,6 +80,9 @@ class Entry(models.Model):
     turn_id = models.CharField(max_length=64, blank=True, default="")
     data = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField()
+    # The entry's schema version (docs/design.md §20). The database default makes every row
+    # stored before versions existed a version 1, without rewriting them.
+    v = models.PositiveSmallIntegerField(default=1, db_default=1)
 
     class Meta:
         verbose_name_plural = "entries"
@@ -88,6 +94,23 @@ class Entry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}#{self.seq} {self.kind}"
+
+
+class RequestHeader(models.Model):
+    """What a turn's requests share besides the conversation — system prompt, tool schemas,
+    parameters, thinking — stored once per distinct value (docs/design.md §20).
+
+    Keyed by the SHA-256 of its canonical JSON (store/request_headers.py); `turn_start`
+    entries name it. Shared by every session that sent the same header, so no session's
+    delete removes it.
+    """
+
+    digest = models.CharField(primary_key=True, max_length=64)
+    body = models.JSONField()
+    created_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.digest
 
 
 class ProactiveNotice(models.Model):

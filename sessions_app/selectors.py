@@ -61,6 +61,7 @@ def session_to_api(meta: SessionMeta) -> dict[str, Any]:
         "last_seq": meta.last_seq,
         "model": meta.model,
         "spawned_by": meta.spawned_by,
+        "thinking": meta.thinking,
     }
 
 
@@ -386,12 +387,22 @@ def export_markdown(
     return "\n".join(lines)
 
 
+def _took(entry: EntryRecord, fact: str) -> str:
+    """How long the entry's model or tool call took, as " · 1.2 s"; "" when not recorded."""
+    timing = (entry.data or {}).get(fact) or {}
+    duration_ms = timing.get("duration_ms") if isinstance(timing, dict) else None
+    if not isinstance(duration_ms, int):
+        return ""
+    return f" · {duration_ms} ms" if duration_ms < 100 else f" · {duration_ms / 1000:.1f} s"
+
+
 def _markdown_entry(entry: EntryRecord) -> list[str]:
     stamp = f"#{entry.seq} · {entry.created_at.isoformat()}"
     if entry.kind == "message" and entry.role == "user":
         return [f"### 🧑 User ({stamp})", "", entry.content]
     if entry.kind == "message" and entry.role == "assistant":
-        out = [f"### 🤖 Assistant ({stamp}{' · ' + entry.model if entry.model else ''})", ""]
+        model = " · " + entry.model if entry.model else ""
+        out = [f"### 🤖 Assistant ({stamp}{model}{_took(entry, 'model_call')})", ""]
         if entry.content:
             out.append(entry.content)
         for call in entry.tool_calls or ():
@@ -401,7 +412,8 @@ def _markdown_entry(entry: EntryRecord) -> list[str]:
     if entry.kind == "message" and entry.role == "tool":
         label = "Tool error" if entry.is_error else "Tool result"
         return [
-            f"### 🔧 {label}: `{entry.name}` (call `{entry.tool_call_id}`, {stamp})",
+            f"### 🔧 {label}: `{entry.name}` (call `{entry.tool_call_id}`, {stamp}"
+            f"{_took(entry, 'tool')})",
             "",
             _fence(entry.content),
         ]

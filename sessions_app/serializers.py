@@ -15,6 +15,7 @@ from sessions_app.selectors import (
     SEARCH_QUERY_MAX_CHARS,
 )
 from sessions_app.services import EXPORT_FORMATS
+from sessions_app.store.base import THINKING_LEVELS
 
 # What the OpenAPI schema says a session id is (docs/design.md §6); sessions_app.ids checks.
 SESSION_ID_SCHEMA = {
@@ -86,8 +87,18 @@ class SessionListQuery(serializers.Serializer):
 
 class SessionPatchInput(serializers.Serializer):
     model = serializers.CharField(
-        max_length=200, help_text="offline, openai:<model> or anthropic:<model>"
+        required=False, max_length=200, help_text="offline, openai:<model> or anthropic:<model>"
     )
+    thinking = serializers.ChoiceField(
+        required=False,
+        choices=list(THINKING_LEVELS),
+        help_text="how hard the model thinks from the next turn on",
+    )
+
+    def validate(self, attrs):
+        if not attrs:
+            raise serializers.ValidationError("give model, thinking or both")
+        return attrs
 
 
 class EntriesQuery(serializers.Serializer):
@@ -155,6 +166,9 @@ class SessionOutput(serializers.Serializer):
     spawned_by = serializers.CharField(
         allow_null=True, help_text="the session whose delegate call made this sub-agent session"
     )
+    thinking = serializers.ChoiceField(
+        choices=list(THINKING_LEVELS), help_text="set with /think or PATCH"
+    )
 
 
 class SessionDetailOutput(SessionOutput):
@@ -185,6 +199,7 @@ class EntryOutput(serializers.Serializer):
     turn_id = serializers.CharField(allow_blank=True)
     data = serializers.DictField(allow_null=True)
     created_at = serializers.DateTimeField()
+    v = serializers.IntegerField(help_text="the entry's schema version (today 1)")
 
 
 class EntriesOutput(serializers.Serializer):
@@ -207,6 +222,47 @@ class TurnOutput(serializers.Serializer):
     status = serializers.CharField()
     error = serializers.CharField(allow_blank=True, help_text='"" unless the turn failed')
     entries = EntryOutput(many=True)
+
+
+class ModelCallOutput(serializers.Serializer):
+    model = serializers.CharField(allow_blank=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    duration_ms = serializers.IntegerField(allow_null=True)
+    finish_reason = serializers.CharField(allow_null=True)
+    usage = serializers.DictField(allow_null=True)
+
+
+class ToolTimingOutput(serializers.Serializer):
+    call_id = serializers.CharField()
+    name = serializers.CharField()
+    started_at = serializers.DateTimeField(
+        allow_null=True, help_text="null for a call that never ran to its end"
+    )
+    duration_ms = serializers.IntegerField(allow_null=True)
+    outcome = serializers.CharField(help_text="ok, error, or pending (no result yet)")
+
+
+class TurnStepOutput(serializers.Serializer):
+    model_call = ModelCallOutput()
+    tools = ToolTimingOutput(many=True)
+
+
+class TurnTimelineOutput(serializers.Serializer):
+    turn_id = serializers.CharField()
+    status = serializers.CharField(help_text="the turn_end's status, or running")
+    started_at = serializers.DateTimeField()
+    steps = TurnStepOutput(many=True)
+
+
+class StepRequestOutput(serializers.Serializer):
+    seq = serializers.IntegerField(help_text="the seq of the answer this request got")
+    body = serializers.DictField(help_text="the request body, as the provider received it")
+
+
+class TurnRequestsOutput(serializers.Serializer):
+    turn_id = serializers.CharField()
+    model = serializers.CharField(help_text="offline, openai:<model> or anthropic:<model>")
+    requests = StepRequestOutput(many=True)
 
 
 class ApprovalOutput(serializers.Serializer):

@@ -63,6 +63,7 @@ from sessions_app.store import (
     get_store,
 )
 from sessions_app.store import approvals as approval_rows
+from sessions_app.store.base import THINKING_LEVELS
 from sessions_app.workers import heartbeat_start
 
 logger = logging.getLogger(__name__)
@@ -272,14 +273,30 @@ def session_branch(
 
 
 def session_set_model(*, session_id: str, owner_id: int | None, model: str) -> SessionMeta:
-    """Set the model the caller's session uses from its next turn on.
+    """Set the model the caller's session uses from its next turn on (`session_configure`)."""
+    return session_configure(session_id=session_id, owner_id=owner_id, model=model)
 
-    Steps: check the model name and the session; take the turn lease (a change lands between
-    turns, never inside one: SessionBusy after BUSY_GRACE_SEC); store the model and append
-    a `model_change` entry {from, to}, which every open tab receives; release. Setting the
-    model the session already uses changes nothing.
+
+def session_configure(
+    *,
+    session_id: str,
+    owner_id: int | None,
+    model: str | None = None,
+    thinking: str | None = None,
+) -> SessionMeta:
+    """Set the model and/or the thinking level the caller's session uses from its next turn.
+
+    Steps: check the values and the session; take the turn lease (a change lands between
+    turns, never inside one: SessionBusy after BUSY_GRACE_SEC); in one transaction store
+    each setting that changes and append its entry — `model_change` {from, to} when the
+    effective model changes, `thinking_change` {from, to} (docs/design.md §20) — which
+    every open tab receives after the commit; release. A value the session already has
+    changes nothing.
     """
-    model = check_model_spec(model)
+    if model is not None:
+        model = check_model_spec(model)
+    if thinking is not None and thinking not in THINKING_LEVELS:
+        raise ValueError(f"thinking is one of {', '.join(THINKING_LEVELS)}, not {thinking!r:.40}")
     selectors.session_get(session_id=session_id, owner_id=owner_id)
     store = get_store()
     lease = lease_acquire(session_id=session_id, wait_sec=settings.BUSY_GRACE_SEC)
@@ -287,15 +304,21 @@ def session_set_model(*, session_id: str, owner_id: int | None, model: str) -> S
         meta = store.get_meta(session_id)
         if meta is None:
             raise SessionNotFound(session_id)
-        before = model_for_session(agent=meta.agent, model=meta.model)
-        if meta.model == model:
-            return meta
+        changes = []
         with transaction.atomic():
-            meta = store.set_model(session_id, model)
-            if before != model:
-                (entry,) = store.append(
-                    session_id, [NewEntry(kind="model_change", data={"from": before, "to": model})]
+            if model is not None and meta.model != model:
+                before = model_for_session(agent=meta.agent, model=meta.model)
+                store.set_model(session_id, model)
+                if before != model:
+                    changes.append(
+                        NewEntry(kind="model_change", data={"from": before, "to": model})
+                    )
+            if thinking is not None and meta.thinking != thinking:
+                store.set_thinking(session_id, thinking)
+                changes.append(
+                    NewEntry(kind="thinking_change", data={"from": meta.thinking, "to": thinking})
                 )
+            for entry in store.append(session_id, changes):
                 session_broadcast_on_commit(
                     session_id=session_id,
                     event={"type": "entry", "entry": selectors.entry_to_api(entry)},

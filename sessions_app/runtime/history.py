@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sessions_app.store.base import EntryRecord, NewEntry
+from sessions_app.store.base import ENTRY_VERSIONS_KNOWN, EntryRecord, NewEntry
 
 CRASH_RESULT_TEXT = "outcome unknown: the process stopped while this tool ran"
 CRASH_TURN_ERROR = "the process stopped before this turn finished"
@@ -111,6 +111,7 @@ class _Turn:
     call_id: str = ""
     name: str = ""
     is_error: bool = False
+    reasoning: tuple[dict, ...] = ()  # an answer's thinking blocks (Anthropic's, signed)
 
 
 def _context_entries(entries: Sequence[EntryRecord]) -> tuple[str | None, list[EntryRecord]]:
@@ -118,8 +119,10 @@ def _context_entries(entries: Sequence[EntryRecord]) -> tuple[str | None, list[E
 
     Kept entries start at the compaction's `first_kept_seq`; if that falls on tool results,
     the cut moves back to the assistant message that made those calls, so a call is never
-    separated from its result.
+    separated from its result. An entry of a schema version this code does not know is left
+    out, like an unknown kind (docs/design.md §20): what it means cannot be guessed.
     """
+    entries = [entry for entry in entries if entry.v in ENTRY_VERSIONS_KNOWN]
     summary = None
     kept_from = 0
     for entry in reversed(entries):
@@ -197,7 +200,10 @@ def _conversation(entries: Sequence[EntryRecord]) -> list[_Turn]:
                 )
         if not calls and not entry.content.strip():
             continue
-        turns.append(_Turn(role="assistant", text=entry.content, calls=tuple(calls)))
+        reasoning = tuple((entry.data or {}).get("reasoning") or ())
+        turns.append(
+            _Turn(role="assistant", text=entry.content, calls=tuple(calls), reasoning=reasoning)
+        )
         turns.extend(results)
     return turns
 
@@ -234,12 +240,16 @@ def _tool_input(arguments: str) -> dict:
     return value if isinstance(value, dict) else {"arguments": value}
 
 
-def project_anthropic(entries: Sequence[EntryRecord], system_prompt: str) -> tuple[str, list]:
+def project_anthropic(
+    entries: Sequence[EntryRecord], system_prompt: str, *, thinking: bool = False
+) -> tuple[str, list]:
     """Messages API: (system, messages).
 
     Tool results become `tool_result` blocks at the start of one user message, consecutive
     same-role messages are merged (the API requires alternation), and a conversation that
-    would open with the assistant gets a short user message first.
+    would open with the assistant gets a short user message first. With `thinking` (the
+    request enables it), an answer's stored thinking blocks go back first in its message,
+    in the order they came, before its text and tool use (docs/design.md §20).
     """
     messages: list[dict] = []
 
@@ -254,7 +264,8 @@ def project_anthropic(entries: Sequence[EntryRecord], system_prompt: str) -> tup
         if turn.role == "user":
             add("user", [{"type": "text", "text": turn.text}])
         elif turn.role == "assistant":
-            blocks = [{"type": "text", "text": turn.text}] if turn.text.strip() else []
+            blocks = list(turn.reasoning) if thinking else []
+            blocks += [{"type": "text", "text": turn.text}] if turn.text.strip() else []
             blocks += [
                 {
                     "type": "tool_use",
@@ -337,10 +348,40 @@ def validate_openai(messages: Sequence[dict]) -> None:
             )
 
 
-def validate_anthropic(messages: Sequence[dict]) -> None:
-    """Raise HistoryInvalid the way the Messages API answers 400 for a broken history."""
+THINKING_BLOCK_TYPES = ("thinking", "redacted_thinking")
+
+
+def _blocks(message: dict) -> list[dict]:
+    content = message.get("content")
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+
+
+def continues_with_thinking(messages: Sequence[dict]) -> bool:
+    """Whether a request with thinking enabled may send these messages: when it continues a
+    tool use (the last message holds tool results), the assistant message with that tool use
+    must start with a thinking block. A conversation that ends with plain text continues
+    nothing and always may."""
+    if len(messages) < 2 or messages[-1].get("role") != "user":
+        return True
+    results = any(block.get("type") == "tool_result" for block in _blocks(messages[-1]))
+    continued = _blocks(messages[-2])
+    uses = any(block.get("type") == "tool_use" for block in continued)
+    return not (results and uses) or continued[0].get("type") in THINKING_BLOCK_TYPES
+
+
+def validate_anthropic(messages: Sequence[dict], *, thinking: bool = False) -> None:
+    """Raise HistoryInvalid the way the Messages API answers 400 for a broken history
+    (`thinking`: the request enables extended thinking, which adds its own rule)."""
     if not messages:
         raise HistoryInvalid("messages: at least one message is required")
+    if thinking and not continues_with_thinking(messages):
+        first = _blocks(messages[-2])[0].get("type")
+        raise HistoryInvalid(
+            f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` or "
+            f"`redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final "
+            "`assistant` message must start with a thinking block (preceeding the lastmost "
+            "set of `tool_use` and `tool_result` blocks)."
+        )
     seen: set[str] = set()
     for index, message in enumerate(messages):
         role = message.get("role")
@@ -386,6 +427,10 @@ def validate_anthropic(messages: Sequence[dict]) -> None:
                 "corresponding `tool_use` block in the previous message."
             )
         for position, block in enumerate(blocks):
+            if block.get("type") == "thinking" and not block.get("signature"):
+                raise HistoryInvalid(
+                    f"messages.{index}.content.{position}.thinking.signature: Field required"
+                )
             if block.get("type") == "tool_use":
                 if block["id"] in seen:
                     raise HistoryInvalid(

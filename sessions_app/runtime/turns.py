@@ -43,9 +43,11 @@ from sessions_app.runtime.lease import (
     lease_request_abort,
 )
 from sessions_app.runtime.providers import Provider, ProviderError, provider_for
+from sessions_app.runtime.timings import Stopwatch, tool_outcome
 from sessions_app.runtime.tools import ToolContext, TurnAbort, tool_run
 from sessions_app.signals import turn_finished
 from sessions_app.store import EntryRecord, NewEntry, SessionMeta, SessionNotFound, get_store
+from sessions_app.store.request_headers import header_digest, header_save
 
 __all__ = [
     "SessionBusy",
@@ -250,10 +252,12 @@ def _begin(
     turn_id: str,
     text: str,
     start_data: dict,
+    header: dict,
 ) -> tuple[SessionMeta, int | None, list[EntryRecord], list[EntryRecord]]:
     """The turn's first store work, in one pool call: read the session under the lease,
-    repair what a dead process left open, store turn_start and the user's message, and name
-    the conversation after its first request. Returns (meta, owner, history, turn entries)."""
+    repair what a dead process left open, store the request header (once per distinct
+    value), turn_start and the user's message, and name the conversation after its first
+    request. Returns (meta, owner, history, turn entries)."""
     store = get_store()
     # Read under the lease: the session may have been deleted, even re-created by someone
     # else, while this request waited. The turn is fenced to what it finds now.
@@ -266,6 +270,7 @@ def _begin(
         raise SessionNotFound(session_id)  # re-created for another agent: not the one asked
     history = store.get_messages(session_id)
     history.extend(_repair(meta, owner_id, history))
+    header_save(header)
     turn_entries = store.append(
         session_id,
         [
@@ -370,6 +375,16 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
     system_prompt = agent.system_prompt
     tools = agent_tools(agent)
     specs = [tool.spec() for tool in tools.values()]
+    thinking = meta.thinking
+    parameters = provider.parameters_for(thinking)
+    # What every request of the turn shares; stored once per distinct value and named by
+    # turn_start, so that each request can be rebuilt (docs/design.md §20).
+    header = {
+        "system": system_prompt,
+        "tools": [asdict(spec) for spec in specs],
+        "parameters": parameters,
+        "thinking": thinking,
+    }
     pump.put({"type": "agent_start", "turn_id": turn_id})
     meta, owner_id, history, turn_entries = await in_pool(
         "store",
@@ -379,14 +394,13 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
         owner_id=owner_id,
         turn_id=turn_id,
         text=text,
-        # Enough to rebuild the request: model, its settings, prompt, tool schemas.
         start_data={
             "model": provider.label,
-            "parameters": provider.parameters,
             "agent": agent.name,
-            "system_prompt": system_prompt,
-            "tools": [asdict(spec) for spec in specs],
+            "thinking": thinking,
+            "header": header_digest(header),
         },
+        header=header,
     )
     incarnation = meta.incarnation
     store = get_store()
@@ -423,6 +437,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
                 status, error = "aborted", ""
                 break
             model_started = time.monotonic()
+            model_clock = Stopwatch()
             try:
                 reply = await provider.acomplete(
                     entries=history,
@@ -432,6 +447,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
                         {"type": "delta", "turn_id": turn_id, "text": piece}
                     ),
                     abort=abort,
+                    parameters=parameters,
                 )
             except (ProviderError, HistoryInvalid) as failure:
                 status, error = "error", str(failure)
@@ -441,6 +457,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
                 waited += model_sec
                 metrics.MODEL_CALL.observe(model_sec)
             calls = [] if reply.stopped else reply.tool_calls
+            model_call = model_clock.fact(finish_reason=_finish_reason(reply, calls))
             if reply.text.strip() or calls:
                 await append(
                     [
@@ -451,6 +468,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
                             model=reply.model or provider.model,
                             usage=reply.usage,
                             turn_id=turn_id,
+                            data=_answer_data(model_call, reply.reasoning),
                         )
                     ]
                 )
@@ -463,7 +481,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
             # A step's calls run side by side; results are stored in call order.
             tools_started = time.monotonic()
             results = await asyncio.gather(
-                *(tool_run(call=call, context=context, tools=tools) for call in calls)
+                *(_timed_tool_run(call=call, context=context, tools=tools) for call in calls)
             )
             waited += time.monotonic() - tools_started
             await append(
@@ -475,8 +493,9 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
                         content=result_text,
                         is_error=is_error,
                         turn_id=turn_id,
+                        data={"tool": timing},
                     )
-                    for call, (result_text, is_error) in zip(calls, results, strict=True)
+                    for call, (result_text, is_error, timing) in zip(calls, results, strict=True)
                 ]
             )
             if abort.is_set():
@@ -517,6 +536,29 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
         }
     )
     return TurnResult(turn_id=turn_id, status=status, entries=turn_entries, error=error)
+
+
+def _answer_data(model_call: dict, reasoning: list[dict]) -> dict:
+    """The assistant entry's data: its model call's timing, and the reasoning the provider
+    needs back with its tool use (docs/design.md §20)."""
+    data = {"model_call": model_call}
+    if reasoning:
+        data["reasoning"] = reasoning
+    return data
+
+
+def _finish_reason(reply, calls: list[dict]) -> str:
+    """The provider's own reason, else what the answer shows (the offline model says none)."""
+    if reply.stopped:
+        return "aborted"
+    return reply.finish_reason or ("tool_calls" if calls else "stop")
+
+
+async def _timed_tool_run(*, call, context, tools) -> tuple[str, bool, dict]:
+    """`tool_run` with its start, duration and outcome (docs/design.md §20)."""
+    clock = Stopwatch()
+    text, is_error = await tool_run(call=call, context=context, tools=tools)
+    return text, is_error, clock.fact(outcome=tool_outcome(is_error))
 
 
 def _abort_local(session_id: str) -> bool:

@@ -40,9 +40,16 @@ __all__ = [
 ]
 
 ENTRY_KINDS_SENT_TO_MODELS = {"message", "compaction"}
+# The schema version every entry carries (docs/design.md §20). The store writes the current
+# one on append; entries stored before versions existed read as 1. Readers act only on the
+# versions they know: an entry of a newer version is stored, listed and exported as it is,
+# but never reaches a model (history.py) nor a timeline or a replayed request.
+ENTRY_SCHEMA_VERSION = 1
+ENTRY_VERSIONS_KNOWN = frozenset({1})
 
 
 TITLE_MAX = 200  # Session.title's length
+THINKING_LEVELS = ("off", "low", "medium", "high")
 
 
 class StoreError(Exception):
@@ -95,6 +102,7 @@ class SessionMeta:
     incarnation: str = ""
     model: str = ""  # "" = the agent's model, else JARVIS_MODEL
     spawned_by: str | None = None  # the calling session of a sub-agent session
+    thinking: str = "off"  # off | low | medium | high (THINKING_LEVELS)
 
 
 @dataclass(frozen=True)
@@ -147,6 +155,7 @@ class EntryRecord:
     turn_id: str
     data: dict[str, Any] | None
     created_at: datetime
+    v: int = ENTRY_SCHEMA_VERSION  # the entry's schema version (see ENTRY_SCHEMA_VERSION)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -163,7 +172,8 @@ def record_from_fields(fields: dict[str, Any]) -> EntryRecord:
 
     A frozen dataclass's __init__ pays one object.__setattr__ per field; for 14 fields that
     was a third of the time spent loading a 2,000-entry history. Setting the instance dict
-    once gives the same immutable record at half the cost. Callers pass every field.
+    once gives the same immutable record at half the cost. Callers pass every field,
+    the schema version `v` included.
     """
     record = _new_object(EntryRecord)
     _set_attribute(record, "__dict__", fields)
@@ -208,6 +218,8 @@ class SessionStore(Protocol):
     ) -> SessionMeta: ...
 
     def set_model(self, session_id: str, model: str) -> SessionMeta: ...
+
+    def set_thinking(self, session_id: str, thinking: str) -> SessionMeta: ...
 
     def list(
         self,

@@ -23,6 +23,7 @@ from sessions_app.ids import new_session_id, validate_session_id
 from sessions_app.models import Entry, ProactiveNotice, Session
 from sessions_app.store import approvals, connections, db_lease, db_search
 from sessions_app.store.base import (
+    ENTRY_SCHEMA_VERSION,
     TITLE_MAX,
     AgentMismatch,
     EntryRecord,
@@ -37,7 +38,7 @@ from sessions_app.store.base import (
 
 ENTRY_BODY_COLUMNS = (
     "seq, kind, role, content, tool_calls, tool_call_id, name, is_error, model, usage, "
-    "turn_id, data"
+    "turn_id, data, v"
 )
 ENTRY_COLUMNS = f"{ENTRY_BODY_COLUMNS}, created_at"
 
@@ -59,6 +60,7 @@ META_FIELDS = (
     "incarnation",
     "model",
     "spawned_by",
+    "thinking",
 )
 
 
@@ -118,6 +120,7 @@ class DbSessionStore:
             usage,
             turn_id,
             data,
+            version,
             created_at,
         ) in rows:
             stamp = stamps.get(created_at)
@@ -144,6 +147,7 @@ class DbSessionStore:
                         "turn_id": turn_id,
                         "data": loads(data) if isinstance(data, str) else data,
                         "created_at": stamp,
+                        "v": version,
                     }
                 )
             )
@@ -220,6 +224,12 @@ class DbSessionStore:
             raise SessionNotFound(session_id)
         return self.get_meta(session_id)
 
+    def set_thinking(self, session_id, thinking):
+        validate_session_id(session_id)
+        if not Session.objects.filter(id=session_id).update(thinking=thinking):
+            raise SessionNotFound(session_id)
+        return self.get_meta(session_id)
+
     def get_meta(self, session_id):
         # Read several times by every turn: the same plain SQL as the list.
         validate_session_id(session_id)
@@ -265,7 +275,8 @@ class DbSessionStore:
         )
         sql = (
             f"SELECT id, agent, owner_id, title, parent_id, branched_at_seq, {stamps}, "
-            f"last_seq, incarnation, model, spawned_by FROM {self._tables['session']}{where} "
+            f"last_seq, incarnation, model, spawned_by, thinking "
+            f"FROM {self._tables['session']}{where} "
             "ORDER BY updated_at DESC, id DESC"
         )
         with connection.cursor() as cursor:
@@ -290,6 +301,7 @@ class DbSessionStore:
                     "incarnation": incarnation,
                     "model": model,
                     "spawned_by": spawned_by,
+                    "thinking": thinking,
                 }
             )
             for (
@@ -305,6 +317,7 @@ class DbSessionStore:
                 incarnation,
                 model,
                 spawned_by,
+                thinking,
             ) in rows
         ]
 
@@ -361,6 +374,7 @@ class DbSessionStore:
                     "seq": first_seq + offset,
                     **_entry_fields(entry),
                     "created_at": now,
+                    "v": ENTRY_SCHEMA_VERSION,
                 }
             )
             for offset, entry in enumerate(entries)
@@ -401,10 +415,11 @@ class DbSessionStore:
                     _json_param(entry.usage),
                     entry.turn_id,
                     _json_param(entry.data),
+                    ENTRY_SCHEMA_VERSION,
                     created,
                 )
             )
-        row_marks = "(" + ", ".join([mark] * 14) + ")"
+        row_marks = "(" + ", ".join([mark] * 15) + ")"
         placeholders = ", ".join([row_marks] * rows)
         cursor.execute(
             f"INSERT INTO {self._tables['entry']} (session_id, {ENTRY_COLUMNS}) "
@@ -498,6 +513,7 @@ class DbSessionStore:
                         parent_id=source_id,
                         branched_at_seq=cut,
                         model=source.model,
+                        thinking=source.thinking,
                         created_at=now,
                         updated_at=now,
                         last_seq=cut,

@@ -44,6 +44,7 @@ from sessions_app.ids import new_session_id, validate_session_id
 from sessions_app.models import Session
 from sessions_app.store import approvals, connections, file_lease
 from sessions_app.store.base import (
+    ENTRY_SCHEMA_VERSION,
     TITLE_MAX,
     AgentMismatch,
     CorruptSessionFile,
@@ -203,6 +204,12 @@ class JsonlSessionStore:
             self._write_meta(meta, durable=True)
         return meta
 
+    def set_thinking(self, session_id, thinking):
+        with self._locked(session_id):
+            meta = replace(self._current_meta(session_id, None), thinking=thinking)
+            self._write_meta(meta, durable=True)
+        return meta
+
     def get_meta(self, session_id):
         return self._read_meta(session_id)
 
@@ -334,6 +341,8 @@ class JsonlSessionStore:
                 "turn_id": get("turn_id", ""),
                 "data": get("data"),
                 "created_at": datetime.fromisoformat(data["created_at"]),
+                # Lines written before entries had a version are version 1.
+                "v": int(get("v", 1)),
             }
         )
 
@@ -412,6 +421,7 @@ class JsonlSessionStore:
                         "seq": first_seq + offset,
                         **_entry_fields(entry),
                         "created_at": now,
+                        "v": ENTRY_SCHEMA_VERSION,
                     }
                 )
                 for offset, entry in enumerate(entries)
@@ -516,6 +526,7 @@ class JsonlSessionStore:
                 last_seq=cut,
                 incarnation=new_incarnation(),
                 model=source.model,
+                thinking=source.thinking,
             )
             self._search.copy(source_id, new_id, cut, meta.owner_id)
             if closing:
@@ -737,6 +748,8 @@ def _line(record: EntryRecord) -> bytes:
     for field in ENTRY_FIELDS:
         data[field] = fields[field]
     data["created_at"] = record.created_at.isoformat()
+    # Last, so that a line still starts `{"seq": N, "kind": …` (see _last_turn_marker).
+    data["v"] = fields["v"]
     return json.dumps(data, ensure_ascii=False).encode() + b"\n"
 
 

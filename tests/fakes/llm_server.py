@@ -3,7 +3,10 @@
 Serves POST /v1/chat/completions and POST /v1/messages on 127.0.0.1 (streaming SSE and
 plain JSON). It answers from a script of replies and refuses, with the providers' real 400
 bodies, any history that breaks their rules — checked here independently of the product's
-own validators, so a projection bug cannot hide behind itself.
+own validators, so a projection bug cannot hide behind itself. With extended thinking on
+(`thinking: {type: "enabled", budget_tokens}`), an Anthropic answer starts with a signed
+thinking block, and a request that continues a tool use must send that block back first
+(Anthropic's rule); OpenAI's `reasoning_effort` is checked for a known value.
 
     with FakeLLMServer() as server:
         server.script(Reply(calls=[("calculator", {"expression": "2+3"})]), Reply(text="5"))
@@ -94,8 +97,48 @@ def openai_check(messages: list[dict]) -> None:
         )
 
 
-def anthropic_check(messages: list[dict]) -> None:
-    """The Messages API rules on roles and tool use, with its real error body."""
+THINKING_BLOCKS = ("thinking", "redacted_thinking")
+
+
+def openai_parameters_check(body: dict) -> None:
+    """Chat Completions' check of `reasoning_effort`, with its real error body."""
+    effort = body.get("reasoning_effort")
+    if effort is not None and effort not in {"minimal", "low", "medium", "high"}:
+        raise HistoryRefused(
+            {
+                "error": {
+                    "message": f"Invalid value: '{effort}'. Supported values are: 'minimal', "
+                    "'low', 'medium', and 'high'.",
+                    "type": "invalid_request_error",
+                    "param": "reasoning_effort",
+                    "code": "invalid_value",
+                }
+            }
+        )
+
+
+def anthropic_thinking(body: dict) -> bool:
+    """Whether the request enables extended thinking; refuses a budget the API refuses."""
+    thinking = body.get("thinking")
+    if not thinking or thinking.get("type") != "enabled":
+        return False
+
+    def refuse(message: str):
+        raise HistoryRefused(
+            {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        )
+
+    budget = thinking.get("budget_tokens")
+    if not isinstance(budget, int) or budget < 1024:
+        refuse("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
+    if body.get("max_tokens", 0) <= budget:
+        refuse("`max_tokens` must be greater than `thinking.budget_tokens`.")
+    return True
+
+
+def anthropic_check(messages: list[dict], thinking: bool = False) -> None:
+    """The Messages API rules on roles, tool use and (with `thinking`) thinking blocks, with
+    its real error body."""
 
     def refuse(message: str):
         raise HistoryRefused(
@@ -105,6 +148,28 @@ def anthropic_check(messages: list[dict]) -> None:
     def blocks(message):
         content = message["content"]
         return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+    for index, message in enumerate(messages):
+        for position, block in enumerate(blocks(message)):
+            if block["type"] == "thinking" and not block.get("signature"):
+                refuse(f"messages.{index}.content.{position}.thinking.signature: Field required")
+    # With thinking on, the assistant message whose tool use the request continues (the one
+    # right before the last set of tool results) must start with its thinking block.
+    if thinking and len(messages) >= 2 and messages[-1]["role"] == "user":
+        continued = messages[-2]
+        if any(b["type"] == "tool_result" for b in blocks(messages[-1])) and any(
+            b["type"] == "tool_use" for b in blocks(continued)
+        ):
+            first = blocks(continued)[0]["type"]
+            if first not in THINKING_BLOCKS:
+                refuse(
+                    f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` or "
+                    f"`redacted_thinking`, but found `{first}`. When `thinking` is enabled, a "
+                    "final `assistant` message must start with a thinking block (preceeding "
+                    "the lastmost set of `tool_use` and `tool_result` blocks). We recommend "
+                    "you include thinking blocks from previous turns. To avoid this "
+                    "requirement, disable `thinking`."
+                )
 
     if not messages or messages[0]["role"] != "user":
         refuse('messages: first message must use the "user" role')
@@ -262,6 +327,7 @@ class FakeLLMServer:
     # --- OpenAI Chat Completions ----------------------------------------------------------
     def _openai(self, handler, body):
         try:
+            openai_parameters_check(body)
             openai_check(body["messages"])
         except HistoryRefused as refused:
             self.refusals.append(refused.body)
@@ -368,7 +434,8 @@ class FakeLLMServer:
     # --- Anthropic Messages ---------------------------------------------------------------
     def _anthropic(self, handler, body):
         try:
-            anthropic_check(body["messages"])
+            thinking = anthropic_thinking(body)
+            anthropic_check(body["messages"], thinking=thinking)
         except HistoryRefused as refused:
             self.refusals.append(refused.body)
             return handler._json(400, refused.body)
@@ -381,6 +448,16 @@ class FakeLLMServer:
             )
         message_id = f"msg_{uuid.uuid4().hex[:20]}"
         content = []
+        if thinking:
+            # Thinking comes first, signed: the signature is what the API checks when the
+            # block is sent back.
+            content.append(
+                {
+                    "type": "thinking",
+                    "thinking": f"Thinking about request {len(self.requests)}.",
+                    "signature": f"sig_{uuid.uuid4().hex}",
+                }
+            )
         if reply.text:
             content.append({"type": "text", "text": reply.text})
         for name, args in reply.calls:
@@ -430,7 +507,30 @@ class FakeLLMServer:
             )
             yield event("ping", {})
             for index, block in enumerate(content):
-                if block["type"] == "text":
+                if block["type"] == "thinking":
+                    yield event(
+                        "content_block_start",
+                        {
+                            "index": index,
+                            "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+                        },
+                    )
+                    for piece in (block["thinking"][:8], block["thinking"][8:]):
+                        yield event(
+                            "content_block_delta",
+                            {
+                                "index": index,
+                                "delta": {"type": "thinking_delta", "thinking": piece},
+                            },
+                        )
+                    yield event(
+                        "content_block_delta",
+                        {
+                            "index": index,
+                            "delta": {"type": "signature_delta", "signature": block["signature"]},
+                        },
+                    )
+                elif block["type"] == "text":
                     yield event(
                         "content_block_start",
                         {"index": index, "content_block": {"type": "text", "text": ""}},

@@ -8,6 +8,7 @@ from memory_app.tools import WORKING_MEMORY_TOOLS
 from sessions_app.runtime.tools import TOOLS, tool_register
 from sessions_app.runtime.turns import turn_run
 from sessions_app.store import get_store
+from sessions_app.turn_selectors import request_header_of
 from tests.helpers import run_python
 
 pytestmark = pytest.mark.django_db
@@ -18,7 +19,8 @@ def test_the_main_agent_is_offered_the_memory_tools_in_their_places(backend):
     result = turn_run(session_id="s-tools", text="What is 2+2?")
 
     start = next(entry for entry in result.entries if entry.kind == "turn_start")
-    assert [tool["name"] for tool in start.data["tools"]] == [
+    offered = request_header_of(start)["tools"]
+    assert [tool["name"] for tool in offered] == [
         "calculator",
         "clock",
         "wait",
@@ -29,7 +31,7 @@ def test_the_main_agent_is_offered_the_memory_tools_in_their_places(backend):
         "schedule",
         "unschedule",
     ]
-    memory_tools = {tool["name"]: tool for tool in start.data["tools"]}
+    memory_tools = {tool["name"]: tool for tool in offered}
     assert memory_tools["remember"] == {
         "name": "remember",
         "description": "Store a fact about the user in this conversation's working memory.",

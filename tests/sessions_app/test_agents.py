@@ -6,6 +6,7 @@ from django.core.exceptions import ImproperlyConfigured
 from sessions_app import agents
 from sessions_app.runtime.turns import turn_run
 from sessions_app.store import get_store
+from sessions_app.turn_selectors import request_header_of
 
 
 def write(tmp_path, text):
@@ -96,8 +97,8 @@ tools = ["calculator"]
     )
     get_store().create("test-counter", agent="counter")
     result = turn_run(session_id="test-counter", text="what is 2+3 and what time is it")
-    start = result.entries[0]
-    assert start.data["system_prompt"] == "You are a counter."
-    assert [tool["name"] for tool in start.data["tools"]] == ["calculator"]
+    header = request_header_of(result.entries[0])
+    assert header["system"] == "You are a counter."
+    assert [tool["name"] for tool in header["tools"]] == ["calculator"]
     calls = [call["name"] for entry in result.entries for call in entry.tool_calls or ()]
     assert calls == ["calculator"], "the clock is not this agent's tool"

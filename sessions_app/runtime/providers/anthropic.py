@@ -8,7 +8,11 @@ from contextlib import contextmanager
 
 import anthropic
 
-from sessions_app.runtime.history import project_anthropic, validate_anthropic
+from sessions_app.runtime.history import (
+    continues_with_thinking,
+    project_anthropic,
+    validate_anthropic,
+)
 from sessions_app.runtime.providers.base import (
     ModelReply,
     ProviderError,
@@ -18,6 +22,9 @@ from sessions_app.runtime.providers.base import (
 from sessions_app.store.base import EntryRecord
 
 MAX_OUTPUT_TOKENS = 4096
+# Extended thinking's token budget per level (docs/design.md §20); the answer keeps its own
+# MAX_OUTPUT_TOKENS on top, since max_tokens must exceed the budget.
+THINKING_BUDGETS = {"low": 1024, "medium": 4096, "high": 16384}
 
 
 class _Reply:
@@ -28,6 +35,7 @@ class _Reply:
         self.on_delta = on_delta
         self.text: list[str] = []
         self.blocks: dict[int, dict] = {}
+        self.thoughts: dict[int, dict] = {}  # thinking blocks, sent back as they came
 
     def feed(self, event) -> None:
         if event.type == "message_start":
@@ -37,6 +45,10 @@ class _Reply:
             block = event.content_block
             if block.type == "tool_use":
                 self.blocks[event.index] = {"id": block.id, "name": block.name, "json": ""}
+            elif block.type == "thinking":
+                self.thoughts[event.index] = {"type": "thinking", "thinking": "", "signature": ""}
+            elif block.type == "redacted_thinking":
+                self.thoughts[event.index] = {"type": "redacted_thinking", "data": block.data}
         elif event.type == "content_block_delta":
             delta = event.delta
             if delta.type == "text_delta":
@@ -44,8 +56,13 @@ class _Reply:
                 self.on_delta(delta.text)
             elif delta.type == "input_json_delta" and event.index in self.blocks:
                 self.blocks[event.index]["json"] += delta.partial_json
+            elif delta.type == "thinking_delta" and event.index in self.thoughts:
+                self.thoughts[event.index]["thinking"] += delta.thinking
+            elif delta.type == "signature_delta" and event.index in self.thoughts:
+                self.thoughts[event.index]["signature"] += delta.signature
         elif event.type == "message_delta":
             self.reply.usage["output_tokens"] = event.usage.output_tokens or 0
+            self.reply.finish_reason = event.delta.stop_reason or ""
 
     def finish(self, *, stopped: bool) -> ModelReply:
         self.reply.stopped = stopped
@@ -53,6 +70,13 @@ class _Reply:
         self.reply.tool_calls = [
             {"id": block["id"], "name": block["name"], "arguments": _arguments(block["json"])}
             for _, block in sorted(self.blocks.items())
+        ]
+        # Only whole, signed blocks are kept: a block cut off by an abort has no signature,
+        # and sending it back would be refused (a stopped answer keeps no tool use anyway).
+        self.reply.reasoning = [
+            thought
+            for _, thought in sorted(self.thoughts.items())
+            if not stopped and (thought["type"] == "redacted_thinking" or thought["signature"])
         ]
         return self.reply
 
@@ -74,20 +98,43 @@ class AnthropicProvider(SdkProvider):
     def parameters(self) -> dict:
         return {"max_tokens": MAX_OUTPUT_TOKENS, "stream": True}
 
+    def parameters_for(self, thinking: str) -> dict:
+        """Thinking is extended thinking with the level's budget (docs/design.md §20)."""
+        if thinking not in THINKING_BUDGETS:
+            return self.parameters
+        budget = THINKING_BUDGETS[thinking]
+        return {
+            **self.parameters,
+            "max_tokens": budget + MAX_OUTPUT_TOKENS,
+            "thinking": {"type": "enabled", "budget_tokens": budget},
+        }
+
     def _make_client(self, **options) -> anthropic.Anthropic:
         return anthropic.Anthropic(**options)
 
     def _make_async_client(self, **options) -> anthropic.AsyncAnthropic:
         return anthropic.AsyncAnthropic(**options)
 
-    def _request(self, entries: Sequence[EntryRecord], system_prompt: str, tools) -> dict:
-        system, messages = project_anthropic(entries, system_prompt)
-        validate_anthropic(messages)
+    def _request(
+        self, entries: Sequence[EntryRecord], system_prompt: str, tools, parameters: dict
+    ) -> dict:
+        thinking = (parameters.get("thinking") or {}).get("type") == "enabled"
+        system, messages = project_anthropic(entries, system_prompt, thinking=thinking)
+        if thinking and not continues_with_thinking(messages):
+            # The request continues a tool use the model made without thinking (thinking
+            # was turned on after it): Anthropic refuses thinking there, so this one request
+            # goes without it, as its error message advises.
+            thinking = False
+            parameters = {key: value for key, value in parameters.items() if key != "thinking"} | {
+                "max_tokens": MAX_OUTPUT_TOKENS
+            }
+            system, messages = project_anthropic(entries, system_prompt)
+        validate_anthropic(messages, thinking=thinking)
         request: dict = {
             "model": self.model,
             "system": system,
             "messages": messages,
-            **self.parameters,
+            **parameters,
         }
         if tools:
             request["tools"] = [

@@ -33,6 +33,12 @@ class ModelReply:
     usage: dict = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0})
     model: str = ""
     stopped: bool = False
+    # Why the model stopped, in the provider's own words (stop, tool_calls, end_turn,
+    # tool_use, max_tokens, …); "" when the provider did not say.
+    finish_reason: str = ""
+    # Reasoning the provider requires back with the answer's tool use (Anthropic's signed
+    # thinking blocks, in the order they came); stored in the assistant entry's data.
+    reasoning: list[dict] = field(default_factory=list)
 
 
 class ProviderError(Exception):
@@ -98,9 +104,28 @@ class SdkProvider(ABC):
             client = self._async_clients[loop] = self._make_async_client(**self._options)
         return client
 
+    @property
     @abstractmethod
-    def _request(self, entries: Sequence[EntryRecord], system_prompt: str, tools) -> dict:
+    def parameters(self) -> dict:
+        """The request's settings besides model, messages and tools, thinking off."""
+
+    def parameters_for(self, thinking: str) -> dict:  # noqa: ARG002 - a provider may ignore it
+        """The settings of a request at this thinking level (docs/design.md §20)."""
+        return self.parameters
+
+    @abstractmethod
+    def _request(
+        self, entries: Sequence[EntryRecord], system_prompt: str, tools, parameters: dict
+    ) -> dict:
         """The validated request body in the provider's own shape."""
+
+    def request_body(
+        self, *, entries, system_prompt: str, tools, parameters: dict | None = None
+    ) -> dict:
+        """Exactly the body a call with these arguments sends (also what a replay shows)."""
+        return self._request(
+            entries, system_prompt, tools, self.parameters if parameters is None else parameters
+        )
 
     @abstractmethod
     def _open_stream(self, client, request: dict):
@@ -115,8 +140,12 @@ class SdkProvider(ABC):
     def _sdk_errors(self) -> AbstractContextManager:
         """Turns the SDK's errors into ProviderError."""
 
-    def complete(self, *, entries, system_prompt, tools, on_delta, abort) -> ModelReply:
-        request = self._request(entries, system_prompt, tools)
+    def complete(
+        self, *, entries, system_prompt, tools, on_delta, abort, parameters=None
+    ) -> ModelReply:
+        request = self.request_body(
+            entries=entries, system_prompt=system_prompt, tools=tools, parameters=parameters
+        )
         answer = self._answer(on_delta)
         with self._sdk_errors(), self._open_stream(self._connect(), request) as stream:
             for chunk in stream:
@@ -125,8 +154,12 @@ class SdkProvider(ABC):
                 answer.feed(chunk)
         return answer.finish(stopped=False)
 
-    async def acomplete(self, *, entries, system_prompt, tools, on_delta, abort) -> ModelReply:
-        request = self._request(entries, system_prompt, tools)
+    async def acomplete(
+        self, *, entries, system_prompt, tools, on_delta, abort, parameters=None
+    ) -> ModelReply:
+        request = self.request_body(
+            entries=entries, system_prompt=system_prompt, tools=tools, parameters=parameters
+        )
         answer = self._answer(on_delta)
         with self._sdk_errors():
             async with await self._open_stream(self._aconnect(), request) as stream:
@@ -157,9 +190,24 @@ class Provider(Protocol):
 
     label: str  # what JARVIS_MODEL says: offline, openai:<model>, anthropic:<model>
     model: str  # what assistant entries record and cost is priced by
-    # The request's settings besides messages and tools (max_tokens, stream, ...); the
-    # turn_start entry keeps them so that the request can be rebuilt.
+    # The request's settings besides messages and tools (max_tokens, stream, ...) with
+    # thinking off; `parameters_for` gives them at a thinking level. A turn stores the ones
+    # it used in its request header, so that each request can be rebuilt.
     parameters: dict
+
+    def parameters_for(self, thinking: str) -> dict: ...
+
+    def request_body(
+        self,
+        *,
+        entries: Sequence[EntryRecord],
+        system_prompt: str,
+        tools: Sequence[ToolSpec],
+        parameters: dict | None = None,
+    ) -> dict:
+        """The body a call with these arguments sends; `parameters` default to the
+        provider's own with thinking off."""
+        ...
 
     def complete(
         self,
@@ -169,6 +217,7 @@ class Provider(Protocol):
         tools: Sequence[ToolSpec],
         on_delta: Callable[[str], None],
         abort: AbortFlag,
+        parameters: dict | None = None,
     ) -> ModelReply: ...
 
     async def acomplete(
@@ -179,4 +228,5 @@ class Provider(Protocol):
         tools: Sequence[ToolSpec],
         on_delta: Callable[[str], None],
         abort: AbortFlag,
+        parameters: dict | None = None,
     ) -> ModelReply: ...

@@ -14,6 +14,7 @@ import math
 import re
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict
 
 from sessions_app.runtime.history import (
     project_anthropic,
@@ -195,6 +196,21 @@ class OfflineProvider:
     def parameters(self) -> dict:
         return {}
 
+    def parameters_for(self, thinking: str) -> dict:  # noqa: ARG002 - it does not think
+        """The offline model has no settings, and ignores thinking."""
+        return {}
+
+    def request_body(self, *, entries, system_prompt, tools, parameters=None) -> dict:  # noqa: ARG002
+        """What the offline model reads: the Anthropic projection (which keeps `is_error`)
+        and the tools it may call. Nothing goes over a wire; a replay shows this."""
+        _, messages = project_anthropic(entries, system_prompt)
+        return {
+            "model": self.model,
+            "system": system_prompt,
+            "messages": messages,
+            "tools": [asdict(tool) for tool in tools],
+        }
+
     def _plan(self, entries, system_prompt, tools) -> tuple[ModelReply | None, str, int]:
         """Either a reply with tool calls, or the text to stream; and the input tokens."""
         # Both projections are validated: the offline model refuses exactly what either
@@ -244,6 +260,7 @@ class OfflineProvider:
         tools: Sequence[ToolSpec],
         on_delta: Callable[[str], None],
         abort: AbortFlag,
+        parameters: dict | None = None,  # noqa: ARG002 - the offline model has none
     ) -> ModelReply:
         reply, text, input_tokens = self._plan(entries, system_prompt, tools)
         if reply is not None:
@@ -264,6 +281,7 @@ class OfflineProvider:
         tools: Sequence[ToolSpec],
         on_delta: Callable[[str], None],
         abort: AbortFlag,
+        parameters: dict | None = None,  # noqa: ARG002 - the offline model has none
     ) -> ModelReply:
         reply, text, input_tokens = self._plan(entries, system_prompt, tools)
         if reply is not None:

@@ -37,6 +37,8 @@ class _Reply:
         if chunk.get("model"):
             self.reply.model = chunk["model"]
         for choice in chunk.get("choices") or ():
+            if choice.get("finish_reason"):
+                self.reply.finish_reason = choice["finish_reason"]
             delta = choice.get("delta") or {}
             if delta.get("content"):
                 self.text.append(delta["content"])
@@ -80,16 +82,25 @@ class OpenAIProvider(SdkProvider):
     def parameters(self) -> dict:
         return {"stream": True, "stream_options": {"include_usage": True}}
 
+    def parameters_for(self, thinking: str) -> dict:
+        """Thinking is Chat Completions' `reasoning_effort` (docs/design.md §20). The
+        reasoning itself stays with OpenAI: nothing of it is returned or sent back."""
+        if thinking == "off":
+            return self.parameters
+        return {**self.parameters, "reasoning_effort": thinking}
+
     def _make_client(self, **options) -> openai.OpenAI:
         return openai.OpenAI(**options)
 
     def _make_async_client(self, **options) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(**options)
 
-    def _request(self, entries: Sequence[EntryRecord], system_prompt: str, tools) -> dict:
+    def _request(
+        self, entries: Sequence[EntryRecord], system_prompt: str, tools, parameters: dict
+    ) -> dict:
         messages = project_openai(entries, system_prompt)
         validate_openai(messages)
-        request: dict = {"model": self.model, "messages": messages, **self.parameters}
+        request: dict = {"model": self.model, "messages": messages, **parameters}
         if tools:
             request["tools"] = [
                 {

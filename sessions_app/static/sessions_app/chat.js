@@ -7,7 +7,7 @@ import { api, errorText, loginUrl, sessionPath } from "./api.js";
 import { $, el, icon, iconButton } from "./dom.js";
 import { setupDrawer } from "./drawer.js";
 import { renderMarkdownInto } from "./markdown.js";
-import { setupModelPicker, showModel } from "./model_picker.js";
+import { setupModelPicker, showModel, showThinking } from "./model_picker.js";
 import { markNoticesSeen, unseenNotices } from "./notice_badges.js";
 import { refreshReminders } from "./reminders.js";
 import { setupSearch } from "./search.js";
@@ -226,6 +226,11 @@ function linkDelegates(root = log) {
   }
 }
 
+// How long a tool ran, as a person reads it: "40 ms", "1.2 s".
+function duration(ms) {
+  return ms < 100 ? ms + " ms" : (ms / 1000).toFixed(1) + " s";
+}
+
 function renderToolResult(entry) {
   const details = state.callElements.get(entry.tool_call_id);
   if (!details) {
@@ -247,6 +252,11 @@ function renderToolResult(entry) {
 
 function showToolResult(details, entry) {
   details.querySelector(".tool-state").textContent = entry.is_error ? "failed" : "done";
+  const timing = (entry.data || {}).tool;
+  if (timing && Number.isFinite(timing.duration_ms)) {
+    // Beside the state, so the summary reads "done · 1.2 s" (docs/design.md §20).
+    details.querySelector(".tool-state").after(el("span", "tool-time", " · " + duration(timing.duration_ms)));
+  }
   details.classList.toggle("error", Boolean(entry.is_error));
   details.classList.add("finished");
   details.appendChild(el("div", "label", entry.is_error ? "Error" : "Result"));
@@ -459,6 +469,10 @@ function renderEntry(entry, { live = false, placed = false } = {}) {
     append(el("div", "system-note", "Model changed to " + (data.to || "?")));
     // An older change, loaded while scrolling back, is not the session's model now.
     if (data.to && !placed) showModel(data.to);
+  } else if (entry.kind === "thinking_change") {
+    const data = entry.data || {};
+    append(el("div", "system-note", "Thinking set to " + (data.to || "?")));
+    if (data.to && !placed) showThinking(data.to);
   } else {
     append(el("div", "system-note", entry.kind + " #" + entry.seq));
   }
@@ -1116,6 +1130,7 @@ function showSessionMeta(session) {
   $("export-json").href = base + "json";
   document.title = (session.title || session.id) + " · Jarvis";
   showModel(session.model);
+  showThinking(session.thinking);
 }
 
 function relativeTime(iso) {

@@ -3,6 +3,8 @@
 // `model_change` entry that every open tab receives, so the log says when it changed.
 // Choices: `offline`, or any `openai:<model>` / `anthropic:<model>`
 // typed in; the server refuses names it does not accept and the picker shows the old one.
+// Beside it, the session's thinking level (off, low, medium, high; PATCH {thinking}), which
+// the server records as a `thinking_change` entry the same way.
 
 import { api, errorText, sessionPath } from "./api.js";
 import { $, el } from "./dom.js";
@@ -10,8 +12,15 @@ import { $, el } from "./dom.js";
 const select = $("model-select");
 const other = $("model-other");
 const nameBox = $("model-name");
+const thinkingSelect = $("thinking-select");
 
 let current = "";
+let currentThinking = "off";
+
+export function showThinking(level) {
+  currentThinking = level || "off";
+  thinkingSelect.value = currentThinking;
+}
 
 // The select holds the fixed choices plus, when the session uses one, that typed-in model.
 export function showModel(model) {
@@ -53,6 +62,20 @@ export function setupModelPicker({ sessionId, onError }) {
     onError("");
     showModel(result.data.model);
   }
+
+  thinkingSelect.addEventListener("change", async () => {
+    const thinking = thinkingSelect.value;
+    thinkingSelect.disabled = true;
+    const result = await api("PATCH", sessionPath(sessionId()), { thinking });
+    thinkingSelect.disabled = false;
+    if (!result.ok) {
+      onError("Thinking not changed: " + errorText(result));
+      showThinking(currentThinking);
+      return;
+    }
+    onError("");
+    showThinking(result.data.thinking);
+  });
 
   select.addEventListener("change", () => {
     if (select.value === "other") {

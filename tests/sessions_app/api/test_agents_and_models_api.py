@@ -3,6 +3,7 @@
 import pytest
 
 from sessions_app.store import get_store
+from sessions_app.store.request_headers import header_get
 from tests.fakes.llm_server import FakeLLMServer, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -73,13 +74,13 @@ def test_turns_use_the_sessions_model_and_record_the_whole_request(api, alice, s
     (request,) = server.requests
     assert request["model"] == "gpt-4o"
     start = next(e for e in result["entries"] if e["kind"] == "turn_start")
-    data = start["data"]
-    assert data["model"] == "openai:gpt-4o"
-    # The stored turn_start is enough to rebuild what was sent.
+    assert start["data"]["model"] == "openai:gpt-4o"
+    # The stored turn_start names the header that, with the entries, rebuilds what was sent.
+    data = header_get(start["data"]["header"])
     assert data["parameters"] == {
         key: value for key, value in request.items() if key not in {"model", "messages", "tools"}
     }
-    assert request["messages"][0] == {"role": "system", "content": data["system_prompt"]}
+    assert request["messages"][0] == {"role": "system", "content": data["system"]}
     assert request["tools"] == [
         {
             "type": "function",

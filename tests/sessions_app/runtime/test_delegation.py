@@ -14,6 +14,7 @@ from sessions_app.ids import validate_session_id
 from sessions_app.runtime import tools
 from sessions_app.runtime.turns import turn_abort, turn_run
 from sessions_app.store import get_store
+from sessions_app.turn_selectors import request_header_of
 from tests.helpers import run_in_threads
 
 from .conftest import assert_history_valid
@@ -58,8 +59,9 @@ def test_ask_researcher_runs_a_turn_in_its_own_session_and_answers_in_the_parent
     assert [c["name"] for e in sub_history for c in e.tool_calls or ()] == ["calculator"]
     start = next(e for e in sub_history if e.kind == "turn_start")
     assert start.data["agent"] == "researcher"
-    assert start.data["system_prompt"] == agents.agent_get("researcher").system_prompt
-    assert "delegate" not in [tool["name"] for tool in start.data["tools"]]
+    header = request_header_of(start)
+    assert header["system"] == agents.agent_get("researcher").system_prompt
+    assert "delegate" not in [tool["name"] for tool in header["tools"]]
     assert_history_valid(sub_id)
     assert_history_valid(parent)
 

@@ -10,6 +10,7 @@ from sessions_app.runtime.history import CRASH_RESULT_TEXT
 from sessions_app.runtime.turns import SessionBusy, session_repair, turn_abort, turn_run
 from sessions_app.signals import turn_finished
 from sessions_app.store import SessionNotFound, get_store
+from sessions_app.turn_selectors import request_header_of
 from tests.builders import crash_mid_step
 from tests.handshakes import hold_waits, lease_contention, meeting_waits, signal_waits
 from tests.helpers import GUARD_SEC
@@ -34,9 +35,10 @@ def test_plain_answer_streams_and_stores_the_whole_turn(session):
         ("turn_end",),
     ]
     start, user, answer, end = result.entries
-    assert start.data["model"] == "offline" and start.data["parameters"] == {}
-    assert start.data["system_prompt"] and start.data["agent"] == "jarvis"
-    calculator = next(tool for tool in start.data["tools"] if tool["name"] == "calculator")
+    assert start.data["model"] == "offline" and start.data["agent"] == "jarvis"
+    header = request_header_of(start)
+    assert header["parameters"] == {} and header["system"]
+    calculator = next(tool for tool in header["tools"] if tool["name"] == "calculator")
     assert calculator["description"] and calculator["parameters"]["required"] == ["expression"]
     assert user.content == "hello there"
     assert "hello there" in answer.content

@@ -1,0 +1,49 @@
+"""Request headers, stored once per distinct value (docs/design.md §20).
+
+A header is what a turn's requests share besides the conversation: the system prompt, the
+tool schemas, the provider's parameters and the thinking level. Every turn used to copy
+them into its `turn_start`; a thousand turns with the same tools stored the schemas a
+thousand times. Now a header is a row keyed by the SHA-256 of its canonical JSON, and
+`turn_start.data.header` names it.
+
+Rows of the database under both backends, like approval requests: a header is shared by
+every session (and every user) that sent the same one, so it belongs to no session and a
+session's delete leaves it. It is a few kilobytes per distinct agent definition.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from django.utils import timezone
+
+from sessions_app.models import RequestHeader
+
+
+def header_digest(body: dict[str, Any]) -> str:
+    """The header's key: SHA-256 of its JSON with sorted keys and no spaces."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def header_save(body: dict[str, Any]) -> str:
+    """Store the header unless a row has it already; return its digest.
+
+    The lookup by key comes first: nearly every turn sends a header already stored, and
+    the read is cheaper than shipping the schemas to the database with every turn.
+    Concurrent first savers of one header both end with the one row (ON CONFLICT DO
+    NOTHING).
+    """
+    digest = header_digest(body)
+    if not RequestHeader.objects.filter(digest=digest).exists():
+        RequestHeader.objects.bulk_create(
+            [RequestHeader(digest=digest, body=body, created_at=timezone.now())],
+            ignore_conflicts=True,
+        )
+    return digest
+
+
+def header_get(digest: str) -> dict[str, Any] | None:
+    return RequestHeader.objects.filter(digest=digest).values_list("body", flat=True).first()

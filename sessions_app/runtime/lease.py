@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import connection
 
 from jarvis_site import metrics
 from sessions_app.ids import validate_session_id
@@ -143,7 +143,7 @@ class _LeaseKeeper:
             for hook in list(_poll_hooks):
                 try:
                     hook()
-                except DatabaseError:
+                except Exception:  # noqa: BLE001 - see _keep: the keeper must outlive a failure
                     logger.exception("lease poll hook %s failed once", hook.__name__)
             time.sleep(WATCH_INTERVAL_SEC)
 
@@ -156,7 +156,10 @@ class _LeaseKeeper:
         for kind, items in by_kind.items():
             try:
                 stopping = kind.keep([lease.backend for lease, _ in items])
-            except (DatabaseError, OSError):
+            except Exception:  # noqa: BLE001
+                # Whatever the failure, the keeper thread goes on: if it died, every lease of
+                # this process would lapse and another worker could start a second turn in
+                # the same session. The next round tries again.
                 logger.exception("lease watch failed once")
                 continue
             stopping_ids = {id(backend) for backend in stopping}

@@ -176,3 +176,31 @@ def test_a_tool_call_loaded_after_its_result_is_shown_with_it(
     expect(tool.locator(".tool-state")).to_have_text("done")
     expect(tool.locator(".result")).to_contain_text("the file says nnn")
     expect(page.locator(".tool[data-result-for]")).to_have_count(0)
+
+
+def test_a_message_too_large_for_a_frame_is_shown_whole(browser, small_window_server, alice):
+    from playwright.sync_api import expect
+
+    # Over a megabyte, as a tool's output or a long generated document can be.
+    long_answer = "the long answer " + "word " * 240_000
+
+    def build():
+        store = get_store()
+        store.create("large", owner_id=alice.id)
+        store.append("large", [user("tell me everything"), assistant(long_answer)])
+
+    in_thread(build)
+    page = new_page(browser)
+    sign_in(page, small_window_server, "/?session=large")
+
+    answer = page.locator('.msg.assistant[data-seq="2"]')
+    expect(answer.locator(".text")).to_have_text(long_answer.strip())
+    expect(page.locator(".entry-loading")).to_have_count(0)
+
+    # Live too: a request larger than a frame's budget comes back as a stub and is fetched.
+    request = "my long request " + "again " * 4_000
+    page.fill("#prompt", request)
+    page.keyboard.press("Enter")
+    sent = page.locator('.msg.user[data-seq="4"]')
+    expect(sent.locator(".text")).to_have_text(request.strip())
+    expect(page.locator(".entry-loading")).to_have_count(0)

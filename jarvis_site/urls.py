@@ -25,6 +25,8 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include(router.urls)),
+    # Before notices_app's: its `me/` view, extended with DELETE (the account).
+    path("api/", include("accounts_app.urls")),
     path("api/", include("notices_app.urls")),
     path("sw.js", service_worker, name="service-worker"),
     path("", chat_page, name="chat"),

@@ -265,6 +265,18 @@ def schedules_cancel_matching(*, owner_id: int, text: str = "") -> list[Schedule
     ]
 
 
+def schedules_purge_for_owner(*, owner_id: int) -> int:
+    """Delete every schedule of a user whose account is being deleted, with their runs and
+    queued fires; returns how many schedules went. Each active one is cancelled first (its
+    queued fire removed under the row lock a fire takes), so no reminder fires for a user
+    who is gone; rerunning it deletes only what is left."""
+    for schedule_id in Schedule.objects.filter(
+        owner_id=owner_id, state=Schedule.ACTIVE
+    ).values_list("id", flat=True):
+        schedule_cancel(schedule_id=schedule_id, owner_id=owner_id)
+    return Schedule.objects.filter(owner_id=owner_id).delete()[0]
+
+
 # --- firing -----------------------------------------------------------------------------------
 
 

@@ -364,6 +364,19 @@ def session_delete(*, session_id: str, owner_id: int) -> bool:
     return True
 
 
+def session_turn_running(*, session_id: str) -> bool:
+    """Whether a turn of the session runs now, in any process: its turn lease is held.
+
+    Asked by taking the lease and giving it back at once; a turn that starts meanwhile
+    waits for it (BUSY_GRACE_SEC), it is not refused.
+    """
+    lease = TurnLease.for_session(session_id)
+    if not lease.backend.try_acquire():
+        return True
+    lease.backend.release()
+    return False
+
+
 def session_delete_subagents(*, parent_id: str, owner_id: int | None) -> list[str]:
     """Delete the per_parent_session sub-agent sessions of a deleted session; their ids.
 

@@ -10,9 +10,11 @@ from django.utils import timezone
 from django_tasks import TaskResultStatus
 from django_tasks_db.models import DBTaskResult
 
+from accounts_app.retention import retention_days_set
 from accounts_app.tasks import retention_sweep_periodic, retention_sweep_schedule
 from memory_app.models import Episode
 from sessions_app import services
+from sessions_app.models import Session
 from sessions_app.runtime.lease import TurnLease
 from sessions_app.runtime.turns import turn_run
 from sessions_app.store import get_store
@@ -109,3 +111,37 @@ def test_the_periodic_sweep_queues_its_next_run_once(alice, settings):
     )
     assert waiting.count() == 1
     assert waiting.get().run_after > timezone.now() + timedelta(minutes=30)
+
+
+def test_a_periodic_run_sweeps_and_queues_the_next_one(alice, settings):
+    _chat(alice, "test-old")
+    _chat(alice, "keep-me")
+    settings.TEST_SESSION_RETENTION_DAYS = 7
+    services.session_create(session_id="test-new", owner_id=alice.id)
+    Session.objects.filter(id="test-old").update(updated_at=timezone.now() - timedelta(days=8))
+
+    assert retention_sweep_periodic.call() == 1
+
+    assert _ids(alice) == {"keep-me", "test-new"}
+    assert (
+        DBTaskResult.objects.filter(
+            task_path=retention_sweep_periodic.module_path, status=TaskResultStatus.READY
+        ).count()
+        == 1
+    )
+
+
+def test_a_sub_agent_session_goes_with_its_conversation_not_before(backend, alice):
+    _chat(alice, "trip", "ask researcher to find tea shops")
+    (helper,) = _ids(alice) - {"trip"}
+    assert get_store().get_meta(helper).spawned_by == "trip"
+    retention_days_set(owner_id=alice.id, retention_days=30)
+    later = timezone.now() + timedelta(days=31)
+
+    # Listed once: the sub-agent's session is not a candidate of its own while its
+    # conversation exists; it goes with it.
+    report = _sweep("--dry-run", "--as-of", later.isoformat())
+    assert f"would delete trip of user {alice.id}" in report and helper not in report
+
+    _sweep("--as-of", later.isoformat())
+    assert _ids(alice) == set()

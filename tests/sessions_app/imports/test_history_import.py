@@ -9,6 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
+from sessions_app.foreign_import import history_import
 from sessions_app.runtime.history import (
     project_anthropic,
     project_openai,
@@ -16,6 +17,8 @@ from sessions_app.runtime.history import (
     validate_openai,
 )
 from sessions_app.store import get_store
+from tests.conftest import requires_postgres
+from tests.helpers import run_in_threads
 
 from .fixtures import (
     chatgpt_export,
@@ -180,3 +183,17 @@ def test_a_file_over_the_limit_is_refused(api, alice, settings, tmp_path):
     export = chatgpt_export(tmp_path / "c.json", regenerated_conversation())
     answer = _upload(api, "conversations.json", export.read_bytes())
     assert answer.status_code == 400 and answer.json()["code"] == "file_too_large"
+
+
+@requires_postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_uploads_of_one_export_at_once_add_each_session_once(alice, tmp_path):
+    export = chatgpt_export(tmp_path / "c.json", regenerated_conversation(), code_conversation())
+
+    reports = run_in_threads(
+        lambda _: history_import(owner_id=alice.id, source="chatgpt", path=export), 2
+    )
+
+    assert len(get_store().list(owner_id=alice.id)) == 3
+    # Each session was made by one of them; the other found it imported.
+    assert sum(report.count(imported=True) for report in reports) == 3

@@ -18,8 +18,7 @@ from collections.abc import Iterator
 from django.utils import timezone
 
 from memory_app.services import memory_export_for_owner
-from notices_app.models import Schedule
-from notices_app.schedules import schedule_to_api
+from notices_app.schedules import schedules_export_for_owner
 from sessions_app import selectors
 from sessions_app.ids import safe_filename
 from sessions_app.store import get_store
@@ -80,8 +79,7 @@ def _files(owner_id: int) -> Iterator[tuple[str, bytes]]:
             selectors.export_markdown(meta, entries, notices).encode("utf-8"),
         )
     yield "memory.json", _json(memory_export_for_owner(owner_id=owner_id))
-    schedules = Schedule.objects.filter(owner_id=owner_id).order_by("created_at", "id")
-    yield "schedules.json", _json([schedule_to_api(schedule) for schedule in schedules.iterator()])
+    yield "schedules.json", _json(schedules_export_for_owner(owner_id=owner_id))
 
 
 def user_data_zip(*, owner_id: int) -> Iterator[bytes]:

@@ -469,6 +469,12 @@ def schedule_list(
     }
 
 
+def schedules_export_for_owner(*, owner_id: int) -> list[dict[str, Any]]:
+    """Every schedule of the user, active and past, oldest first, for their download."""
+    schedules = Schedule.objects.filter(owner_id=owner_id).order_by("created_at", "id")
+    return [schedule_to_api(schedule) for schedule in schedules.iterator()]
+
+
 def schedule_describe(schedule: Schedule) -> str:
     """One line for the agent's tools and the chat: what, when, how often."""
     what = (

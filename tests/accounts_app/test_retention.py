@@ -145,3 +145,18 @@ def test_a_sub_agent_session_goes_with_its_conversation_not_before(backend, alic
 
     _sweep("--as-of", later.isoformat())
     assert _ids(alice) == set()
+
+
+def test_a_swept_session_takes_its_export_files_along(
+    alice, settings, django_capture_on_commit_callbacks
+):
+    _chat(alice, "test-exported")
+    _chat(alice, "kept")
+    for session_id in ("test-exported", "kept"):
+        services.session_export(session_id=session_id, owner_id=alice.id, fmt="md")
+    exports = settings.EXPORTS_DIR / str(alice.id)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        _sweep("--as-of", (timezone.now() + timedelta(days=8)).isoformat())
+
+    assert sorted(path.name for path in exports.iterdir()) == ["kept.md"]

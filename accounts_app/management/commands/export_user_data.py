@@ -3,10 +3,10 @@ to FILE for an operator (docs/design.md §21)."""
 
 from pathlib import Path
 
-from django.core.management.base import BaseCommand
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
 
 from accounts_app.archive import user_data_zip
-from sessions_app.management.commands._owners import owner_id_by_username
 
 
 class Command(BaseCommand):
@@ -17,7 +17,11 @@ class Command(BaseCommand):
         parser.add_argument("file", type=Path, help="where to write the zip")
 
     def handle(self, *args, user, file, **options):
-        owner_id = owner_id_by_username(user)
+        owner_id = (
+            get_user_model().objects.filter(username=user).values_list("pk", flat=True).first()
+        )
+        if owner_id is None:
+            raise CommandError(f"no user named {user!r}")
         written = 0
         with file.open("wb") as out:
             for chunk in user_data_zip(owner_id=owner_id):

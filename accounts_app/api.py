@@ -8,34 +8,20 @@ from django.contrib.auth import logout
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import exceptions, serializers, status
+from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts_app.archive import user_data_filename, user_data_zip
 from accounts_app.deletion import account_delete
-from notices_app.api import AUTHENTICATION
+from accounts_app.serializers import (
+    AccountDeleteInput,
+    MeWithRetentionOutput,
+    MeWithRetentionPatchInput,
+)
+from notices_app.api import AUTHENTICATION, ERRORS
 from notices_app.api import MeView as SettingsView
-from notices_app.serializers import MeOutput, MePatchInput
 from sessions_app.serializers import ErrorOutput
-
-
-class MeWithRetentionOutput(MeOutput):
-    retention_days = serializers.IntegerField(
-        allow_null=True, help_text="the caller's own policy; null: the operator's"
-    )
-    retention_default_days = serializers.IntegerField(
-        allow_null=True, help_text="RETENTION_DAYS; null: kept forever"
-    )
-    test_session_retention_days = serializers.IntegerField()
-
-
-class MeWithRetentionPatchInput(MePatchInput):
-    retention_days = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-
-
-class AccountDeleteInput(serializers.Serializer):
-    confirm = serializers.CharField(help_text="the account's username, typed by the person")
 
 
 class ConfirmationMismatch(exceptions.APIException):
@@ -47,11 +33,20 @@ class ConfirmationMismatch(exceptions.APIException):
 class MeView(SettingsView):
     """`GET/PATCH /api/me/` (the caller's settings) and `DELETE /api/me/` (the account)."""
 
-    @extend_schema(responses={200: MeWithRetentionOutput})
+    @extend_schema(responses={200: MeWithRetentionOutput, 401: ERRORS[401]})
     def get(self, request):
         return super().get(request)
 
-    @extend_schema(request=MeWithRetentionPatchInput, responses={200: MeWithRetentionOutput})
+    @extend_schema(
+        request=MeWithRetentionPatchInput,
+        responses={
+            200: MeWithRetentionOutput,
+            400: OpenApiResponse(
+                ErrorOutput, description="invalid, or url_not_allowed (OUTBOUND_URL_ALLOWLIST)"
+            ),
+            401: ERRORS[401],
+        },
+    )
     def patch(self, request):
         return super().patch(request)
 
@@ -62,7 +57,7 @@ class MeView(SettingsView):
             400: OpenApiResponse(
                 ErrorOutput, description="confirmation_mismatch: confirm is not the username"
             ),
-            401: OpenApiResponse(ErrorOutput, description="not authenticated"),
+            401: ERRORS[401],
             409: OpenApiResponse(ErrorOutput, description="session_busy: a turn is running"),
         },
     )
@@ -83,7 +78,7 @@ class MeExportView(APIView):
 
     authentication_classes = AUTHENTICATION
 
-    @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY})
+    @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY, 401: ERRORS[401]})
     def get(self, request):
         response = StreamingHttpResponse(
             user_data_zip(owner_id=request.user.pk), content_type="application/zip"

@@ -106,13 +106,12 @@ def _chatgpt_conversations(raw: bytes) -> list[dict]:
     if not isinstance(conversations, list) or not all(
         isinstance(c, dict)
         and isinstance(c.get("mapping"), dict)
-        and c.get("current_node") in c["mapping"]
+        and all(isinstance(node, dict) for node in c["mapping"].values())
         for c in conversations
     ):
         raise ForeignFormatInvalid(
             not_chatgpt,
-            "a ChatGPT conversations.json is a list of conversations, each with a mapping "
-            "of nodes and a current_node among them",
+            "a ChatGPT conversations.json is a list of conversations, each with a mapping of nodes",
         )
     return conversations
 
@@ -219,6 +218,21 @@ def _entries_of(nodes: Iterable[dict], dropped: _Dropped) -> list[NewEntry]:
     return path.entries
 
 
+def _shown_leaf(conversation: dict) -> str:
+    """The node the conversation was left at: `current_node`, or, in an export without
+    one, the leaf written last."""
+    mapping = conversation["mapping"]
+    if conversation.get("current_node") in mapping:
+        return conversation["current_node"]
+
+    def written(node_id: str) -> float:
+        message = mapping[node_id].get("message") or {}
+        return float(message.get("create_time") or 0)
+
+    leaves = [node_id for node_id, node in mapping.items() if not node.get("children")]
+    return max(leaves, key=written, default="")
+
+
 def _moment(value: Any) -> datetime:
     try:
         return datetime.fromtimestamp(float(value), tz=UTC)
@@ -235,7 +249,7 @@ def chatgpt_read(raw: bytes) -> list[ForeignConversation]:
         if not source_id:
             raise ForeignFormatInvalid("not_a_chatgpt_export", "a conversation without an id")
         dropped = _Dropped()
-        main_nodes = _path_to(mapping, conversation["current_node"])
+        main_nodes = _path_to(mapping, _shown_leaf(conversation))
         main = _entries_of(main_nodes, dropped)
         on_main = {node.get("id") for node in main_nodes}
         leaves = [

@@ -197,3 +197,13 @@ def test_two_uploads_of_one_export_at_once_add_each_session_once(alice, tmp_path
     assert len(get_store().list(owner_id=alice.id)) == 3
     # Each session was made by one of them; the other found it imported.
     assert sum(report.count(imported=True) for report in reports) == 3
+
+
+def test_without_a_current_node_the_leaf_written_last_is_the_conversation(alice, tmp_path):
+    conversation = regenerated_conversation()
+    del conversation["current_node"]
+    conversation["mapping"]["a2"]["message"]["create_time"] += 10
+    _import(chatgpt_export(tmp_path / "c.json", conversation))
+
+    (main,) = [m for m in get_store().list(owner_id=alice.id) if m.parent_id is None]
+    assert _messages(main.id)[-1] == ("assistant", "Berlin.")

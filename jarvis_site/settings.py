@@ -58,6 +58,8 @@ INSTALLED_APPS = [
     "memory_app",
     "notices_app",
     "sessions_app",
+    # Above the three: retention, download everything, delete my account (docs/design.md §21).
+    "accounts_app",
 ]
 
 MIDDLEWARE = [
@@ -235,6 +237,19 @@ WORKER_HEARTBEAT = env.bool("WORKER_HEARTBEAT", default=True)
 JARVIS_AGENTS_FILE = env.str("JARVIS_AGENTS_FILE", default="")
 # /cleanup agents removes sub-agent sessions idle this long (or whose parent is gone).
 CLEANUP_AGENT_DAYS = _positive("CLEANUP_AGENT_DAYS", 7.0)
+
+# Retention (docs/design.md §21): sessions idle longer than this many days are deleted with
+# their memory; unset keeps them forever. A user's own `retention_days` (PATCH /api/me/)
+# takes precedence. Test sessions go after TEST_SESSION_RETENTION_DAYS whatever the rest.
+RETENTION_DAYS = env.int("RETENTION_DAYS", default=None)
+if RETENTION_DAYS is not None and RETENTION_DAYS <= 0:
+    raise ImproperlyConfigured(f"RETENTION_DAYS must be positive (or unset), not {RETENTION_DAYS}")
+TEST_SESSION_RETENTION_DAYS = _positive("TEST_SESSION_RETENTION_DAYS", 7, cast=int)
+# How often `db_worker` runs the retention sweep (the task queues its own next run).
+RETENTION_SWEEP_EVERY_SEC = _positive("RETENTION_SWEEP_EVERY_SEC", 3600.0)
+# The largest history file POST /api/import/ accepts (a ChatGPT export or an openai-agents
+# database); larger: 400 file_too_large.
+IMPORT_MAX_BYTES = _positive("IMPORT_MAX_BYTES", 50 * 1024 * 1024, cast=int)
 
 # USD per million tokens (input, output). Models missing here show tokens with cost unknown.
 MODEL_PRICES_PER_MTOK = {

@@ -9,7 +9,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from notices_app.api import ScheduleViewSet, service_worker
-from sessions_app.api import SearchViewSet, SessionViewSet
+from sessions_app.api import HistoryImportView, SearchViewSet, SessionViewSet
 
 router = DefaultRouter()
 router.register("sessions", SessionViewSet, basename="session")
@@ -24,7 +24,10 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/import/", HistoryImportView.as_view(), name="history-import"),
     path("api/", include(router.urls)),
+    # Before notices_app's: its `me/` view, extended with DELETE (the account).
+    path("api/", include("accounts_app.urls")),
     path("api/", include("notices_app.urls")),
     path("sw.js", service_worker, name="service-worker"),
     path("", chat_page, name="chat"),

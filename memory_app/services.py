@@ -224,6 +224,52 @@ def memory_purge_for_session(*, session_id: str) -> dict[str, int]:
     return counts
 
 
+def memory_purge_for_owner(*, owner_id: int) -> dict[str, int]:
+    """Delete every memory row of a user whose account is being deleted: profile facts,
+    procedures, and episodes (with their thought logs) a session delete left behind.
+
+    Session-bound rows go with each session (`memory_purge_for_session`); this takes what
+    belongs to the user alone. Rerunning it deletes only what is left.
+    """
+    with transaction.atomic():
+        episodes = Episode.objects.filter(owner_id=owner_id)
+        return {
+            "thought_logs": ThoughtLog.objects.filter(episode__in=episodes).delete()[0],
+            "episodes": episodes.delete()[0],
+            "profile_facts": ProfileFact.objects.filter(owner_id=owner_id).delete()[0],
+            "procedures": Procedure.objects.filter(owner_id=owner_id).delete()[0],
+        }
+
+
+def memory_export_for_owner(*, owner_id: int) -> dict[str, list[dict]]:
+    """What memory keeps about a user, for their download: profile facts and procedures."""
+    facts = ProfileFact.objects.filter(owner_id=owner_id).order_by("key")
+    procedures = Procedure.objects.filter(owner_id=owner_id).order_by("task_kind", "created_at")
+    return {
+        "profile_facts": [
+            {
+                "key": fact.key,
+                "text": fact.text,
+                "confidence": fact.confidence,
+                "source_session_id": fact.source_session_id or None,
+                "created_at": fact.created_at.isoformat(),
+                "updated_at": fact.updated_at.isoformat(),
+            }
+            for fact in facts
+        ],
+        "procedures": [
+            {
+                "task_kind": procedure.task_kind,
+                "title": procedure.title,
+                "steps": procedure.steps,
+                "status": procedure.status,
+                "created_at": procedure.created_at.isoformat(),
+            }
+            for procedure in procedures
+        ],
+    }
+
+
 # --- compaction --------------------------------------------------------------------------
 def compaction_summary_record(
     *,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from notices_app.models import NoticeSettings, PushSubscription
+from notices_app.models import NoticeOutbox, NoticeSettings, PushSubscription
 from notices_app.outbound_urls import outbound_url_check
 from notices_app.vapid import b64url_decode
 
@@ -94,3 +94,14 @@ def push_subscription_remove(*, owner_id: int, subscription_id: int) -> None:
 
 def push_subscriptions_of(user) -> list[PushSubscription]:
     return list(PushSubscription.objects.filter(owner_id=user.pk).order_by("id"))
+
+
+def notice_channels_purge_for_owner(*, owner_id: int) -> dict[str, int]:
+    """Delete a user's notice settings, push subscriptions and outbox rows (their account is
+    being deleted); rerunning it deletes only what is left."""
+    with transaction.atomic():
+        return {
+            "outbox": NoticeOutbox.objects.filter(owner_id=owner_id).delete()[0],
+            "push_subscriptions": PushSubscription.objects.filter(owner_id=owner_id).delete()[0],
+            "notice_settings": NoticeSettings.objects.filter(owner_id=owner_id).delete()[0],
+        }

@@ -265,6 +265,18 @@ def schedules_cancel_matching(*, owner_id: int, text: str = "") -> list[Schedule
     ]
 
 
+def schedules_purge_for_owner(*, owner_id: int) -> int:
+    """Delete every schedule of a user whose account is being deleted, with their runs and
+    queued fires; returns how many schedules went. Each active one is cancelled first (its
+    queued fire removed under the row lock a fire takes), so no reminder fires for a user
+    who is gone; rerunning it deletes only what is left."""
+    for schedule_id in Schedule.objects.filter(
+        owner_id=owner_id, state=Schedule.ACTIVE
+    ).values_list("id", flat=True):
+        schedule_cancel(schedule_id=schedule_id, owner_id=owner_id)
+    return Schedule.objects.filter(owner_id=owner_id).delete()[0]
+
+
 # --- firing -----------------------------------------------------------------------------------
 
 
@@ -452,6 +464,12 @@ def schedule_list(
         "schedules": [schedule_to_api(schedule) for schedule in page[:limit]],
         "next_offset": offset + limit if len(page) > limit else None,
     }
+
+
+def schedules_export_for_owner(*, owner_id: int) -> list[dict[str, Any]]:
+    """Every schedule of the user, active and past, oldest first, for their download."""
+    schedules = Schedule.objects.filter(owner_id=owner_id).order_by("created_at", "id")
+    return [schedule_to_api(schedule) for schedule in schedules.iterator()]
 
 
 def schedule_describe(schedule: Schedule) -> str:

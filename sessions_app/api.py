@@ -7,7 +7,10 @@ REST_FRAMEWORK["EXCEPTION_HANDLER"]). Another user's session is a 404, never a 4
 from __future__ import annotations
 
 import logging
+import tempfile
+from pathlib import Path
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
 from drf_spectacular.openapi import AutoSchema
@@ -18,11 +21,14 @@ from rest_framework.authentication import SessionAuthentication, TokenAuthentica
 from rest_framework.decorators import action
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response
+from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
 from sessions_app import limits, selectors, serializers, services, turn_selectors
 from sessions_app.agents import UnknownAgent
+from sessions_app.foreign_formats import SQLITE_MAGIC
+from sessions_app.foreign_import import ForeignFormatInvalid, history_import
 from sessions_app.ids import ReservedSessionId
 from sessions_app.parsers import too_large
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
@@ -483,3 +489,63 @@ class SearchViewSet(ViewSet):
                 offset=query["offset"],
             )
         )
+
+
+class ImportRefused(exceptions.APIException):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_code = "import_refused"
+
+
+def _import_too_large() -> ImportRefused:
+    return ImportRefused(
+        f"the file is larger than IMPORT_MAX_BYTES ({settings.IMPORT_MAX_BYTES} bytes)",
+        code="file_too_large",
+    )
+
+
+@extend_schema(tags=["sessions"])
+class HistoryImportView(APIView):
+    """`POST /api/import/` (multipart): a ChatGPT export or an openai-agents database becomes
+    sessions of the caller (docs/design.md §21); the answer is the import's report."""
+
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+
+    @extend_schema(
+        request={"multipart/form-data": serializers.HistoryImportInput},
+        responses={
+            200: serializers.HistoryImportOutput,
+            400: OpenApiResponse(
+                serializers.ErrorOutput,
+                description="file_too_large, not_a_chatgpt_export, "
+                "not_an_openai_agents_database, or invalid",
+            ),
+            401: ERRORS[401],
+        },
+    )
+    def post(self, request):
+        # Refused before the body is read when the client says how large it is.
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        if declared > settings.IMPORT_MAX_BYTES + 64 * 1024:
+            raise _import_too_large()
+        data = _parse(serializers.HistoryImportInput, request.data)
+        upload = data["file"]
+        if upload.size > settings.IMPORT_MAX_BYTES:
+            raise _import_too_large()
+        with tempfile.TemporaryDirectory() as directory:
+            path = Path(directory) / "upload"
+            with path.open("wb") as out:
+                for chunk in upload.chunks():
+                    out.write(chunk)
+            source = data.get("source") or self._sniff(path)
+            try:
+                report = history_import(
+                    owner_id=request.user.id, source=source, path=path, dry_run=data["dry_run"]
+                )
+            except ForeignFormatInvalid as error:
+                raise ImportRefused(str(error), code=error.code) from error
+        return Response(report.to_api())
+
+    @staticmethod
+    def _sniff(path: Path) -> str:
+        with path.open("rb") as file:
+            return "openai-agents" if file.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC else "chatgpt"

@@ -355,3 +355,36 @@ class SearchOutput(serializers.Serializer):
     next_offset = serializers.IntegerField(
         allow_null=True, help_text="the offset of the next page; null on the last one"
     )
+
+
+class HistoryImportInput(serializers.Serializer):
+    file = serializers.FileField(
+        help_text="a ChatGPT conversations.json (or the export's zip), or an openai-agents "
+        "SQLiteSession database"
+    )
+    source = serializers.ChoiceField(
+        choices=["chatgpt", "openai-agents"],
+        required=False,
+        help_text="what the file is; default: told by its first bytes",
+    )
+    dry_run = serializers.BooleanField(required=False, default=False)
+
+
+class HistoryImportSessionOutput(serializers.Serializer):
+    source_id = serializers.CharField()
+    session_id = serializers.CharField(allow_null=True)
+    imported = serializers.BooleanField(help_text="false: imported before, or refused (error)")
+    entries = serializers.IntegerField()
+    parent_id = serializers.CharField(allow_null=True)
+    branched_at_seq = serializers.IntegerField(allow_null=True)
+    notes = serializers.ListField(child=serializers.CharField(), help_text="what was dropped")
+    error = serializers.CharField(allow_null=True)
+
+
+class HistoryImportOutput(serializers.Serializer):
+    source = serializers.CharField()
+    dry_run = serializers.BooleanField()
+    imported = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    sessions = HistoryImportSessionOutput(many=True)

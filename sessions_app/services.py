@@ -371,6 +371,8 @@ def session_delete(*, session_id: str, owner_id: int) -> bool:
        `session_deleted` (memory_app purges — before anything goes, so a failing receiver
        rolls everything back), then remove the session and all it has in the store
        (`store.delete`: rows or files, its connection rows and approval requests).
+    4. after the commit, its export files (`_export_files_remove`) and its
+       per_parent_session sub-agent sessions (`session_delete_subagents`).
     A jsonl session's files are removed inside the transaction, while the lock is held:
     removing them after commit would let a reconnect recreate the session first and then
     lose its files.
@@ -397,8 +399,39 @@ def session_delete(*, session_id: str, owner_id: int) -> bool:
     finally:
         lease.release()
     logger.info("session %s deleted by user %s", session_id, owner_id)
+    transaction.on_commit(
+        lambda: _export_files_remove(store, session_id=session_id, owner_id=owner_id)
+    )
     session_delete_subagents(parent_id=session_id, owner_id=owner_id)
     return True
+
+
+def _export_files_remove(store, *, session_id: str, owner_id: int) -> None:
+    """Remove the export files (`session_export`) of a deleted session: a copy of the
+    conversation must not outlive it. Safe names collide across ids ("a.1", "a_1"): while
+    another session of the owner has the same name, the files may be its and stay."""
+    name = safe_filename(session_id)
+    owner_dir = Path(settings.EXPORTS_DIR) / str(owner_id)
+    paths = [owner_dir / f"{name}.{fmt}" for fmt in EXPORT_FORMATS]
+    if not any(path.exists() for path in paths):
+        return
+    if any(safe_filename(meta.id) == name for meta in store.list(owner_id=owner_id)):
+        return
+    for path in paths:
+        path.unlink(missing_ok=True)
+
+
+def session_turn_running(*, session_id: str) -> bool:
+    """Whether a turn of the session runs now, in any process: its turn lease is held.
+
+    Asked by taking the lease and giving it back at once; a turn that starts meanwhile
+    waits for it (BUSY_GRACE_SEC), it is not refused.
+    """
+    lease = TurnLease.for_session(session_id)
+    if not lease.backend.try_acquire():
+        return True
+    lease.backend.release()
+    return False
 
 
 def session_delete_subagents(*, parent_id: str, owner_id: int | None) -> list[str]:

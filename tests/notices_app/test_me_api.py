@@ -21,6 +21,9 @@ def test_the_defaults(api):
         "discord_webhook_url": "",
         "channels": {"webhook": False, "webpush": True, "discord": True},
         "push_subscriptions": [],
+        "retention_days": None,
+        "retention_default_days": None,
+        "test_session_retention_days": 7,
     }
 
 

@@ -27,7 +27,7 @@ import urllib.request
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management import call_command
+from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connection
 
@@ -75,6 +75,10 @@ class Command(BaseCommand):
 
         call_command("migrate", "--noinput", verbosity=0)
         call_command("recover_deliveries", "--workers-stopped")
+        if "retention_sweep" in get_commands():
+            # The periodic retention sweep, run by the task worker (queued once; a no-op when
+            # a run already waits).
+            call_command("retention_sweep", "--schedule")
         ports = [first_worker_port + number for number in range(workers)]
         config = self._nginx_config(port, ports)
         stopping = []

@@ -34,6 +34,10 @@ class Command(BaseCommand):
     def handle(self, *args, host, port, **options):
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         call_command("recover_deliveries", "--workers-stopped")
+        if "retention_sweep" in get_commands():
+            # The periodic retention sweep, run by the task worker (queued once; a no-op when
+            # a run already waits).
+            call_command("retention_sweep", "--schedule")
         if not settings.PROMETHEUS_MULTIPROC_DIR:
             metrics_dir = settings.VAR_DIR / "metrics"
             shutil.rmtree(metrics_dir, ignore_errors=True)

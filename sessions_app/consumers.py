@@ -1,8 +1,9 @@
 """The WebSocket of a session (docs/design.md §8): a thin adapter between frames and services.
 
-Every connection of a session joins the session's channel-layer group; turn events, entries
-and notices are sent to the group, so two tabs (in any worker process) show the same
-conversation as it happens.
+Every connection of a session joins its worker's list of the session's sockets, which the
+running turn's events reach directly or through the live bus (sessions_app.live, §17), and
+the session's channel-layer group, where notices and changes made outside a turn arrive; so
+two tabs (in any worker process) show the same conversation as it happens.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from django.db import connections
 
 from jarvis_site import metrics
 from jarvis_site.log_context import log_context_set, new_request_id
-from sessions_app import commands, frames, limits, selectors, services
+from sessions_app import commands, frames, limits, live, selectors, services
 from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
 from sessions_app.notice_watch import notices_unwatch, notices_watch
 from sessions_app.runtime import drain
@@ -66,6 +67,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     registered = False
     counted = False  # in jarvis_ws_connections and the drain's list of sockets
     watching_notices = False
+    live_socket: live.LiveSocket | None = None
 
     # --- lifecycle ------------------------------------------------------------------
     async def connect(self):
@@ -121,10 +123,15 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         metrics.WS_CONNECTIONS.inc()
         drain.socket_register(self)
         self.counted = True
+        # Joined before the snapshot is read: the running turn's later events wait for it,
+        # and the ones it already holds are not sent again (docs/design.md §17).
+        self.live_socket = live.LiveSocket(session_id, self._send_text)
+        running = await live.socket_join(self.live_socket)
         snapshot = await database_sync_to_async(selectors.session_snapshot)(
-            session_id=session_id, owner_id=user.id, after_seq=after_seq
+            session_id=session_id, owner_id=user.id, after_seq=after_seq, running=running
         )
         await self.send_json({"type": "session", **snapshot})
+        await self.live_socket.go_live(running)
         self.heartbeat = asyncio.create_task(self._heartbeat_loop())
         if isinstance(self.channel_layer, InMemoryChannelLayer):
             # Notices stored by another process cannot come through a layer of this process.
@@ -145,6 +152,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             drain.socket_unregister(self)
         if self.heartbeat is not None:
             self.heartbeat.cancel()
+        if self.live_socket is not None:
+            await live.socket_leave(self.live_socket)
         if self.watching_notices:
             notices_unwatch(self)
         if self.session_id is None:
@@ -287,6 +296,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     async def encode_json(cls, content):
         # Every frame goes through here: UTF-8 JSON, never over the message limit.
         return frames.frame_text(content)
+
+    async def _send_text(self, text: str) -> None:
+        # A turn's event, encoded once for every socket of the session (sessions_app.live).
+        await self.send(text_data=text)
 
     # --- channel layer -> client ----------------------------------------------------
     async def dispatch(self, message):

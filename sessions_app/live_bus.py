@@ -86,6 +86,9 @@ class LiveBus:
         self.followers: dict[str, int] = {}  # session id -> local sockets following it
         self.subscribed: dict[str, asyncio.Future] = {}  # channel -> its confirmation
         self.answers: dict[str, asyncio.Future] = {}
+        # One command at a time on the pub/sub connection: two first subscribes at once
+        # each opened a connection of their own, and one confirmation never came back.
+        self.commands = asyncio.Lock()
         self.outbox: list[tuple[str, str]] = []
         self.outbox_ready = asyncio.Event()
         self.reader: asyncio.Task | None = None
@@ -97,14 +100,16 @@ class LiveBus:
         confirmed = self.subscribed.get(channel)
         if confirmed is None:
             confirmed = self.subscribed[channel] = asyncio.get_running_loop().create_future()
-            await self.pubsub.subscribe(channel)
+            async with self.commands:
+                await self.pubsub.subscribe(channel)
             if self.reader is None:
                 self.reader = asyncio.ensure_future(self._read_loop())
         await confirmed
 
     async def _unsubscribe(self, channel: str) -> None:
         if self.subscribed.pop(channel, None) is not None:
-            await self.pubsub.unsubscribe(channel)
+            async with self.commands:
+                await self.pubsub.unsubscribe(channel)
 
     async def follow(self, session_id: str) -> None:
         """Receive the session's events from other workers; returns once subscribed."""

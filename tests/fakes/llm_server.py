@@ -43,6 +43,12 @@ class Reply:
     latency: float = 0.0
     # A test's hold on the stream: after `hold.words` words it waits for `hold.release()`.
     hold: Hold | None = None
+    # After its text, the reply keeps talking (a word every TALK_PAUSE_SEC) until the client
+    # stops reading: a model only an abort ends.
+    until_stopped: bool = False
+
+
+TALK_PAUSE_SEC = 0.02
 
 
 class Hold:
@@ -365,6 +371,10 @@ class FakeLLMServer:
                 yield chunk({"content": word if index == 0 else " " + word})
             if reply.latency:
                 self.lateness.append(time.monotonic() - started - reply.latency)
+            talk_until = time.monotonic() + GUARD_SEC
+            while reply.until_stopped and time.monotonic() < talk_until:
+                time.sleep(TALK_PAUSE_SEC)
+                yield chunk({"content": " more"})
             for index, call in enumerate(calls):
                 arguments = call["function"]["arguments"]
                 yield chunk(

@@ -4,8 +4,9 @@ With REDIS_URL, each worker process keeps one pub/sub connection and one publish
 connection per event loop. Three kinds of Redis channel:
 
 - `<prefix><session id>`: the events of the session's running turn. A worker subscribes while
-  it has sockets of the session and the turn runs elsewhere; the worker that runs the turn
-  publishes each event once, whoever listens (zero, one or ten workers, one message each).
+  it has sockets of the session and does not run its turn itself; the worker that runs the
+  turn publishes each event once, whoever listens (zero, one or ten workers, one message
+  each), and hands it to its own sockets directly.
 - `<prefix><session id>:control`: subscribed by the worker running the session's turn, for
   as long as the turn runs. Another worker sends `ask` (the running state, for a socket that
   joins) and `abort` there. PUBLISH answers how many workers received a message, so an asker
@@ -84,6 +85,7 @@ class LiveBus:
             url, socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC
         ).pubsub()
         self.followers: dict[str, int] = {}  # session id -> local sockets following it
+        self.own_turns: set[str] = set()  # sessions whose turn runs on this loop
         self.subscribed: dict[str, asyncio.Future] = {}  # channel -> its confirmation
         self.answers: dict[str, asyncio.Future] = {}
         # One command at a time on the pub/sub connection: two first subscribes at once
@@ -114,7 +116,8 @@ class LiveBus:
     async def follow(self, session_id: str) -> None:
         """Receive the session's events from other workers; returns once subscribed."""
         self.followers[session_id] = self.followers.get(session_id, 0) + 1
-        await self._subscribe(events_channel(session_id))
+        if session_id not in self.own_turns:
+            await self._subscribe(events_channel(session_id))
 
     async def unfollow(self, session_id: str) -> None:
         left = self.followers.get(session_id, 0) - 1
@@ -127,9 +130,19 @@ class LiveBus:
     async def turn_started(self, session_id: str) -> None:
         """Answer asks and aborts for the session's turn; returns once subscribed, so an
         asker that finds nobody knows the turn has published nothing yet."""
+        # While this worker runs the session's turn, no other worker can (the turn lease):
+        # its sockets need no events from the bus, and this worker no echo of its own.
+        self.own_turns.add(session_id)
         await self._subscribe(control_channel(session_id))
+        await self._unsubscribe(events_channel(session_id))
 
     async def turn_ended(self, session_id: str) -> None:
+        """Listen again for the session's events; returns once subscribed, before the turn
+        lets go of its lease, so the next turn's events reach this worker's sockets
+        wherever it runs."""
+        self.own_turns.discard(session_id)
+        if self.followers.get(session_id):
+            await self._subscribe(events_channel(session_id))
         await self._unsubscribe(control_channel(session_id))
 
     # --- publishing -----------------------------------------------------------------------
@@ -217,7 +230,9 @@ class LiveBus:
             await self._control(session_id.removesuffix(":control"), json.loads(data))
             return
         if data.startswith(self.origin):
-            return  # this worker's own turn: its sockets had the event from the turn itself
+            # Published before this worker's unsubscribe took effect: its sockets had the
+            # event from the turn itself.
+            return
         _, turn_id, event_seq, text = data.decode().split("\n", 3)
         await _handlers["on_event"](session_id, turn_id, int(event_seq), text)
 

@@ -336,9 +336,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     async def drain_close(self):
         """Close with 1012 once this session's turn on this worker (if any) has ended.
 
-        The close goes through this socket's own channel, behind the turn's events: the
-        turn has handed its `agent_end` to the layer before it counts as ended, so the
-        client receives the whole answer, then the close."""
+        The turn hands its `agent_end` to this worker's sockets before it counts as ended,
+        and the close goes through this socket's own channel after that, so the client
+        receives the whole answer, then the close."""
         await drain.turns_done(session_id=self.session_id)
         await self.channel_layer.send(self.channel_name, {"type": "drain.closing"})
 

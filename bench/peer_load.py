@@ -16,8 +16,16 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import time
+
+
+def cpu_seconds() -> float:
+    """This process's user + system CPU time, from /proc/self/stat as for our workers."""
+    with open("/proc/self/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def memory_kb() -> int:
@@ -79,6 +87,7 @@ async def main(args) -> dict:
 
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    cpu_before = cpu_seconds()
     baseline = memory_kb()
     peak = [baseline]
     stop = asyncio.Event()
@@ -120,6 +129,7 @@ async def main(args) -> dict:
         abort_sent = time.monotonic()
         records[0]["result"].cancel()
     await asyncio.gather(*tasks)
+    cpu_used = cpu_seconds() - cpu_before
     stop.set()
     await sampler
 
@@ -129,6 +139,7 @@ async def main(args) -> dict:
     ends = [r["ended"] for r in records if r.get("ended")]
     head = records[0]
     return {
+        "cpu_s": cpu_used,
         "sessions": args.sessions,
         "completed": len(measured),
         "other_end": sum(1 for r in timed if r.get("ended") and r["status"] != "completed"),

@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import statistics
@@ -53,8 +54,8 @@ PEER_PYTHON = BENCH / ".venv-peer" / "bin" / "python"
 MODEL = "bench-model"
 SHORT_PROMPT = "what is 2+3"
 LONG_PROMPT = "tell me a long story"
-DEFAULT_SESSIONS = {"one": 200, "two": 400}
-WORKERS = {"one": 1, "two": 2}
+DEFAULT_SESSIONS = {"one": 200, "two": 400, "storm-one": 200, "storm-two": 200}
+WORKERS = {"one": 1, "two": 2, "storm-one": 1, "storm-two": 2}
 STARTUP_TIMEOUT_SEC = 60
 CONNECTS_AT_ONCE = 10
 # While turns run, some socket gets a frame every few milliseconds; this long a silence
@@ -346,6 +347,13 @@ def memory_kb(pid: int, field_name: str = "VmRSS") -> int:
 # --- the load: N sockets, one prompt each, all at once ----------------------------------
 
 
+def cpu_seconds(pid: int) -> float:
+    """A process's user + system CPU time so far (/proc/<pid>/stat utime + stime)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Progress:
     in_flight: int = 0  # agent_start seen, agent_end not yet
@@ -466,8 +474,18 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
         for index in range(count)
     ]
     short = Conversation(workers[0].base, f"short-{run}", tokens[count])
-    log(f"  opening {count + 1} sockets")
-    await open_all([*load, short])
+    # With two workers, every other pair of sessions is read by a socket on the other worker
+    # than its turn: the prompting socket sends and closes, so half the sockets that watch a
+    # turn are on the worker that does not run it (docs/design.md §17).
+    watchers = {
+        index: Conversation(
+            workers[(index + 1) % len(workers)].base, load[index].session_id, tokens[index]
+        )
+        for index in range(1, count)
+        if len(workers) > 1 and index % 4 >= 2
+    }
+    log(f"  opening {count + 1 + len(watchers)} sockets")
+    await open_all([*load, short, *watchers.values()])
     pids = [worker.pid for worker in workers]
     baseline = {pid: memory_kb(pid) for pid in pids}
     peaks: dict[int, int] = dict(baseline)
@@ -476,12 +494,20 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
     progress = Progress()
 
     log(f"  {count} prompts at once")
+    cpu_before = {pid: cpu_seconds(pid) for pid in pids}
     deadline = time.monotonic() + args.timeout
     readers = []
-    for conversation in load:
+    for index, conversation in enumerate(load):
         if conversation.open_error:
             continue
         await conversation.prompt(LONG_PROMPT)
+        watcher = watchers.get(index)
+        if watcher is not None and not watcher.open_error:
+            watcher.sent = conversation.sent
+            readers.append(asyncio.create_task(watcher.until_end(deadline, progress)))
+            await conversation.close()  # the turn runs on; its socket's worker keeps it
+            load[index] = watcher
+            continue
         readers.append(asyncio.create_task(conversation.until_end(deadline, progress)))
     first_sent = load[0].sent
     # A quarter into the model time every turn should be streaming: a short turn and an
@@ -492,10 +518,12 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
         readers.append(asyncio.create_task(short.until_end(deadline, Progress())))
     abort_sent = None if load[0].open_error else await load[0].abort()
     await until_done_or_quiet(readers, progress)
+    cpu_used = sum(cpu_seconds(pid) - cpu_before[pid] for pid in pids)
     stop_sampling.set()
     await sampler
     log("  closing the sockets")
     await asyncio.gather(*(c.close() for c in [*load, short]))
+    across = [c for index, c in watchers.items() if load[index] is c and c.status == "completed"]
 
     measured = [c for c in load[1:] if c.status == "completed"]
     overheads = [(c.ended - c.sent - args.latency) * 1000 for c in measured]
@@ -516,8 +544,131 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
         "abort_ms": (load[0].ended - abort_sent) * 1000 if abort_sent and load[0].ended else None,
         "abort_status": load[0].status or "lost",
         "rss_per_turn_kb": growth_kb / count,
+        "cpu_ms_per_turn": cpu_used * 1000 / count,
+        "across_p99_ms": percentile([(c.ended - c.sent - args.latency) * 1000 for c in across], 99),
         "peak_running": progress.peak,
         "statuses": sorted({c.status for c in load[1:] if c.status and c.status != "completed"}),
+    }
+
+
+class StormConversation(Conversation):
+    """A client that reconnects once mid-answer, to the other worker when there are two,
+    and keeps the answer as it sees it: the running text of its snapshot, then the deltas."""
+
+    async def storm(self, other_base: str, reconnect_after: int, deadline: float) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        text, last_event, last_seq, deltas = "", 0, 0, 0
+        self.extra.update(differs=False, gaps=0, reconnected=False)
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                frame = json.loads(await asyncio.wait_for(self.ws.recv(), remaining))
+                self.frames += 1
+                event_seq = frame.get("event_seq")
+                if event_seq:
+                    if last_event and event_seq != last_event + 1:
+                        self.extra["gaps"] += 1
+                    last_event = event_seq
+                kind = frame["type"]
+                if kind == "delta":
+                    text += frame["text"]
+                    deltas += 1
+                    if deltas == reconnect_after and not self.extra["reconnected"]:
+                        text, last_event, last_seq = await self._reconnect(
+                            other_base, text, last_seq
+                        )
+                        if self.ended:
+                            return
+                elif kind == "entry":
+                    entry = frame["entry"]
+                    last_seq = max(last_seq, entry["seq"])
+                    if entry["role"] == "assistant":
+                        self.extra["differs"] |= text != entry["content"]
+                        text = ""
+                elif kind in ("agent_end", "error"):
+                    self.ended = time.monotonic()
+                    self.status = frame.get("status") or f"error:{frame.get('code')}"
+                    return
+        except TimeoutError:
+            return
+        except ConnectionClosed:
+            self.dropped = True
+
+    async def _reconnect(self, other_base: str, text: str, last_seq: int):
+        """Close, open again (on `other_base`), and take up the answer from the snapshot."""
+        self.extra["reconnected"] = True
+        await self.ws.close()
+        self.base = other_base
+        from websockets.asyncio.client import connect
+
+        host = self.base.removeprefix("http://")
+        self.ws = await connect(
+            f"ws://{host}/ws/sessions/{self.session_id}/?after_seq={last_seq}",
+            origin=self.base,
+            additional_headers={"Authorization": f"Token {self.token}"},
+            open_timeout=60,
+            ping_interval=None,
+            max_size=None,
+        )
+        snapshot = json.loads(await asyncio.wait_for(self.ws.recv(), 60))
+        running = snapshot.get("running")
+        for entry in snapshot["entries"]:
+            last_seq = max(last_seq, entry["seq"])
+            if entry["role"] == "assistant" and entry.get("turn_id"):
+                # Stored while away: what the client saw must be the start of it.
+                self.extra["differs"] |= not entry["content"].startswith(text)
+                text = ""
+            elif entry["kind"] == "turn_end":
+                # The turn ended while away: its agent_end went to the closed socket.
+                self.ended = time.monotonic()
+                self.status = entry["data"]["status"]
+        if running is None:
+            return text, 0, last_seq
+        self.extra["differs"] |= not running["text"].startswith(text)
+        return running["text"], running["event_seq"], last_seq
+
+
+async def run_storm(workers: list[Worker], tokens: list[str], args) -> dict:
+    """N turns at once; every socket reconnects once mid-answer (to the other worker when
+    there are two) and compares the answer as it saw it with the stored one."""
+    run = uuid.uuid4().hex[:6]
+    count = args.sessions
+    load = [
+        StormConversation(
+            workers[index % len(workers)].base, f"storm-{run}-{index:05d}", tokens[index]
+        )
+        for index in range(count)
+    ]
+    log(f"  opening {count} sockets")
+    await open_all(load)
+    pids = [worker.pid for worker in workers]
+    cpu_before = {pid: cpu_seconds(pid) for pid in pids}
+    deadline = time.monotonic() + args.timeout
+    chooser = random.Random(7)
+    tasks = []
+    for index, conversation in enumerate(load):
+        if conversation.open_error:
+            continue
+        await conversation.prompt(LONG_PROMPT)
+        other = workers[(index + 1) % len(workers)].base
+        # Somewhere in the first half of the answer's (coalesced) deltas.
+        reconnect_after = chooser.randint(1, max(1, args.chunks // 3))
+        tasks.append(asyncio.create_task(conversation.storm(other, reconnect_after, deadline)))
+    await asyncio.gather(*tasks)
+    cpu_used = sum(cpu_seconds(pid) - cpu_before[pid] for pid in pids)
+    await asyncio.gather(*(c.close() for c in load))
+    return {
+        "sessions": count,
+        "completed": sum(1 for c in load if c.status == "completed"),
+        "reconnected": sum(1 for c in load if c.extra.get("reconnected")),
+        "differs": sum(1 for c in load if c.extra.get("differs")),
+        "gaps": sum(c.extra.get("gaps", 0) for c in load),
+        "lost": sum(1 for c in load if not c.ended and not c.open_error),
+        "drops": sum(1 for c in load if c.dropped),
+        "cpu_ms_per_turn": cpu_used * 1000 / count,
     }
 
 
@@ -629,6 +780,8 @@ def merge_peer(results: list[dict], args) -> dict:
         "abort_ms": head["abort_ms"],
         "abort_status": head["abort_status"],
         "rss_per_turn_kb": sum(result["rss_growth_kb"] for result in results) / args.sessions,
+        "cpu_ms_per_turn": sum(result["cpu_s"] for result in results) * 1000 / args.sessions,
+        "across_p99_ms": None,
         "peak_running": sum(result["peak_running"] for result in results),
         "statuses": sorted({status for result in results for status in result["statuses"]}),
     }
@@ -640,7 +793,7 @@ def merge_peer(results: list[dict], args) -> dict:
 def run_config(config: str, scratch: Path, args) -> list[dict]:
     workers = WORKERS[config]
     extra = {}
-    if config == "one":
+    if config in ("one", "storm-one"):
         database_url = f"sqlite:///{scratch / 'app.sqlite3'}"
     else:
         if not redis_reachable():
@@ -667,6 +820,14 @@ def run_config(config: str, scratch: Path, args) -> list[dict]:
                     stack.enter_context(daphne(env, scratch / f"daphne-{index}.log"))
                     for index in range(workers)
                 ]
+                if config.startswith("storm"):
+                    return [
+                        {
+                            "config": config,
+                            "system": "jarvis",
+                            **asyncio.run(run_storm(running, tokens, args)),
+                        }
+                    ]
                 result = asyncio.run(run_load(running, tokens, args))
             if (
                 result["open_failures"]
@@ -680,7 +841,7 @@ def run_config(config: str, scratch: Path, args) -> list[dict]:
                 for index in range(workers):
                     log_tail(scratch / f"daphne-{index}.log")
             rows.append({"config": config, "system": "jarvis", "fake": model.lateness(), **result})
-            if config != "one":
+            if database_url is not None and not database_url.startswith("sqlite"):
                 postgres_drop()
                 database_url = None
             log("  the peer, same workload")
@@ -690,7 +851,7 @@ def run_config(config: str, scratch: Path, args) -> list[dict]:
                     {"config": config, "system": "openai-agents", "fake": model.lateness(), **peer}
                 )
     finally:
-        if config != "one" and database_url is not None:
+        if database_url is not None and not database_url.startswith("sqlite"):
             postgres_drop()
     return rows
 
@@ -752,6 +913,8 @@ def print_table(rows: list[dict], args) -> None:
         "short turn ms",
         "abort ms (status)",
         "RSS/turn KB",
+        "CPU ms/turn",
+        "other-worker p99 ms",
         "peak running",
     )
     table = [header]
@@ -772,6 +935,8 @@ def print_table(rows: list[dict], args) -> None:
                 + ("" if row["short_status"] == "completed" else f" ({row['short_status']})"),
                 f"{fmt(row['abort_ms'])} ({row['abort_status']})",
                 fmt(row["rss_per_turn_kb"]),
+                fmt(row["cpu_ms_per_turn"]),
+                fmt(row["across_p99_ms"]),
                 str(row["peak_running"]),
             )
         )
@@ -805,6 +970,15 @@ def print_table(rows: list[dict], args) -> None:
     )
 
 
+def print_storm(row: dict) -> None:
+    print(
+        f"reload storm ({row['config']}): {row['sessions']} turns, {row['completed']} completed, "
+        f"{row['reconnected']} sockets reconnected mid-answer; texts that differ from the "
+        f"stored answer {row['differs']}, lost events {row['gaps']}, lost turns {row['lost']}, "
+        f"drops {row['drops']}; CPU {fmt(row['cpu_ms_per_turn'])} ms/turn (targets 0, 0, 0, 0)"
+    )
+
+
 def ratio(ours: float, theirs: float) -> str:
     return f"{ours / theirs:.2f}x" if theirs > 0 else "-"
 
@@ -819,7 +993,9 @@ def print_single(single: dict) -> None:
 
 def parent(args) -> int:
     started = time.monotonic()
-    configs = {"both": ["single", "one", "two"]}.get(args.config, [args.config])
+    configs = {"both": ["single", "one", "two", "storm-one", "storm-two"]}.get(
+        args.config, [args.config]
+    )
     rows: list[dict] = []
     single = None
     with tempfile.TemporaryDirectory(prefix="jarvis-bench-turns-") as scratch_root:
@@ -837,15 +1013,23 @@ def parent(args) -> int:
     print()
     if single:
         print_single(single)
+    storms = [row for row in rows if row["config"].startswith("storm")]
+    rows = [row for row in rows if not row["config"].startswith("storm")]
     if rows:
         print_table(rows, args)
+    for row in storms:
+        print_storm(row)
     print(f"total time: {time.monotonic() - started:.0f} s")
     return 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", choices=("one", "two", "single", "both"), default="both")
+    parser.add_argument(
+        "--config",
+        choices=("one", "two", "storm-one", "storm-two", "single", "both"),
+        default="both",
+    )
     parser.add_argument("--sessions", type=int, help="default: 200 for one, 400 for two")
     parser.add_argument("--latency", type=float, default=2.0, help="model seconds per turn")
     parser.add_argument("--chunks", type=int, default=50, help="streamed pieces per answer")

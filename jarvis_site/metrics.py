@@ -55,7 +55,7 @@ WS_CONNECTIONS = Gauge(
     "jarvis_ws_connections", "Open WebSocket connections.", multiprocess_mode="livesum"
 )
 EVENTS_SENT = Counter(
-    "jarvis_events_sent", "Session events handed to the channel layer (one per event)."
+    "jarvis_events_sent", "Session events sent to sockets and other workers (one per event, §17)."
 )
 EVENTS_DROPPED = Counter(
     "jarvis_events_dropped",

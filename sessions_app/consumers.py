@@ -1,8 +1,9 @@
 """The WebSocket of a session (docs/design.md §8): a thin adapter between frames and services.
 
-Every connection of a session joins the session's channel-layer group; turn events, entries
-and notices are sent to the group, so two tabs (in any worker process) show the same
-conversation as it happens.
+Every connection of a session joins its worker's list of the session's sockets, which the
+running turn's events reach directly or through the live bus (sessions_app.live, §17), and
+the session's channel-layer group, where notices and changes made outside a turn arrive; so
+two tabs (in any worker process) show the same conversation as it happens.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from django.db import connections
 
 from jarvis_site import metrics
 from jarvis_site.log_context import log_context_set, new_request_id
-from sessions_app import commands, frames, limits, selectors, services
+from sessions_app import commands, frames, limits, live, selectors, services
 from sessions_app.agents import UnknownAgent
 from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
 from sessions_app.notice_watch import notices_unwatch, notices_watch
@@ -68,6 +69,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     counted = False  # in jarvis_ws_connections and the drain's list of sockets
     watching_notices = False
     let_go = False
+    live_socket: live.LiveSocket | None = None
 
     # --- lifecycle ------------------------------------------------------------------
     async def connect(self):
@@ -134,10 +136,15 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         metrics.WS_CONNECTIONS.inc()
         drain.socket_register(self)
         self.counted = True
+        # Joined before the snapshot is read: the running turn's later events wait for it,
+        # and the ones it already holds are not sent again (docs/design.md §17).
+        self.live_socket = live.LiveSocket(session_id, self._send_text)
+        running = await live.socket_join(self.live_socket)
         snapshot = await database_sync_to_async(selectors.session_snapshot)(
-            session_id=session_id, owner_id=user.id, after_seq=after_seq
+            session_id=session_id, owner_id=user.id, after_seq=after_seq, running=running
         )
         await self.send_json({"type": "session", **snapshot})
+        await self.live_socket.go_live(running)
         self.heartbeat = asyncio.create_task(self._heartbeat_loop())
         if isinstance(self.channel_layer, InMemoryChannelLayer):
             # Notices stored by another process cannot come through a layer of this process.
@@ -178,6 +185,13 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         heartbeat = getattr(self, "heartbeat", None)
         if heartbeat is not None:
             heartbeat.cancel()
+        if self.live_socket is not None:
+            try:
+                await live.socket_leave(self.live_socket)
+            except Exception:
+                logger.exception(
+                    "socket of session %s not removed from its live turn", self.session_id
+                )
         if self.watching_notices:
             notices_unwatch(self)
         if self.session_id is None:
@@ -342,6 +356,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         # Every frame goes through here: UTF-8 JSON, never over the message limit.
         return frames.frame_text(content)
 
+    async def _send_text(self, text: str) -> None:
+        # A turn's event, encoded once for every socket of the session (sessions_app.live).
+        await self.send(text_data=text)
+
     # --- channel layer -> client ----------------------------------------------------
     async def dispatch(self, message):
         # Channels closes stale database connections before every handler, with a hop to
@@ -377,9 +395,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     async def drain_close(self):
         """Close with 1012 once this session's turn on this worker (if any) has ended.
 
-        The close goes through this socket's own channel, behind the turn's events: the
-        turn has handed its `agent_end` to the layer before it counts as ended, so the
-        client receives the whole answer, then the close."""
+        The turn hands its `agent_end` to this worker's sockets before it counts as ended,
+        and the close goes through this socket's own channel after that, so the client
+        receives the whole answer, then the close."""
         await drain.turns_done(session_id=self.session_id)
         await self.channel_layer.send(self.channel_name, {"type": "drain.closing"})
 

@@ -62,6 +62,23 @@ def approval_for_frame(request: dict[str, Any]) -> dict[str, Any]:
     return {**request, "arguments": preview(str(request["arguments"])), "truncated": True}
 
 
+def running_for_frame(running: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The running turn as the snapshot shows it (docs/design.md §17), within a quarter of
+    SNAPSHOT_BUDGET_BYTES: a streamed text larger than that keeps its end, and `text_from`
+    says how many characters before it were left out (the whole text is stored with its
+    step once the step ends); tool arguments too large are cut to a preview."""
+    if running is None:
+        return None
+    shown = {key: value for key, value in running.items() if key != "entry_seq"}
+    text = shown["text"]
+    room = settings.SNAPSHOT_BUDGET_BYTES // 4
+    if encode(text)[1] > room:
+        tail = text[-(room // 4) :]
+        shown.update(text=tail, text_from=len(text) - len(tail))
+    shown["tools"] = [approval_for_frame(call) for call in shown["tools"]]
+    return shown
+
+
 def _cut_down(frame: dict[str, Any]) -> dict[str, Any]:
     kind = frame.get("type")
     if kind == "command_result":

@@ -207,11 +207,21 @@ def _entries_before(
         chunk *= 2
 
 
-def session_snapshot(*, session_id: str, owner_id: int, after_seq: int = 0) -> dict[str, Any]:
+def session_snapshot(
+    *,
+    session_id: str,
+    owner_id: int,
+    after_seq: int = 0,
+    running: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """What a WebSocket shows on connect, within SNAPSHOT_BUDGET_BYTES of JSON
     (docs/design.md §8): the meta, the latest notices (up to a quarter of the budget), the
     tool calls waiting for the person's answer (so a reloaded tab can give it), and the
     latest entries that fit the rest — an entry larger than the budget as a stub.
+
+    `running` is the state of the session's running turn as read just before (sessions_app.
+    live): shown within a quarter of the budget, and the turn's entries stored after it
+    are left out, since the socket receives them as the turn's later events (§17).
 
     `first_seq` is the first entry's seq (one past the last seq when there is none) and
     `has_more` says whether older ones exist. With `after_seq` the entries after it are sent
@@ -237,6 +247,7 @@ def session_snapshot(*, session_id: str, owner_id: int, after_seq: int = 0) -> d
             frames.approval_for_frame(request)
             for request in approvals_pending(session_id=session_id)
         ],
+        "running": frames.running_for_frame(running),
     }
     # What the frame holds besides its entries, counted with the largest first_seq.
     frame_without_entries = {
@@ -255,6 +266,8 @@ def session_snapshot(*, session_id: str, owner_id: int, after_seq: int = 0) -> d
     complete = True
     older = _entries_before(session_id, before_seq=newest_floor + 1, floor=after_seq)
     for entry in itertools.chain(reversed(newest), older):
+        if running and entry.turn_id == running["turn_id"] and entry.seq > running["entry_seq"]:
+            continue
         shown, size = frames.entry_for_frame(entry_to_api(entry))
         room -= size + 2  # and the separator
         if room < 0:

@@ -20,7 +20,6 @@ import logging
 import os
 import tempfile
 import time
-import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jarvis_site import metrics
-from sessions_app import compaction, limits, selectors
+from sessions_app import compaction, limits, live, selectors
 from sessions_app.agents import agent_known, model_for_session, per_parent_session_ids
 from sessions_app.branch_summaries import branch_summary_entry
 from sessions_app.ids import (
@@ -119,29 +118,15 @@ def session_broadcast_on_commit(*, session_id: str, event: dict[str, Any]) -> No
     transaction.on_commit(lambda: session_broadcast(session_id=session_id, event=event))
 
 
-# Streamed text reaches the group at most once per DELTA_INTERVAL_SEC per turn: one event per
-# token would flood the channel layer (and every tab) long before anyone can read that fast.
+# Streamed text reaches the sockets at most once per DELTA_INTERVAL_SEC per turn: one event
+# per token would flood the other workers (and every tab) long before anyone can read that fast.
 DELTA_INTERVAL_SEC = 0.05
 
 
-# A worker's turns have at most this many event sends under way at once. With Redis each
-# send in flight holds a connection of the worker's pool: 200 turns sending at once grew it
-# to hundreds of connections in the middle of the burst, each built on the event loop. A turn
-# whose send waits keeps queueing its deltas, and they leave as one (the turn's event pump).
-GROUP_SENDS_AT_ONCE = 32
-_group_send_slots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _group_send_slot() -> asyncio.Semaphore:
-    loop = asyncio.get_running_loop()
-    slot = _group_send_slots.get(loop)
-    if slot is None:
-        slot = _group_send_slots[loop] = asyncio.Semaphore(GROUP_SENDS_AT_ONCE)
-    return slot
-
-
 def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
-    """An `on_event` coroutine for turn_run that forwards the turn's events to the group.
+    """An `on_event` coroutine for turn_run that hands the turn's events to every socket of
+    the session (sessions_app.live: numbered, folded into the running state, delivered to
+    this worker's sockets directly and published once for the other workers).
 
     - Entries arrive as EntryRecord objects and leave as the API shows them.
     - `delta`s are coalesced: a piece that arrives within DELTA_INTERVAL_SEC of the last
@@ -151,30 +136,29 @@ def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
 
     The turn's event pump awaits it on the event loop, beside the turn, one event at a time.
     """
-    group = group_name(session_id)
     pending: list[str] = []
-    state: dict[str, Any] = {"turn_id": None, "sent_at": None}
+    state: dict[str, Any] = {"turn": None, "sent_at": None}
 
     async def send(event: dict[str, Any]) -> None:
-        layer = get_channel_layer()
-        if layer is not None:
-            async with _group_send_slot():
-                await layer.group_send(group, {"type": "session.event", "event": event})
-            metrics.EVENTS_SENT.inc()
+        if event["type"] == "agent_start":
+            state["turn"] = await live.turn_begin(session_id=session_id, turn_id=event["turn_id"])
+        if state["turn"] is None:
+            return  # a listener joined after the start: nothing to number its events from
+        await live.turn_event(state["turn"], event)
+        if event["type"] == "agent_end":
+            await live.turn_finish(state["turn"])
+            state["turn"] = None
 
     async def flush() -> None:
         if pending:
             text = "".join(pending)
             pending.clear()
             state["sent_at"] = clock()
-            await send({"type": "delta", "turn_id": state["turn_id"], "text": text})
+            await send({"type": "delta", "text": text})
 
     async def on_event(event: dict[str, Any]) -> None:
         kind = event.get("type")
         if kind == "delta":
-            if state["turn_id"] != event.get("turn_id"):
-                await flush()
-                state["turn_id"] = event.get("turn_id")
             pending.append(event.get("text", ""))
             sent_at = state["sent_at"]
             if sent_at is None or clock() - sent_at >= DELTA_INTERVAL_SEC:
@@ -778,7 +762,12 @@ async def turn_abort_async(*, session_id: str, owner_id: int | None) -> bool:
     """`turn_abort` for the event loop. The check goes through the small control pool, like
     the lease mark: an abort never queues behind turns' work."""
     await in_pool("control", _owned_session, session_id=session_id, owner_id=owner_id)
-    return await turns.turn_abort_async(session_id=session_id)
+    # The live bus reaches a turn on another worker at once; the lease mark (through the
+    # small control pool) within a watch interval, with or without Redis.
+    here_or_marked, elsewhere = await asyncio.gather(
+        turns.turn_abort_async(session_id=session_id), live.abort_elsewhere(session_id=session_id)
+    )
+    return here_or_marked or elsewhere
 
 
 def session_compact(*, session_id: str, owner_id: OwnerId) -> EntryRecord:

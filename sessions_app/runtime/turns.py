@@ -56,6 +56,7 @@ __all__ = [
     "session_repair",
     "turn_abort",
     "turn_abort_async",
+    "turn_abort_local",
     "turn_run",
     "turn_run_async",
 ]
@@ -567,6 +568,12 @@ def _abort_local(session_id: str) -> bool:
     if local is not None:
         local.set()
     return local is not None
+
+
+def turn_abort_local(*, session_id: str) -> bool:
+    """Stop the session's turn if this process runs it (the live bus asks for it when the
+    Stop button was pressed on another worker); False when it does not run here."""
+    return _abort_local(session_id)
 
 
 def turns_abort_all_local() -> int:

@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from tests.helpers import GUARD_SEC
+
 
 @dataclass
 class Reply:
@@ -42,6 +44,32 @@ class Reply:
     delay_per_chunk: float = 0.0
     # Seconds from the request to the last word of the text (streamed replies only).
     latency: float = 0.0
+    # A test's hold on the stream: after `hold.words` words it waits for `hold.release()`.
+    hold: Hold | None = None
+    # After its text, the reply keeps talking (a word every TALK_PAUSE_SEC) until the client
+    # stops reading: a model only an abort ends.
+    until_stopped: bool = False
+
+
+TALK_PAUSE_SEC = 0.02
+
+
+class Hold:
+    """Holds a streamed reply mid-answer until the test releases it, so a test can act while
+    an answer is half written (`reached` is set once the first `words` words went out)."""
+
+    def __init__(self, words: int):
+        self.words = words
+        self.reached = threading.Event()
+        self._released = threading.Event()
+
+    def release(self) -> None:
+        self._released.set()
+
+    def wait(self) -> None:
+        self.reached.set()
+        if not self._released.wait(GUARD_SEC):
+            raise RuntimeError("the test never released the held reply")
 
 
 class HistoryRefused(Exception):
@@ -404,9 +432,15 @@ class FakeLLMServer:
             yield chunk({"role": "assistant", "content": ""})
             words = reply.text.split(" ") if reply.text else []
             for index, word in paced(words, reply.latency, started):
+                if reply.hold is not None and index == reply.hold.words:
+                    reply.hold.wait()
                 yield chunk({"content": word if index == 0 else " " + word})
             if reply.latency:
                 self.lateness.append(time.monotonic() - started - reply.latency)
+            talk_until = time.monotonic() + GUARD_SEC
+            while reply.until_stopped and time.monotonic() < talk_until:
+                time.sleep(TALK_PAUSE_SEC)
+                yield chunk({"content": " more"})
             for index, call in enumerate(calls):
                 arguments = call["function"]["arguments"]
                 yield chunk(

@@ -39,6 +39,7 @@ const state = {
   pendingPrompt: null, // text to send once the socket of a freshly switched-to branch is open
   busy: false,
   turnRunning: false, // between agent_start and agent_end
+  liveTurn: null, // {turnId, eventSeq}: the running turn and the last of its events shown
   attempts: 0,
   reconnectTimer: null,
   closingOnPurpose: false,
@@ -928,6 +929,7 @@ function resetConversation() {
   state.live = null;
   state.liveSource = "";
   state.turnRunning = false;
+  state.liveTurn = null;
 }
 
 // --- the socket --------------------------------------------------------------------------
@@ -964,6 +966,7 @@ function onSocketClosed(socket, closeEvent) {
   if (state.socket !== socket) return;
   state.socket = null;
   state.turnRunning = false;
+  state.liveTurn = null;
   removeLive();
   setBusy(false);
   if (state.closingOnPurpose) {
@@ -1027,6 +1030,7 @@ function onSessionSnapshot(event) {
     state.turnRunning = true;
     setBusy(true);
   }
+  if (event.running) showRunning(event.running);
   // Opening or resuming a conversation shows its latest turn, as a chat app does; a search hit
   // opens it at the entry found instead.
   if (state.jumpToSeq !== null) {
@@ -1048,7 +1052,38 @@ function onSessionSnapshot(event) {
   }
 }
 
+// A turn running when the socket opened (docs/design.md §17): its streamed text so far, its
+// calls still running, and Stop; the events after the snapshot continue from there.
+function showRunning(running) {
+  state.turnRunning = true;
+  state.liveTurn = { turnId: running.turn_id, eventSeq: running.event_seq };
+  setBusy(true);
+  removeLive();
+  liveBubble();
+  if (running.text_from) appendDelta("… ");
+  if (running.text) appendDelta(running.text);
+  for (const call of running.tools || []) {
+    const details = state.callElements.get(call.call_id);
+    if (details) details.querySelector(".tool-state").textContent = "running…";
+  }
+}
+
+// Each event of a turn carries its number: one already shown (the snapshot held it) is not
+// shown again.
+function alreadyShown(event) {
+  if (!event.event_seq || !event.turn_id) return false;
+  const live = state.liveTurn;
+  if (live && live.turnId === event.turn_id) {
+    if (event.event_seq <= live.eventSeq) return true;
+    live.eventSeq = event.event_seq;
+  } else {
+    state.liveTurn = { turnId: event.turn_id, eventSeq: event.event_seq };
+  }
+  return false;
+}
+
 function handleEvent(event) {
+  if (alreadyShown(event)) return;
   switch (event.type) {
     case "session":
       onSessionSnapshot(event);
@@ -1067,6 +1102,7 @@ function handleEvent(event) {
       break;
     case "agent_end":
       state.turnRunning = false;
+      state.liveTurn = null;
       removeLive();
       setBusy(false);
       if (event.last_seq) resyncUpTo(event.last_seq);

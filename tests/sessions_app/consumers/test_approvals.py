@@ -38,6 +38,8 @@ async def test_a_reloaded_tab_sees_the_pending_request_and_its_answer_runs_the_t
         "turn_id": request["turn_id"],
         "call_id": request["call_id"],
         "status": "allowed",
+        # The next event of the turn after the request (docs/design.md §17).
+        "event_seq": request["event_seq"] + 1,
     }
     result = next(e["entry"] for e in seen if e["type"] == "entry" and e["entry"]["role"] == "tool")
     assert (result["content"], result["is_error"]) == ("forgot color", False)

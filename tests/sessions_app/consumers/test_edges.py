@@ -1,16 +1,14 @@
 """The WebSocket at its edges: which pages may open it, which handshakes and frames it
 refuses (and how), and what a turn's events carry."""
 
-import asyncio
+import json
 
 import pytest
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from sessions_app import limits, services
-from sessions_app.ids import group_name
+from sessions_app import limits, live, services
 from sessions_app.store import get_store
 
 from .conftest import (
@@ -188,75 +186,40 @@ class StepClock:
 async def test_deltas_are_coalesced_to_one_per_interval_and_flushed_before_other_events(
     backend, alice, alice_token
 ):
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    await layer.group_add(group_name("s1"), channel)
     await sync(get_store().create)("s1", owner_id=alice.id)
+    sent: list[dict] = []
+
+    async def record(text):
+        sent.append(json.loads(text))
+
+    socket = live.LiveSocket("s1", record)
+    assert await live.socket_join(socket) is None  # no turn runs
+    await socket.go_live(None)
     clock = StepClock()
     on_event = services.turn_event_broadcaster("s1", clock=clock)
 
-    async def turn():
-        await on_event({"type": "agent_start", "turn_id": "t1"})
-        for piece in ("a", "b", "c"):  # within one interval: the first leaves, two wait
-            await on_event({"type": "delta", "turn_id": "t1", "text": piece})
-        clock.now += 2 * services.DELTA_INTERVAL_SEC
-        await on_event({"type": "delta", "turn_id": "t1", "text": "d"})  # the interval is over
-        await on_event({"type": "delta", "turn_id": "t1", "text": "e"})  # waits for the end
-        await on_event({"type": "agent_end", "turn_id": "t1", "status": "completed", "last_seq": 0})
+    await on_event({"type": "agent_start", "turn_id": "t1"})
+    for piece in ("a", "b", "c"):  # within one interval: the first leaves, two wait
+        await on_event({"type": "delta", "turn_id": "t1", "text": piece})
+    clock.now += 2 * services.DELTA_INTERVAL_SEC
+    await on_event({"type": "delta", "turn_id": "t1", "text": "d"})  # the interval is over
+    await on_event({"type": "delta", "turn_id": "t1", "text": "e"})  # waits for the end
+    await on_event({"type": "agent_end", "turn_id": "t1", "status": "completed", "last_seq": 0})
+    await live.socket_leave(socket)
 
-    await turn()
-    await layer.group_send(group_name("s1"), {"type": "session.event", "event": "the end"})
-    sent = [
-        (await asyncio.wait_for(layer.receive(channel), RECEIVE_TIMEOUT))["event"] for _ in range(6)
-    ]
     assert sent == [
-        {"type": "agent_start", "turn_id": "t1"},
-        {"type": "delta", "turn_id": "t1", "text": "a"},
-        {"type": "delta", "turn_id": "t1", "text": "bcd"},
-        {"type": "delta", "turn_id": "t1", "text": "e"},
-        {"type": "agent_end", "turn_id": "t1", "status": "completed", "last_seq": 0},
-        "the end",
+        {"type": "agent_start", "turn_id": "t1", "event_seq": 1},
+        {"type": "delta", "turn_id": "t1", "text": "a", "event_seq": 2},
+        {"type": "delta", "turn_id": "t1", "text": "bcd", "event_seq": 3},
+        {"type": "delta", "turn_id": "t1", "text": "e", "event_seq": 4},
+        {
+            "type": "agent_end",
+            "turn_id": "t1",
+            "status": "completed",
+            "last_seq": 0,
+            "event_seq": 5,
+        },
     ]
-
-
-async def test_a_burst_of_turn_events_keeps_a_bounded_number_of_sends_under_way(
-    backend, monkeypatch
-):
-    """Many turns sending at once (with Redis, each send in flight holds a connection)."""
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    await layer.group_add(group_name("s1"), channel)
-    real_send = layer.group_send
-    in_flight = {"now": 0, "most": 0}
-    release = asyncio.Event()
-
-    async def held_send(group, message):
-        in_flight["now"] += 1
-        in_flight["most"] = max(in_flight["most"], in_flight["now"])
-        await release.wait()  # every send stays under way until the test lets them go
-        in_flight["now"] -= 1
-        await real_send(group, message)
-
-    monkeypatch.setattr(layer, "group_send", held_send)
-    turns = services.GROUP_SENDS_AT_ONCE * 3
-    sends = [
-        asyncio.ensure_future(
-            services.turn_event_broadcaster("s1")({"type": "agent_start", "turn_id": f"t{n}"})
-        )
-        for n in range(turns)
-    ]
-    while in_flight["now"] < services.GROUP_SENDS_AT_ONCE:
-        await asyncio.sleep(0)
-    for _ in range(100):  # give the others every chance to start a send too
-        await asyncio.sleep(0)
-    assert in_flight["most"] == services.GROUP_SENDS_AT_ONCE
-    release.set()
-    await asyncio.gather(*sends)
-    received = [
-        (await asyncio.wait_for(layer.receive(channel), RECEIVE_TIMEOUT))["event"]["turn_id"]
-        for _ in range(turns)
-    ]
-    assert sorted(received) == sorted(f"t{n}" for n in range(turns))
 
 
 # --- /export --------------------------------------------------------------------------------

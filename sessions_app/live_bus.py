@@ -1,0 +1,258 @@
+"""Turn events between workers: one Redis PUBLISH per event (docs/design.md §17).
+
+With REDIS_URL, each worker process keeps one pub/sub connection and one publishing
+connection per event loop. Three kinds of Redis channel:
+
+- `<prefix><session id>`: the events of the session's running turn. A worker subscribes while
+  it has sockets of the session and does not run its turn itself; the worker that runs the
+  turn publishes each event once, whoever listens (zero, one or ten workers, one message
+  each), and hands it to its own sockets directly.
+- `<prefix><session id>:control`: subscribed by the worker running the session's turn, for
+  as long as the turn runs. Another worker sends `ask` (the running state, for a socket that
+  joins) and `abort` there. PUBLISH answers how many workers received a message, so an asker
+  knows at once whether anyone runs the turn — no waiting on silence.
+- `<prefix>worker:<worker id>`: answers to this worker's asks.
+
+Why not channels-redis's layers: a group send is a Lua script that pushes one copy per
+receiving socket's channel, and its pub/sub layer still sends one message per group member
+socket; here a message goes once to each subscribed worker, which hands the same frame text
+to its sockets without decoding it (docs/performance.md has the numbers).
+
+Publishes leave through one connection, batched in a pipeline while the previous batch is
+on the wire: events of a turn keep their order (one connection, FIFO), and 200 streaming
+turns cost a few round trips per batch instead of one per event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import redis.asyncio as aioredis
+from django.conf import settings
+
+from sessions_app.workers import current_worker_id
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "jarvis:live:"
+# An asker gives up on an answer after this long: the worker that received the question
+# died before answering (a live one answers within a turn of its event loop).
+ASK_GUARD_SEC = 5.0
+RECONNECT_PAUSE_SEC = 0.5
+
+
+def events_channel(session_id: str) -> str:
+    return f"{PREFIX}{session_id}"
+
+
+def control_channel(session_id: str) -> str:
+    return f"{PREFIX}{session_id}:control"
+
+
+# What the worker does with what arrives, set once by sessions_app.live: the bus knows
+# nothing of turns or sockets.
+OnEvent = Callable[[str, str, int, str], Awaitable[None]]
+OnAsk = Callable[[str], dict[str, Any] | None]
+OnAbort = Callable[[str], None]
+_handlers: dict[str, Any] = {}
+
+
+def handlers_set(*, on_event: OnEvent, on_ask: OnAsk, on_abort: OnAbort) -> None:
+    _handlers.update(on_event=on_event, on_ask=on_ask, on_abort=on_abort)
+
+
+class LiveBus:
+    """The pub/sub side of one worker's event loop."""
+
+    def __init__(self, url: str):
+        self.worker = f"{current_worker_id()}:{uuid.uuid4().hex[:6]}"
+        self.origin = f"{self.worker}\n".encode()
+        self.reply_channel = f"{PREFIX}worker:{self.worker}"
+        # The publisher answers at once; the subscriber's reads block for as long as nothing
+        # is published, so it has no read timeout.
+        self.redis = aioredis.Redis.from_url(
+            url,
+            socket_timeout=settings.REDIS_SOCKET_TIMEOUT_SEC,
+            socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC,
+        )
+        self.pubsub = aioredis.Redis.from_url(
+            url, socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC
+        ).pubsub()
+        self.followers: dict[str, int] = {}  # session id -> local sockets following it
+        self.own_turns: set[str] = set()  # sessions whose turn runs on this loop
+        self.subscribed: dict[str, asyncio.Future] = {}  # channel -> its confirmation
+        self.answers: dict[str, asyncio.Future] = {}
+        # One command at a time on the pub/sub connection: two first subscribes at once
+        # each opened a connection of their own, and one confirmation never came back.
+        self.commands = asyncio.Lock()
+        self.outbox: list[tuple[str, str]] = []
+        self.outbox_ready = asyncio.Event()
+        self.reader: asyncio.Task | None = None
+        self.publisher = asyncio.ensure_future(self._publish_loop())
+        self.reply_ready = asyncio.ensure_future(self._subscribe(self.reply_channel))
+
+    # --- subscriptions --------------------------------------------------------------------
+    async def _subscribe(self, channel: str) -> None:
+        confirmed = self.subscribed.get(channel)
+        if confirmed is None:
+            confirmed = self.subscribed[channel] = asyncio.get_running_loop().create_future()
+            async with self.commands:
+                await self.pubsub.subscribe(channel)
+            if self.reader is None:
+                self.reader = asyncio.ensure_future(self._read_loop())
+        await confirmed
+
+    async def _unsubscribe(self, channel: str) -> None:
+        if self.subscribed.pop(channel, None) is not None:
+            async with self.commands:
+                await self.pubsub.unsubscribe(channel)
+
+    async def follow(self, session_id: str) -> None:
+        """Receive the session's events from other workers; returns once subscribed."""
+        self.followers[session_id] = self.followers.get(session_id, 0) + 1
+        if session_id not in self.own_turns:
+            await self._subscribe(events_channel(session_id))
+
+    async def unfollow(self, session_id: str) -> None:
+        left = self.followers.get(session_id, 0) - 1
+        if left > 0:
+            self.followers[session_id] = left
+            return
+        self.followers.pop(session_id, None)
+        await self._unsubscribe(events_channel(session_id))
+
+    async def turn_started(self, session_id: str) -> None:
+        """Answer asks and aborts for the session's turn; returns once subscribed, so an
+        asker that finds nobody knows the turn has published nothing yet."""
+        # While this worker runs the session's turn, no other worker can (the turn lease):
+        # its sockets need no events from the bus, and this worker no echo of its own.
+        self.own_turns.add(session_id)
+        await self._subscribe(control_channel(session_id))
+        await self._unsubscribe(events_channel(session_id))
+
+    async def turn_ended(self, session_id: str) -> None:
+        """Listen again for the session's events; returns once subscribed, before the turn
+        lets go of its lease, so the next turn's events reach this worker's sockets
+        wherever it runs."""
+        self.own_turns.discard(session_id)
+        if self.followers.get(session_id):
+            await self._subscribe(events_channel(session_id))
+        await self._unsubscribe(control_channel(session_id))
+
+    # --- publishing -----------------------------------------------------------------------
+    def publish_event(self, session_id: str, turn_id: str, event_seq: int, text: str) -> None:
+        """Queue the event's frame for the other workers (never waits)."""
+        data = f"{self.worker}\n{turn_id}\n{event_seq}\n{text}"
+        self.outbox.append((events_channel(session_id), data))
+        self.outbox_ready.set()
+
+    async def _publish_loop(self) -> None:
+        while True:
+            await self.outbox_ready.wait()
+            self.outbox_ready.clear()
+            batch, self.outbox = self.outbox, []
+            if not batch:
+                continue
+            try:
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    for channel, data in batch:
+                        pipe.publish(channel, data)
+                    await pipe.execute()
+            except (aioredis.RedisError, OSError):
+                # The other workers' tabs miss these events; each resyncs from agent_end's
+                # last_seq, or on its next connect.
+                logger.exception("live events could not be published (%d lost)", len(batch))
+
+    async def ask(self, session_id: str) -> dict[str, Any] | None:
+        """The running state of the session's turn from the worker that runs it; None when
+        no worker runs one (or it died before answering)."""
+        await self.reply_ready
+        question = uuid.uuid4().hex
+        answer = self.answers[question] = asyncio.get_running_loop().create_future()
+        try:
+            message = {"kind": "ask", "question": question, "reply_to": self.reply_channel}
+            if not await self.redis.publish(control_channel(session_id), json.dumps(message)):
+                return None
+            async with asyncio.timeout(ASK_GUARD_SEC):
+                return await answer
+        except TimeoutError:
+            logger.warning("no answer about the running turn of session %s", session_id)
+            return None
+        finally:
+            self.answers.pop(question, None)
+
+    async def abort(self, session_id: str) -> bool:
+        """Tell the worker that runs the session's turn to stop it; False when none listens."""
+        message = json.dumps({"kind": "abort"})
+        return bool(await self.redis.publish(control_channel(session_id), message))
+
+    # --- receiving ------------------------------------------------------------------------
+    async def _read_loop(self) -> None:
+        while True:
+            try:
+                message = await self.pubsub.get_message(timeout=None)
+            except (aioredis.RedisError, OSError):
+                # redis-py reconnects on the next read and subscribes again to every channel.
+                logger.exception("live bus connection lost; reconnecting")
+                await asyncio.sleep(RECONNECT_PAUSE_SEC)
+                continue
+            if message is None:
+                continue
+            try:
+                await self._received(message)
+            except Exception:  # noqa: BLE001 - one bad message must not stop the worker's bus
+                logger.exception("live bus message failed")
+
+    async def _received(self, message: dict) -> None:
+        channel = message["channel"].decode()
+        if message["type"] == "subscribe":
+            confirmed = self.subscribed.get(channel)
+            if confirmed is not None and not confirmed.done():
+                confirmed.set_result(None)
+            return
+        if message["type"] != "message":
+            return
+        data = message["data"]
+        if channel == self.reply_channel:
+            reply = json.loads(data)
+            answer = self.answers.get(reply["question"])
+            if answer is not None and not answer.done():
+                answer.set_result(reply["running"])
+            return
+        session_id = channel.removeprefix(PREFIX)
+        if session_id.endswith(":control"):
+            await self._control(session_id.removesuffix(":control"), json.loads(data))
+            return
+        if data.startswith(self.origin):
+            # Published before this worker's unsubscribe took effect: its sockets had the
+            # event from the turn itself.
+            return
+        _, turn_id, event_seq, text = data.decode().split("\n", 3)
+        await _handlers["on_event"](session_id, turn_id, int(event_seq), text)
+
+    async def _control(self, session_id: str, message: dict) -> None:
+        if message["kind"] == "abort":
+            _handlers["on_abort"](session_id)
+        elif message["kind"] == "ask":
+            reply = {"question": message["question"], "running": _handlers["on_ask"](session_id)}
+            await self.redis.publish(message["reply_to"], json.dumps(reply))
+
+
+_buses: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def bus() -> LiveBus | None:
+    """This event loop's bus, or None without REDIS_URL (one process: nothing to share)."""
+    if not settings.REDIS_URL:
+        return None
+    loop = asyncio.get_running_loop()
+    found = _buses.get(loop)
+    if found is None:
+        found = _buses[loop] = LiveBus(settings.REDIS_URL)
+    return found

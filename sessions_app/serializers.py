@@ -89,6 +89,10 @@ class ExportQuery(serializers.Serializer):
 class MessageInput(serializers.Serializer):
     # Counted as sent, like the WebSocket and the chat command count it.
     text = serializers.CharField(trim_whitespace=False)
+    # docs/design.md §18: what to do when a turn is running; absent is `reject`.
+    mode = serializers.ChoiceField(
+        choices=["queue", "steer", "interrupt", "reject"], required=False, default="reject"
+    )
 
     def validate_text(self, value):
         try:
@@ -186,6 +190,16 @@ class TurnOutput(serializers.Serializer):
 class ApprovalOutput(serializers.Serializer):
     call_id = serializers.CharField()
     status = serializers.ChoiceField(choices=["allowed", "denied"])
+
+
+class QueuedOutput(serializers.Serializer):
+    queue_id = serializers.CharField()
+    position = serializers.IntegerField(help_text="0 runs next")
+
+
+class QueueCancelOutput(serializers.Serializer):
+    queue_id = serializers.CharField()
+    cancelled = serializers.BooleanField()
 
 
 class AbortOutput(serializers.Serializer):

@@ -16,13 +16,15 @@ import contextvars
 import logging
 import threading
 import time
+from collections.abc import Callable
+from contextlib import contextmanager
 
 from django.conf import settings
 from django.db import connections
 
 from sessions_app import limits, services
 from sessions_app.runtime import queue, turns
-from sessions_app.runtime.drain import Draining
+from sessions_app.runtime.drain import Draining, session_turn_running
 from sessions_app.runtime.executors import in_pool, in_sync_caller
 from sessions_app.runtime.lease import SessionBusy
 from sessions_app.store import SessionNotFound, get_store
@@ -38,6 +40,9 @@ MODES = (QUEUE, STEER, INTERRUPT, REJECT)
 _server_loop: list[asyncio.AbstractEventLoop] = []
 _runs: set[asyncio.Task] = set()
 _last_sweep = [0.0]
+# session id -> (listener, model) of a terminal chat in this process: the turns this process
+# runs from that session's queue show there too, with the model the chat was started with.
+_watchers: dict[str, tuple[Callable[[dict], object], str | None]] = {}
 
 
 class BadMode(ValueError):
@@ -106,6 +111,24 @@ def queue_cancel(*, session_id: str, owner_id: int | None, queue_id: str) -> Non
 # --- running what waits ----------------------------------------------------------------------
 
 
+@contextmanager
+def queue_watch(session_id: str, on_event: Callable[[dict], object], provider: str | None = None):
+    """While inside, turns this process runs from the session's queue also send their events
+    to `on_event` and use `provider` (the terminal chat shows what it queued as it runs)."""
+    _watchers[session_id] = (on_event, provider)
+    try:
+        yield
+    finally:
+        _watchers.pop(session_id, None)
+
+
+def queue_busy(session_id: str) -> bool:
+    """Whether a turn of the session runs in this process, or prompts of it wait. Never false
+    in between two queued turns: a queued row goes in the same transaction that stores its
+    turn's first entries, while that turn already counts as running."""
+    return session_turn_running(session_id) or queue.queue_waiting(session_id)
+
+
 async def queue_run_async(*, session_id: str) -> None:
     """Run the session's next waiting prompt as a turn, if this worker can take the lease now.
 
@@ -124,12 +147,14 @@ async def queue_run_async(*, session_id: str) -> None:
     )
     if head is None:
         return
+    watcher, provider = _watchers.get(session_id, (None, None))
     try:
         await turns.turn_run_async(
             session_id=session_id,
             text=head.text,
             owner_id=head.owner_id,
-            on_event=services.turn_event_broadcaster(session_id),
+            on_event=services._turn_listener(session_id, watcher),
+            provider=provider,
             queue_id=head.queue_id,
             wait_sec=0,
         )

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from jarvis_site import metrics
 from jarvis_site.log_context import log_context, log_context_set
@@ -391,8 +391,12 @@ async def _run(session_id, text, owner_id, on_event, provider, queue_id, wait_se
             await in_pool("store", lease.release)
             # After the release: a prompt queued while the lease was held is seen here, or
             # its sender found the lease free and runs it itself.
-            if await in_pool("store", queue_waiting, session_id):
-                queue_turn_ended(session_id)
+            try:
+                if await in_pool("store", queue_waiting, session_id):
+                    queue_turn_ended(session_id)
+            except DatabaseError:
+                # The turn's own outcome stands; the recovery sweep runs what waits.
+                logger.exception("looking for prompts queued behind turn of %s failed", session_id)
 
 
 async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnResult:

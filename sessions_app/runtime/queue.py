@@ -1,8 +1,9 @@
 """Prompts waiting for a session's running turn (docs/design.md §18): the durable rows and
 their order.
 
-Run order: steers first (they were meant for a turn already running, so they are the most
-urgent), then queued prompts by rank. An interrupt's prompt takes a rank before every other.
+Run order is rank order: a prompt is added last, an interrupt's prompt before every other,
+and the steers a turn leaves untaken when it closes move before every other (they were meant
+for that turn; the next one is the nearest to it).
 Every read and write here is fenced to an incarnation of the session: a row sent to an
 earlier incarnation (the session was deleted and created again) is never listed nor run.
 
@@ -78,8 +79,9 @@ def queue_turn_ended(session_id: str) -> None:
 
 
 def _rows(session_id: str, incarnation: str) -> list[QueuedPrompt]:
-    rows = QueuedPrompt.objects.filter(session_id=session_id, incarnation=incarnation)
-    return sorted(rows.order_by("rank"), key=lambda row: row.kind != STEER)
+    return list(
+        QueuedPrompt.objects.filter(session_id=session_id, incarnation=incarnation).order_by("rank")
+    )
 
 
 def _listed(rows: list[QueuedPrompt]) -> list[Waiting]:
@@ -180,6 +182,21 @@ def steers_take(*, session_id: str, incarnation: str) -> list[Waiting]:
     QueuedPrompt.objects.filter(id__in=[row.id for row in rows]).delete()
     transaction.on_commit(_depth_changed)
     return _listed(rows)
+
+
+def steers_to_front(*, session_id: str, incarnation: str) -> None:
+    """Move the steers a closing turn did not take before every other waiting prompt, in the
+    order they were sent. Call inside the transaction that closes the turn."""
+    steers = list(
+        QueuedPrompt.objects.select_for_update()
+        .filter(session_id=session_id, incarnation=incarnation, kind=STEER)
+        .order_by("rank")
+    )
+    if not steers:
+        return
+    low = QueuedPrompt.objects.filter(session_id=session_id).aggregate(low=Min("rank"))["low"]
+    for offset, row in enumerate(steers):
+        QueuedPrompt.objects.filter(id=row.id).update(rank=low - len(steers) + offset)
 
 
 def queue_clear(*, session_id: str) -> None:

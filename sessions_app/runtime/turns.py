@@ -48,6 +48,7 @@ from sessions_app.runtime.queue import (
     queue_turn_ended,
     queue_waiting,
     steers_take,
+    steers_to_front,
 )
 from sessions_app.runtime.tools import ToolContext, TurnAbort, tool_run
 from sessions_app.signals import turn_finished
@@ -194,6 +195,8 @@ def _close_turn(
     )
     with transaction.atomic():
         records = get_store().append(session_id, closing, incarnation=incarnation)
+        # A steer sent too late for this turn is the next thing to run (docs/design.md §18).
+        steers_to_front(session_id=session_id, incarnation=incarnation)
         turn_finished.send(
             sender=SIGNAL_SENDER,
             session_id=session_id,

@@ -24,7 +24,6 @@ from sessions_app.commands import CommandError as SlashCommandError
 from sessions_app.commands import command_run
 from sessions_app.management.commands._owners import owner_id_by_username
 from sessions_app.runtime.queue import QueueFull
-from sessions_app.runtime.turns import SessionBusy
 from sessions_app.store import AgentMismatch, InvalidSessionId
 
 
@@ -50,14 +49,12 @@ class Command(BaseCommand):
             raise CommandError(f"{error}{hint}") from error
         except (InvalidSessionId, AgentMismatch, limits.InputInvalid) as error:
             raise CommandError(str(error)) from error
-        self.owner_id, self.model = owner_id, model
-        self.turn: threading.Thread | None = None
-        self.outcome: dict = {}
-        self.queued_turns: set[str] = set()
+        self.owner_id = owner_id
         interactive = sys.stdin.isatty()
         lines = _lines_of(sys.stdin)
         with ExitStack() as watching:
-            # The turns run from this session's queue show here as they run.
+            # Every message goes through the session's queue (docs/design.md §18), so what
+            # is typed during an answer runs after it in order; its turns show here.
             watching.enter_context(prompt_modes.queue_watch(session_id, self._show, model))
             while True:
                 if interactive and not self._busy(session_id):
@@ -77,50 +74,24 @@ class Command(BaseCommand):
                     # The same limits as the API and the WebSocket; the conversation goes on.
                     self.stderr.write(f"[invalid] {error}")
                     continue
-                steer = text.startswith("/steer ")
-                if self._busy(session_id) and (steer or not text.startswith("/")):
-                    mode = prompt_modes.STEER if steer else prompt_modes.QUEUE
-                    self._enqueue(session_id, text.removeprefix("/steer ").strip(), mode)
+                if text.startswith("/steer "):
+                    self._enqueue(session_id, text.removeprefix("/steer ").strip(), "steer")
                     continue
-                # A command waits for the answer, so that it acts on what comes before it.
+                if not text.startswith("/"):
+                    self._enqueue(session_id, text, "queue")
+                    continue
+                # A command waits for the answers before it, so it acts on what they stored.
                 self._wait_idle(session_id)
-                if steer:
-                    text = text.removeprefix("/steer ").strip()  # nothing runs: a message
-                elif text.startswith("/"):
-                    switched = self._command(session_id, owner_id, text)
-                    if switched != session_id:
-                        session_id = switched
-                        watching.close()
-                        watching.enter_context(
-                            prompt_modes.queue_watch(session_id, self._show, model)
-                        )
-                    continue
-                self._start_turn(session_id, text)
+                switched = self._command(session_id, owner_id, text)
+                if switched != session_id:
+                    session_id = switched
+                    watching.close()
+                    watching.enter_context(prompt_modes.queue_watch(session_id, self._show, model))
             # What was queued runs before the conversation ends.
             self._wait_idle(session_id)
 
-    def _start_turn(self, session_id: str, text: str) -> None:
-        """Run one turn in a thread: the terminal keeps reading (and queueing) meanwhile, and
-        Ctrl-C here can abort it cleanly."""
-        outcome: dict = {}
-
-        def run():
-            try:
-                outcome["result"] = services.turn_send(
-                    session_id=session_id,
-                    owner_id=self.owner_id,
-                    text=text,
-                    on_event=self._show,
-                    provider=self.model,
-                )
-            except SessionBusy as busy:
-                outcome["busy"] = busy
-
-        self.outcome = outcome
-        self.turn = threading.Thread(target=run, name="chat-turn")
-        self.turn.start()
-
     def _enqueue(self, session_id: str, text: str, mode: str) -> None:
+        busy = self._busy(session_id)
         try:
             waiting = prompt_modes.prompt_enqueue(
                 session_id=session_id, owner_id=self.owner_id, text=text, mode=mode
@@ -128,53 +99,36 @@ class Command(BaseCommand):
         except QueueFull as error:
             self.stderr.write(f"[{error.code}] {error}")
             return
+        if not busy:
+            return  # it runs now
         if mode == prompt_modes.STEER:
             self.stdout.write("[steer sent: the answer takes it at its next step]")
         else:
             self.stdout.write(f"[queued #{waiting.position + 1}: runs when the answer ends]")
 
-    def _busy(self, session_id: str) -> bool:
-        own = self.turn is not None and self.turn.is_alive()
-        return own or prompt_modes.queue_busy(session_id)
-
-    def _report(self) -> None:
-        """Say how the terminal's own turn ended, once it has."""
-        if self.turn is None or self.turn.is_alive():
-            return
-        self.turn = None
-        if "busy" in self.outcome:
-            self.stderr.write(f"[busy] {self.outcome['busy']}")
-        elif "result" in self.outcome and self.outcome["result"].status != "completed":
-            result = self.outcome["result"]
-            self.stdout.write(f"[{result.status}] {result.error}".rstrip())
+    @staticmethod
+    def _busy(session_id: str) -> bool:
+        return prompt_modes.queue_busy(session_id)
 
     def _next_line(self, lines: queue.Queue, session_id: str) -> str | None:
         """The next input line (None at its end); Ctrl-C meanwhile aborts a running answer."""
         while True:
             try:
-                line = lines.get(timeout=0.1)
+                return lines.get(timeout=0.1)
             except queue.Empty:
-                self._report()
                 continue
             except KeyboardInterrupt:
                 if not self._busy(session_id):
                     raise
                 services.turn_abort(session_id=session_id, owner_id=self.owner_id)
-                continue
-            self._report()
-            return line
 
     def _wait_idle(self, session_id: str) -> None:
         try:
             while self._busy(session_id):
-                if self.turn is not None:
-                    self.turn.join(0.1)
-                else:
-                    time.sleep(0.1)  # a queued turn runs in a thread this one cannot join
+                time.sleep(0.1)  # the turns run in threads of the queue runner
         except KeyboardInterrupt:
             services.turn_abort(session_id=session_id, owner_id=self.owner_id)
             self._wait_idle(session_id)
-        self._report()
 
     def _command(self, session_id: str, owner_id: int | None, line: str) -> str:
         """Run a slash command; returns the session the conversation continues in."""
@@ -204,13 +158,9 @@ class Command(BaseCommand):
             if entry.role == "tool":
                 marker = "✗" if entry.is_error else "←"
                 self.stdout.write(f"  {marker} {entry.name}: {entry.content}")
-        elif kind == "agent_start" and event.get("queue_id"):
-            self.queued_turns.add(event["turn_id"])
-        elif kind == "agent_end" and event["turn_id"] in self.queued_turns:
-            # A queued turn's end (the terminal's own turn reports its end with the reason).
-            self.queued_turns.discard(event["turn_id"])
-            if event.get("status") != "completed":
-                self.stdout.write(f"[{event.get('status')}]")
+            if entry.kind == "turn_end" and entry.data.get("status") != "completed":
+                status, error = entry.data.get("status"), entry.data.get("error") or ""
+                self.stdout.write(f"[{status}] {error}".rstrip())
         elif kind == "approval_request":
             # The turn waits for the person; this prompt cannot answer while the turn runs.
             self.stdout.write(

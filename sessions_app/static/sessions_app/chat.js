@@ -1368,8 +1368,9 @@ async function deleteCurrent() {
   connect();
 }
 
-// The page always says what a message should do if an answer is running: `queue` (Enter) or
-// `steer` (Ctrl+Enter); with no answer running, either one simply starts the next turn.
+// The page always says what a message should do if an answer is running: `queue` (Enter),
+// `steer` (Ctrl+Enter) or `interrupt` (Alt+Enter); with no answer running, each one simply
+// starts the next turn.
 function submitPrompt(mode = "queue") {
   const text = promptBox.value.trim();
   if (!text) return;
@@ -1443,7 +1444,9 @@ $("composer").addEventListener("submit", (event) => {
 promptBox.addEventListener("keydown", (event) => {
   if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
-    submitPrompt(event.ctrlKey || event.metaKey ? "steer" : "queue");
+    // Ctrl+Enter steers the running answer; Alt+Enter stops it and sends this instead.
+    const mode = event.ctrlKey || event.metaKey ? "steer" : event.altKey ? "interrupt" : "queue";
+    submitPrompt(mode);
   }
 });
 steerButton.addEventListener("click", () => {

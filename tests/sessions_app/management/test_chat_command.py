@@ -1,6 +1,8 @@
 """`manage.py chat` holds a conversation from piped input and leaves a valid history; it refuses
 what the API refuses."""
 
+import re
+
 import pytest
 
 from sessions_app import limits
@@ -81,7 +83,8 @@ def test_lines_typed_during_an_answer_are_queued_or_steer_it():
     )
     assert completed.returncode == 0, completed.stderr
     out = completed.stdout
-    assert "[queued #1: runs when the answer ends]" in out
+    # Piped lines arrive at once: the first may still wait its turn when the second comes.
+    assert re.search(r"\[queued #[12]: runs when the answer ends\]", out)
     assert "[steer sent: the answer takes it at its next step]" in out
     assert "5+6 = 11." in out and "2+3 = 5." in out
     history = get_store().get_messages("test-chat-talk")

@@ -8,6 +8,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from django.db import connections
 from django.utils import timezone
 
 from memory_app.services import working_memory_remember
@@ -34,6 +35,14 @@ async def until_type(ws, kind):
     return seen
 
 
+def remember_color(session_id):
+    """Something for `forget` to ask about; from a thread whose connection is closed after."""
+    try:
+        working_memory_remember(session_id=session_id, key="color", value="blue")
+    finally:
+        connections.close_all()
+
+
 def valid_history(session_id):
     entries = get_store().get_messages(session_id)
     validate_openai(project_openai(entries, "system"))
@@ -48,9 +57,7 @@ def test_a_steer_from_a_socket_on_worker_b_reaches_the_turn_on_worker_a(alice, a
         async def scenario():
             async with ws_connect(worker_a, session_id, alice_token) as tab_a:
                 await receive(tab_a)
-                await asyncio.to_thread(
-                    working_memory_remember, session_id=session_id, key="color", value="blue"
-                )
+                await asyncio.to_thread(remember_color, session_id)
                 # The turn waits for the person's approval: the test decides when it goes on.
                 await tab_a.send(json.dumps({"type": "prompt", "text": "forget my color"}))
                 request = (await until_type(tab_a, "approval_request"))[-1]
@@ -86,9 +93,7 @@ def test_a_queued_prompt_survives_sigkill_of_the_turns_worker_and_runs_on_the_ot
         async def turn_waiting_on_a():
             async with ws_connect(worker_a, session_id, alice_token) as tab:
                 await receive(tab)
-                await asyncio.to_thread(
-                    working_memory_remember, session_id=session_id, key="color", value="blue"
-                )
+                await asyncio.to_thread(remember_color, session_id)
                 await tab.send(json.dumps({"type": "prompt", "text": "forget my color"}))
                 await until_type(tab, "approval_request")
 

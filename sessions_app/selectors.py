@@ -239,7 +239,7 @@ def session_snapshot(*, session_id: str, owner_id: int, after_seq: int = 0) -> d
         ],
         # Prompts waiting for the running turn, in run order (docs/design.md §18).
         "queue": [
-            waiting.to_api()
+            frames.queued_for_frame(waiting.to_api())
             for waiting in queue_list(session_id=session_id, incarnation=meta.incarnation)
         ],
     }

@@ -166,3 +166,31 @@ async def test_bad_mode_and_full_queue_are_refused(backend, alice_token, setting
     held.release()
     await turns_ended(ws, 2)
     await ws.disconnect()
+
+
+async def test_the_snapshot_of_a_full_queue_of_long_prompts_fits_one_frame(
+    backend, alice_token, settings, monkeypatch
+):
+    settings.MAX_QUEUED_PER_SESSION = 20
+    held = hold_waits(monkeypatch)
+    ws, _ = await open_session("/ws/sessions/s1/", alice_token)
+    await ws.send_json_to({"type": "prompt", "text": "wait 0.1 seconds"})
+    await events_until(ws, of_type("agent_start"))
+    long = "x" * 90_000
+    for _ in range(20):
+        await ws.send_json_to({"type": "prompt", "text": long, "mode": "queue"})
+        await events_until(ws, of_type("queued"))
+    other, snapshot = await open_session("/ws/sessions/s1/", alice_token)
+    assert len(snapshot["queue"]) == 20
+    assert all(item["truncated"] and long.startswith(item["text"]) for item in snapshot["queue"])
+    # Cancelled from the tab that just opened: none of them runs.
+    for item in snapshot["queue"]:
+        await other.send_json_to({"type": "queue_cancel", "queue_id": item["queue_id"]})
+        await events_until(other, of_type("queue_cancelled"))
+    await other.disconnect()
+    held.release()
+    seen = await events_until(ws, turn_done)
+    assert [event["type"] for event in seen].count("queue_cancelled") == 20
+    entries = await history_valid("s1")
+    assert [entry.content for entry in entries if entry.role == "user"] == ["wait 0.1 seconds"]
+    await ws.disconnect()

@@ -168,6 +168,13 @@ def queue_take(*, session_id: str, incarnation: str, queue_id: str) -> bool:
     return bool(taken)
 
 
+def steers_waiting(*, session_id: str, incarnation: str) -> bool:
+    """Whether a steer waits for the running turn (checked at every step boundary)."""
+    return QueuedPrompt.objects.filter(
+        session_id=session_id, incarnation=incarnation, kind=STEER
+    ).exists()
+
+
 def steers_take(*, session_id: str, incarnation: str) -> list[Waiting]:
     """Remove and return the steers waiting for the running turn, in the order sent. Call
     inside the transaction that stores them as messages of that turn."""

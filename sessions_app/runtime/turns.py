@@ -49,6 +49,7 @@ from sessions_app.runtime.queue import (
     queue_waiting,
     steers_take,
     steers_to_front,
+    steers_waiting,
 )
 from sessions_app.runtime.tools import ToolContext, TurnAbort, tool_run
 from sessions_app.signals import turn_finished
@@ -577,7 +578,10 @@ async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnRe
 
 def _steers_store(*, session_id: str, incarnation: str, turn_id: str) -> list[EntryRecord]:
     """Store the steers waiting for the running turn as user messages of it (docs/design.md
-    §18), taking their rows in the same transaction."""
+    §18), taking their rows in the same transaction. Most steps find none: one indexed
+    read, and no write transaction (on SQLite every transaction takes the write lock)."""
+    if not steers_waiting(session_id=session_id, incarnation=incarnation):
+        return []
     with transaction.atomic():
         steers = steers_take(session_id=session_id, incarnation=incarnation)
         if not steers:

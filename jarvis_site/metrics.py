@@ -66,9 +66,9 @@ LEASE_BUSY = Counter(
     "Requests refused with session_busy: the session's previous turn still held its lease.",
 )
 REPAIRS = Counter("jarvis_repairs", "Turns left open by a dead process and closed as interrupted.")
-# Prompts waiting for a session's running turn to end. Prompts are refused while a turn runs
-# (mode `reject`), so nothing waits and the value is 0; a queue of prompts sets it to the
-# number of queued prompts, as of its last change, for the whole deployment.
+# Prompts waiting for a session's running turn to end (modes queue and steer, docs/design.md
+# §18): the number of waiting rows of the whole deployment, as of its last change (set by
+# sessions_app.runtime.queue after each commit that changes it).
 QUEUE_DEPTH = Gauge(
     "jarvis_queue_depth", "Prompts queued behind running turns.", multiprocess_mode="mostrecent"
 )

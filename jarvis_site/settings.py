@@ -212,6 +212,10 @@ STORE_THREADS = _positive("STORE_THREADS", 8, cast=int)
 TOOL_THREADS = _positive("TOOL_THREADS", 16, cast=int)
 # Turns one user may run at once (more: 429 / error `too_many_turns`).
 MAX_TURNS_PER_USER = _positive("MAX_TURNS_PER_USER", 8, cast=int)
+# Prompts that may wait for one session's running turn (mode queue or steer; more: 409
+# `queue_full`), and how often each worker looks for queues nobody runs (a dead worker's).
+MAX_QUEUED_PER_SESSION = _positive("MAX_QUEUED_PER_SESSION", 20, cast=int)
+QUEUE_SWEEP_SEC = _positive("QUEUE_SWEEP_SEC", 15.0)
 # How long a tool call that needs the person's approval waits for a yes or no.
 APPROVAL_TIMEOUT_SEC = _positive("APPROVAL_TIMEOUT_SEC", 300.0)
 CONSOLIDATE_IDLE_SEC = _positive("CONSOLIDATE_IDLE_SEC", 180.0)

@@ -25,7 +25,7 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
-from sessions_app import limits, selectors, serializers, services, turn_selectors
+from sessions_app import limits, prompt_modes, selectors, serializers, services, turn_selectors
 from sessions_app.agents import UnknownAgent
 from sessions_app.foreign_formats import SQLITE_MAGIC
 from sessions_app.foreign_import import ForeignFormatInvalid, history_import
@@ -34,6 +34,7 @@ from sessions_app.parsers import too_large
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.drain import Draining
 from sessions_app.runtime.history import HistoryInvalid
+from sessions_app.runtime.queue import QueuedPromptNotFound, QueueFull
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
 from sessions_app.store import AgentMismatch, InvalidSessionId, SessionNotFound
 from sessions_app.throttles import BranchRateThrottle, SearchRateThrottle, TurnRateThrottle
@@ -60,6 +61,8 @@ DOMAIN_ERRORS: dict[type[Exception], int] = {
     ApprovalNotFound: status.HTTP_404_NOT_FOUND,
     ApprovalClosed: status.HTTP_409_CONFLICT,
     turn_selectors.TurnNotFound: status.HTTP_404_NOT_FOUND,
+    QueueFull: status.HTTP_409_CONFLICT,
+    QueuedPromptNotFound: status.HTTP_404_NOT_FOUND,
 }
 NOT_FOUND_DETAIL = "no such session"
 
@@ -296,7 +299,10 @@ class SessionViewSet(ViewSet):
         request=serializers.MessageInput,
         responses={
             200: serializers.TurnOutput,
-            409: OpenApiResponse(serializers.ErrorOutput, description="session_busy"),
+            202: OpenApiResponse(
+                serializers.QueuedOutput, description="queued (mode queue, steer or interrupt)"
+            ),
+            409: OpenApiResponse(serializers.ErrorOutput, description="session_busy, queue_full"),
             429: OpenApiResponse(
                 serializers.ErrorOutput, description="throttled, or too_many_turns"
             ),
@@ -306,6 +312,14 @@ class SessionViewSet(ViewSet):
     @action(detail=True, methods=["post"], throttle_classes=[TurnRateThrottle])
     def messages(self, request, id=None):
         data = _parse(serializers.MessageInput, request.data)
+        if data["mode"] != prompt_modes.REJECT:
+            waiting = prompt_modes.prompt_enqueue(
+                session_id=id, owner_id=request.user.id, text=data["text"], mode=data["mode"]
+            )
+            return Response(
+                {"queue_id": waiting.queue_id, "position": waiting.position},
+                status=status.HTTP_202_ACCEPTED,
+            )
         result = services.turn_send(session_id=id, owner_id=request.user.id, text=data["text"])
         return Response(
             {
@@ -335,6 +349,24 @@ class SessionViewSet(ViewSet):
         return Response(
             turn_selectors.turn_requests(session_id=id, owner_id=request.user.id, turn_id=turn_id)
         )
+
+    @extend_schema(
+        parameters=[
+            SESSION_ID,
+            OpenApiParameter(
+                "queue_id",
+                OpenApiTypes.STR,
+                OpenApiParameter.PATH,
+                description="the id from `queued` or the 202 of a queued message",
+            ),
+        ],
+        request=None,
+        responses={200: serializers.QueueCancelOutput, **ERRORS},
+    )
+    @action(detail=True, methods=["delete"], url_path=r"queue/(?P<queue_id>[^/]+)")
+    def queue(self, request, id=None, queue_id=None):
+        prompt_modes.queue_cancel(session_id=id, owner_id=request.user.id, queue_id=queue_id)
+        return Response({"queue_id": queue_id, "cancelled": True})
 
     @extend_schema(
         parameters=[SESSION_ID], request=None, responses={200: serializers.AbortOutput, **ERRORS}

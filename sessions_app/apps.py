@@ -14,12 +14,14 @@ class SessionsAppConfig(AppConfig):
     def ready(self):
         # Imported in AppConfig.ready: apps.py is loaded while Django fills the app registry,
         # before any module that touches a model may be imported.
-        from sessions_app import receivers
+        from sessions_app import prompt_modes, receivers
         from sessions_app.agents import agent_registry
         from sessions_app.runtime.approvals import approval_decisions_poll
         from sessions_app.runtime.delegation import DELEGATE_TOOL
         from sessions_app.runtime.lease import lease_poll_hook_register
+        from sessions_app.runtime.queue import queue_runner_register
         from sessions_app.runtime.tools import tool_register
+        from sessions_app.workers import heartbeat_hook_register
 
         # Before the agents are checked: the main agent must hold `delegate`.
         tool_register(DELEGATE_TOOL)
@@ -27,6 +29,10 @@ class SessionsAppConfig(AppConfig):
         # A decision on a tool approval may be written by any worker: the lease keeper,
         # which already polls while a turn runs, looks for those this process waits on.
         lease_poll_hook_register(approval_decisions_poll)
+        # A turn that ends runs the prompts queued behind it (docs/design.md §18); each
+        # server process also sweeps for queues a dead worker left behind.
+        queue_runner_register(prompt_modes.queue_kick)
+        heartbeat_hook_register(prompt_modes.queue_sweep)
 
         connection_created.connect(keep_wal_open, dispatch_uid="jarvis_site.keep_wal_open")
 

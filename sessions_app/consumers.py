@@ -22,12 +22,13 @@ from django.db import connections
 
 from jarvis_site import metrics
 from jarvis_site.log_context import log_context_set, new_request_id
-from sessions_app import commands, frames, limits, live, selectors, services
+from sessions_app import commands, frames, limits, live, prompt_modes, selectors, services
 from sessions_app.agents import UnknownAgent
 from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
 from sessions_app.notice_watch import notices_unwatch, notices_watch
 from sessions_app.runtime import drain
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
+from sessions_app.runtime.queue import QueuedPromptNotFound, QueueFull
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
 from sessions_app.store import SessionNotFound
 from sessions_app.throttles import turn_throttle_wait
@@ -146,6 +147,11 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "session", **snapshot})
         await self.live_socket.go_live(running)
         self.heartbeat = asyncio.create_task(self._heartbeat_loop())
+        # Queues this process runs for synchronous callers (the API) run on this loop.
+        prompt_modes.serve_on_this_loop()
+        if snapshot["queue"]:
+            # The next worker to touch a session runs what its dead worker left queued.
+            prompt_modes.queue_kick(session_id)
         if isinstance(self.channel_layer, InMemoryChannelLayer):
             # Notices stored by another process cannot come through a layer of this process.
             self.notices_sent.update(notice["message_id"] for notice in snapshot["notices"])
@@ -270,6 +276,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             text = frame.get("text")
             if not isinstance(text, str):
                 return await self._error("bad_request", 'a prompt frame has a "text" string')
+            try:
+                mode = prompt_modes.prompt_mode_check(frame.get("mode"))
+            except prompt_modes.BadMode as error:
+                return await self._error(error.code, str(error))
             if text.lstrip().startswith("/"):
                 return self._spawn(self._command(text.strip()))
             wait = turn_throttle_wait(self.scope["user"])
@@ -277,7 +287,11 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 return await self._error(
                     "throttled", f"too many requests; try again in {math.ceil(wait)} seconds"
                 )
+            if mode != prompt_modes.REJECT:
+                return await self._enqueue(text, mode)
             return self._spawn(self._turn(text))
+        if kind == "queue_cancel":
+            return await self._queue_cancel(frame)
         if kind == "approval":
             return await self._approval(frame)
         return await self._error("bad_request", f"unknown frame type {kind!r}")
@@ -311,6 +325,30 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         except Exception:
             logger.exception("turn failed in session %s", self.session_id)
             await self._error("turn_failed", "the turn failed; the error is in the server log")
+
+    async def _enqueue(self, text: str, mode: str):
+        # Every tab, this one too, learns the prompt's place from the `queued` event.
+        try:
+            await database_sync_to_async(prompt_modes.prompt_enqueue)(
+                session_id=self.session_id, owner_id=self.user_id, text=text, mode=mode
+            )
+        except QueueFull as error:
+            await self._error(error.code, str(error))
+        except SessionNotFound:
+            await self._error("not_found", "the session no longer exists; reload to start anew")
+
+    async def _queue_cancel(self, frame: dict):
+        queue_id = frame.get("queue_id")
+        if not isinstance(queue_id, str) or not queue_id:
+            return await self._error("bad_request", 'a queue_cancel frame has a "queue_id" string')
+        try:
+            await database_sync_to_async(prompt_modes.queue_cancel)(
+                session_id=self.session_id, owner_id=self.user_id, queue_id=queue_id
+            )
+        except (QueuedPromptNotFound, limits.InputInvalid) as error:
+            await self._error("not_found", str(error))
+        except SessionNotFound:
+            await self._error("not_found", "the session no longer exists")
 
     async def _command(self, line: str):
         try:

@@ -79,6 +79,15 @@ def running_for_frame(running: dict[str, Any] | None) -> dict[str, Any] | None:
     return shown
 
 
+def queued_for_frame(item: dict[str, Any]) -> dict[str, Any]:
+    """A waiting prompt in the snapshot: MAX_QUEUED_PER_SESSION prompts of up to 100,000
+    characters each would not fit one frame, so a long one shows as its preview (its whole
+    text is stored, and is the turn's message when it runs)."""
+    if len(item["text"]) <= PREVIEW_CHARS:
+        return item
+    return {**item, "text": preview(item["text"]), "truncated": True}
+
+
 def _cut_down(frame: dict[str, Any]) -> dict[str, Any]:
     kind = frame.get("type")
     if kind == "command_result":

@@ -248,3 +248,30 @@ class ImportedSession(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source_id} → {self.session_id}"
+
+
+class QueuedPrompt(models.Model):
+    """A prompt sent while its session's turn ran (docs/design.md §18): `queue` runs as a
+    later turn, `steer` joins the running turn at its next step boundary (or runs as the
+    first later turn when that turn ended first). A row is the prompt's only copy until a
+    turn stores it as a user message, in the same transaction that deletes the row.
+
+    A plain session id, not a foreign key: the jsonl backend keeps no session row, and the
+    delete service removes the queue with the session on both backends. `incarnation` fences
+    the row to the session it was sent to: a row of an earlier incarnation never runs."""
+
+    id = models.CharField(primary_key=True, max_length=40)
+    session_id = models.CharField(max_length=200)
+    incarnation = models.CharField(max_length=32)
+    owner_id = models.BigIntegerField(null=True, blank=True)
+    kind = models.CharField(max_length=8)  # queue | steer
+    text = models.TextField()
+    # Run order within the session: appended at the end, or before every other (interrupt).
+    rank = models.BigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["session_id", "rank"], name="queued_prompt_order")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.id} of {self.session_id}"

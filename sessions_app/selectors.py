@@ -19,6 +19,7 @@ from sessions_app import frames, limits
 from sessions_app.ids import validate_session_id
 from sessions_app.runtime import history
 from sessions_app.runtime.prompts import default_system_prompt
+from sessions_app.runtime.queue import queue_list
 from sessions_app.store import (
     EntryRecord,
     Notice,
@@ -248,6 +249,11 @@ def session_snapshot(
             for request in approvals_pending(session_id=session_id)
         ],
         "running": frames.running_for_frame(running),
+        # Prompts waiting for the running turn, in run order (docs/design.md §18).
+        "queue": [
+            frames.queued_for_frame(waiting.to_api())
+            for waiting in queue_list(session_id=session_id, incarnation=meta.incarnation)
+        ],
     }
     # What the frame holds besides its entries, counted with the largest first_seq.
     frame_without_entries = {

@@ -132,6 +132,10 @@ class ExportQuery(serializers.Serializer):
 
 class MessageInput(serializers.Serializer):
     text = LimitedText(check=limits.prompt_check, max_length=limits.PROMPT_MAX_CHARS)
+    # docs/design.md §18: what to do when a turn is running; absent is `reject`.
+    mode = serializers.ChoiceField(
+        choices=["queue", "steer", "interrupt", "reject"], required=False, default="reject"
+    )
 
 
 class BranchInput(serializers.Serializer):
@@ -268,6 +272,16 @@ class TurnRequestsOutput(serializers.Serializer):
 class ApprovalOutput(serializers.Serializer):
     call_id = serializers.CharField()
     status = serializers.ChoiceField(choices=["allowed", "denied"])
+
+
+class QueuedOutput(serializers.Serializer):
+    queue_id = serializers.CharField()
+    position = serializers.IntegerField(help_text="0 runs next")
+
+
+class QueueCancelOutput(serializers.Serializer):
+    queue_id = serializers.CharField()
+    cancelled = serializers.BooleanField()
 
 
 class AbortOutput(serializers.Serializer):

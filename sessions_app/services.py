@@ -50,6 +50,7 @@ from sessions_app.runtime.executors import in_pool
 from sessions_app.runtime.history import repair_entries
 from sessions_app.runtime.lease import SessionBusy, TurnLease, lease_acquire
 from sessions_app.runtime.providers import check_model_spec
+from sessions_app.runtime.queue import queue_clear
 from sessions_app.signals import notice_added, session_deleted, session_ended
 from sessions_app.store import (
     EntryRecord,
@@ -444,6 +445,7 @@ def session_delete_subagents(*, parent_id: str, owner_id: int | None) -> list[st
 def _session_remove(store, *, session_id: str, owner_id: int | None) -> None:
     """Step 3 of a delete after the checks; the caller holds the transaction and the lock."""
     session_deleted.send(sender=SIGNAL_SENDER, session_id=session_id, owner_id=owner_id)
+    queue_clear(session_id=session_id)
     store.delete(session_id)
 
 
@@ -486,6 +488,7 @@ def _owner_sessions_remove(store, *, owner_id: int, doomed: list[SessionMeta]) -
         with store.locked(meta.id, agent=meta.agent, owner_id=owner_id):
             session_deleted.send(sender=SIGNAL_SENDER, session_id=meta.id, owner_id=owner_id)
     for meta in doomed:
+        queue_clear(session_id=meta.id)
         store.delete(meta.id)
 
 

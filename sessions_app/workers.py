@@ -32,6 +32,16 @@ _HOST = socket.gethostname().replace(":", "-")[:24]
 _ids: dict[int, str] = {}
 _started: set[int] = set()
 _start_lock = threading.Lock()
+# Run after every beat (registered in an AppConfig.ready): periodic work each server process
+# does whether or not it serves anything now, such as running queues a dead worker left.
+_beat_hooks: list = []
+
+
+def heartbeat_hook_register(hook) -> None:
+    """Have the heartbeat thread call `hook()` after each beat (registering again is harmless).
+    A hook keeps its own pace and hands long work to another thread: beats must not wait."""
+    if hook not in _beat_hooks:
+        _beat_hooks.append(hook)
 
 
 def current_worker_id() -> str:
@@ -84,6 +94,8 @@ def heartbeat_start() -> None:
         while True:
             try:
                 worker_beat()
+                for hook in list(_beat_hooks):
+                    hook()
             except DatabaseError:
                 logger.exception("worker heartbeat failed once")
             finally:

@@ -89,6 +89,12 @@ def run_for_sync_caller(coroutine_function, /, **kwargs):
         _in_caller_thread.reset(token)
 
 
+def in_sync_caller() -> bool:
+    """Whether the running coroutine serves a synchronous caller, whose event loop may end
+    as soon as the call returns (so work that must outlive it cannot be left on it)."""
+    return _in_caller_thread.get()
+
+
 async def in_pool(name: str, function, /, *args, **kwargs):
     """Run blocking `function` in the named pool and await its result."""
     call = functools.partial(function, *args, **kwargs)

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from jarvis_site import metrics
 from jarvis_site.log_context import log_context, log_context_set
@@ -43,6 +43,14 @@ from sessions_app.runtime.lease import (
     lease_request_abort,
 )
 from sessions_app.runtime.providers import Provider, ProviderError, provider_for
+from sessions_app.runtime.queue import (
+    queue_take,
+    queue_turn_ended,
+    queue_waiting,
+    steers_take,
+    steers_to_front,
+    steers_waiting,
+)
 from sessions_app.runtime.timings import Stopwatch, tool_outcome
 from sessions_app.runtime.tools import ToolContext, TurnAbort, tool_run
 from sessions_app.signals import turn_finished
@@ -50,6 +58,7 @@ from sessions_app.store import EntryRecord, NewEntry, SessionMeta, SessionNotFou
 from sessions_app.store.request_headers import header_digest, header_save
 
 __all__ = [
+    "QueuedPromptGone",
     "SessionBusy",
     "TooManyTurns",
     "TurnResult",
@@ -100,6 +109,10 @@ class TooManyTurns(Exception):
 
     def __init__(self, limit: int):
         super().__init__(f"you already have {limit} requests running; wait for one to finish")
+
+
+class QueuedPromptGone(LookupError):
+    """The queued prompt a turn was to run was cancelled before the turn stored it."""
 
 
 class _EventPump:
@@ -186,6 +199,8 @@ def _close_turn(
     )
     with transaction.atomic():
         records = get_store().append(session_id, closing, incarnation=incarnation)
+        # A steer sent too late for this turn is the next thing to run (docs/design.md §18).
+        steers_to_front(session_id=session_id, incarnation=incarnation)
         turn_finished.send(
             sender=SIGNAL_SENDER,
             session_id=session_id,
@@ -254,11 +269,14 @@ def _begin(
     text: str,
     start_data: dict,
     header: dict,
+    queue_id: str | None = None,
 ) -> tuple[SessionMeta, int | None, list[EntryRecord], list[EntryRecord]]:
     """The turn's first store work, in one pool call: read the session under the lease,
     repair what a dead process left open, store the request header (once per distinct
     value), turn_start and the user's message, and name the conversation after its first
-    request. Returns (meta, owner, history, turn entries)."""
+    request. A queued prompt `queue_id` leaves its row in the same transaction as its
+    message is stored (QueuedPromptGone when it was cancelled). Returns (meta, owner,
+    history, turn entries)."""
     store = get_store()
     # Read under the lease: the session may have been deleted, even re-created by someone
     # else, while this request waited. The turn is fenced to what it finds now.
@@ -272,14 +290,21 @@ def _begin(
     history = store.get_messages(session_id)
     history.extend(_repair(meta, owner_id, history))
     header_save(header)
-    turn_entries = store.append(
-        session_id,
-        [
-            NewEntry(kind="turn_start", turn_id=turn_id, data=start_data),
-            NewEntry(role="user", content=text, turn_id=turn_id),
-        ],
-        incarnation=meta.incarnation,
-    )
+    # A queued prompt leaves its row exactly when it becomes the turn's message: a crash
+    # before this keeps it queued, after it the turn is in the history (repaired if cut).
+    with transaction.atomic():
+        if queue_id is not None and not queue_take(
+            session_id=session_id, incarnation=meta.incarnation, queue_id=queue_id
+        ):
+            raise QueuedPromptGone(queue_id)
+        turn_entries = store.append(
+            session_id,
+            [
+                NewEntry(kind="turn_start", turn_id=turn_id, data=start_data),
+                NewEntry(role="user", content=text, turn_id=turn_id),
+            ],
+            incarnation=meta.incarnation,
+        )
     if not meta.title:
         # A conversation is named after its first request, so the sessions list reads as
         # what was asked rather than as ids.
@@ -319,6 +344,8 @@ async def turn_run_async(
     owner_id: int | None = None,
     on_event: Callable[[dict], object] | None = None,
     provider: Provider | str | None = None,
+    queue_id: str | None = None,
+    wait_sec: float | None = None,
 ) -> TurnResult:
     """Run one turn to its end and return what it stored.
 
@@ -328,6 +355,14 @@ async def turn_run_async(
     model (streaming `delta` events), store its message, run its calls and store one result
     per call in call order; finally close the turn (error results for any call still
     waiting, turn_end with the status, turn_finished) and release the lease.
+
+    Before each model call, steers sent to the session since the last step are stored as
+    user messages of this turn (`data.steer`), so the model's next call sees them. After the
+    lease is released, prompts queued meanwhile are handed to the queue runner.
+
+    `queue_id` names the queued prompt this turn runs (taken with the turn's first write);
+    `wait_sec` overrides BUSY_GRACE_SEC (the queue runner does not wait: the lease holder
+    runs the queue itself when its turn ends).
 
     The model call holds no thread; store writes go through the bounded store pool and
     blocking tools through the tool pool (runtime.executors).
@@ -339,10 +374,10 @@ async def turn_run_async(
         turn_admitted(session_id),
         log_context(session_id=session_id, user_id=owner_id, turn_id=None),
     ):
-        return await _run(session_id, text, owner_id, on_event, provider)
+        return await _run(session_id, text, owner_id, on_event, provider, queue_id, wait_sec)
 
 
-async def _run(session_id, text, owner_id, on_event, provider) -> TurnResult:
+async def _run(session_id, text, owner_id, on_event, provider, queue_id, wait_sec) -> TurnResult:
     meta = await in_pool("store", _meta, session_id)
     log_context_set(user_id=meta.owner_id)
     with _user_slot(owner_id if owner_id is not None else meta.owner_id):
@@ -350,23 +385,31 @@ async def _run(session_id, text, owner_id, on_event, provider) -> TurnResult:
             provider = model_for_session(agent=meta.agent, model=meta.model)
         provider = _resolve(provider)
         lease = await in_pool("store", TurnLease.for_session, session_id)
-        await lease.acquire_async(settings.BUSY_GRACE_SEC)
+        await lease.acquire_async(settings.BUSY_GRACE_SEC if wait_sec is None else wait_sec)
         abort = TurnAbort()
         with _running_lock:
             _running[session_id] = abort
         pump = _EventPump(on_event)
         try:
             lease.watch(on_abort=abort.set)
-            return await _loop(meta, owner_id, text, provider, abort, pump)
+            return await _loop(meta, owner_id, text, provider, abort, pump, queue_id)
         finally:
             with _running_lock:
                 if _running.get(session_id) is abort:
                     del _running[session_id]
             await pump.close()
             await in_pool("store", lease.release)
+            # After the release: a prompt queued while the lease was held is seen here, or
+            # its sender found the lease free and runs it itself.
+            try:
+                if await in_pool("store", queue_waiting, session_id):
+                    queue_turn_ended(session_id)
+            except DatabaseError:
+                # The turn's own outcome stands; the recovery sweep runs what waits.
+                logger.exception("looking for prompts queued behind turn of %s failed", session_id)
 
 
-async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
+async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnResult:
     session_id = meta.id
     turn_id = f"turn_{uuid.uuid4().hex}"
     log_context_set(turn_id=turn_id)
@@ -386,7 +429,6 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
         "parameters": parameters,
         "thinking": thinking,
     }
-    pump.put({"type": "agent_start", "turn_id": turn_id})
     meta, owner_id, history, turn_entries = await in_pool(
         "store",
         _begin,
@@ -395,6 +437,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
         owner_id=owner_id,
         turn_id=turn_id,
         text=text,
+        queue_id=queue_id,
         start_data={
             "model": provider.label,
             "agent": agent.name,
@@ -405,6 +448,11 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
     )
     incarnation = meta.incarnation
     store = get_store()
+    # After the first write: a queued prompt cancelled at the last moment never started.
+    pump.put(
+        {"type": "agent_start", "turn_id": turn_id}
+        | ({"queue_id": queue_id} if queue_id is not None else {})
+    )
 
     def stored(records: list[EntryRecord]) -> None:
         history.extend(records)
@@ -413,6 +461,13 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
 
     async def append(entries: list[NewEntry]) -> None:
         records = await in_pool("store", store.append, session_id, entries, incarnation)
+        turn_entries.extend(records)
+        stored(records)
+
+    async def append_steers() -> None:
+        records = await in_pool(
+            "store", _steers_store, session_id=session_id, incarnation=incarnation, turn_id=turn_id
+        )
         turn_entries.extend(records)
         stored(records)
 
@@ -437,6 +492,8 @@ async def _loop(meta, owner_id, text, provider, abort, pump) -> TurnResult:
             if abort.is_set():
                 status, error = "aborted", ""
                 break
+            # The step boundary: the results of the calls under way are stored.
+            await append_steers()
             model_started = time.monotonic()
             model_clock = Stopwatch()
             try:
@@ -560,6 +617,31 @@ async def _timed_tool_run(*, call, context, tools) -> tuple[str, bool, dict]:
     clock = Stopwatch()
     text, is_error = await tool_run(call=call, context=context, tools=tools)
     return text, is_error, clock.fact(outcome=tool_outcome(is_error))
+
+
+def _steers_store(*, session_id: str, incarnation: str, turn_id: str) -> list[EntryRecord]:
+    """Store the steers waiting for the running turn as user messages of it (docs/design.md
+    §18), taking their rows in the same transaction. Most steps find none: one indexed
+    read, and no write transaction (on SQLite every transaction takes the write lock)."""
+    if not steers_waiting(session_id=session_id, incarnation=incarnation):
+        return []
+    with transaction.atomic():
+        steers = steers_take(session_id=session_id, incarnation=incarnation)
+        if not steers:
+            return []
+        return get_store().append(
+            session_id,
+            [
+                NewEntry(
+                    role="user",
+                    content=steer.text,
+                    turn_id=turn_id,
+                    data={"steer": True, "queue_id": steer.queue_id},
+                )
+                for steer in steers
+            ],
+            incarnation=incarnation,
+        )
 
 
 def _abort_local(session_id: str) -> bool:

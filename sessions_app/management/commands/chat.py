@@ -1,24 +1,30 @@
 """`manage.py chat <session_id>`: talk to the configured model in a session from a terminal.
 
 One input line is one message; the answer streams as it arrives, tool calls and their
-results are shown as they happen. A line starting with `/` is a slash command, the same as
-in the web chat (`/help` lists them; `/branch` continues in the copy). Ctrl-C during an
-answer aborts the turn (the session stays valid); Ctrl-D or /quit ends the conversation.
-Piped input works the same.
+results are shown as they happen. A line typed while an answer runs waits its turn (it is
+queued, docs/design.md §18, and runs when the answer ends); `/steer <text>` sends the text
+into the running answer instead. A line starting with `/` is a slash command, the same as in
+the web chat (`/help` lists them; `/branch` continues in the copy); one typed during an
+answer runs after it. Ctrl-C during an answer aborts the turn (the session stays valid);
+Ctrl-D or /quit ends the conversation once what was queued has run. Piped input works the
+same.
 """
 
 import json
+import queue
 import sys
 import threading
+import time
+from contextlib import ExitStack
 
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions_app import limits, services
+from sessions_app import limits, prompt_modes, services
 from sessions_app.agents import UnknownAgent
 from sessions_app.commands import CommandError as SlashCommandError
 from sessions_app.commands import command_run
 from sessions_app.management.commands._owners import owner_id_by_username
-from sessions_app.runtime.turns import SessionBusy
+from sessions_app.runtime.queue import QueueFull
 from sessions_app.store import AgentMismatch, InvalidSessionId
 
 
@@ -44,56 +50,86 @@ class Command(BaseCommand):
             raise CommandError(f"{error}{hint}") from error
         except (InvalidSessionId, UnknownAgent, AgentMismatch, limits.InputInvalid) as error:
             raise CommandError(str(error)) from error
+        self.owner_id = owner_id
         interactive = sys.stdin.isatty()
-        while True:
-            if interactive:
-                self.stdout.write("you> ", ending="")
-                self.stdout.flush()
-            line = sys.stdin.readline()
-            if not line:
-                break
-            text = line.strip()
-            if not text:
-                continue
-            if text in {"/quit", "/exit"}:
-                break
-            try:
-                limits.prompt_check(text)
-            except limits.InputInvalid as error:
-                # The same limits as the API and the WebSocket; the conversation goes on.
-                self.stderr.write(f"[invalid] {error}")
-                continue
-            if text.startswith("/"):
-                session_id = self._command(session_id, owner_id, text)
-                continue
-            outcome: dict = {}
-
-            def run(text=text, outcome=outcome, session_id=session_id):
+        lines = _lines_of(sys.stdin)
+        with ExitStack() as watching:
+            # Every message goes through the session's queue (docs/design.md §18), so what
+            # is typed during an answer runs after it in order; its turns show here.
+            watching.enter_context(prompt_modes.queue_watch(session_id, self._show, model))
+            while True:
+                if interactive and not self._busy(session_id):
+                    self.stdout.write("you> ", ending="")
+                    self.stdout.flush()
+                line = self._next_line(lines, session_id)
+                if line is None:
+                    break
+                text = line.strip()
+                if not text:
+                    continue
+                if text in {"/quit", "/exit"}:
+                    break
                 try:
-                    outcome["result"] = services.turn_send(
-                        session_id=session_id,
-                        owner_id=owner_id,
-                        text=text,
-                        on_event=self._show,
-                        provider=model,
-                    )
-                except SessionBusy as busy:
-                    outcome["busy"] = busy
+                    limits.prompt_check(text)
+                except limits.InputInvalid as error:
+                    # The same limits as the API and the WebSocket; the conversation goes on.
+                    self.stderr.write(f"[invalid] {error}")
+                    continue
+                if text.startswith("/steer "):
+                    self._enqueue(session_id, text.removeprefix("/steer ").strip(), "steer")
+                    continue
+                if not text.startswith("/"):
+                    self._enqueue(session_id, text, "queue")
+                    continue
+                # A command waits for the answers before it, so it acts on what they stored.
+                self._wait_idle(session_id)
+                switched = self._command(session_id, owner_id, text)
+                if switched != session_id:
+                    session_id = switched
+                    watching.close()
+                    watching.enter_context(prompt_modes.queue_watch(session_id, self._show, model))
+            # What was queued runs before the conversation ends.
+            self._wait_idle(session_id)
 
-            # The turn runs in a thread so that Ctrl-C here can abort it cleanly.
-            worker = threading.Thread(target=run, name="chat-turn")
-            worker.start()
+    def _enqueue(self, session_id: str, text: str, mode: str) -> None:
+        busy = self._busy(session_id)
+        try:
+            waiting = prompt_modes.prompt_enqueue(
+                session_id=session_id, owner_id=self.owner_id, text=text, mode=mode
+            )
+        except QueueFull as error:
+            self.stderr.write(f"[{error.code}] {error}")
+            return
+        if not busy:
+            return  # it runs now
+        if mode == prompt_modes.STEER:
+            self.stdout.write("[steer sent: the answer takes it at its next step]")
+        else:
+            self.stdout.write(f"[queued #{waiting.position + 1}: runs when the answer ends]")
+
+    @staticmethod
+    def _busy(session_id: str) -> bool:
+        return prompt_modes.queue_busy(session_id)
+
+    def _next_line(self, lines: queue.Queue, session_id: str) -> str | None:
+        """The next input line (None at its end); Ctrl-C meanwhile aborts a running answer."""
+        while True:
             try:
-                while worker.is_alive():
-                    worker.join(0.1)
+                return lines.get(timeout=0.1)
+            except queue.Empty:
+                continue
             except KeyboardInterrupt:
-                services.turn_abort(session_id=session_id, owner_id=owner_id)
-                worker.join()
-            if "busy" in outcome:
-                self.stderr.write(f"[busy] {outcome['busy']}")
-            elif "result" in outcome and outcome["result"].status != "completed":
-                result = outcome["result"]
-                self.stdout.write(f"[{result.status}] {result.error}".rstrip())
+                if not self._busy(session_id):
+                    raise
+                services.turn_abort(session_id=session_id, owner_id=self.owner_id)
+
+    def _wait_idle(self, session_id: str) -> None:
+        try:
+            while self._busy(session_id):
+                time.sleep(0.1)  # the turns run in threads of the queue runner
+        except KeyboardInterrupt:
+            services.turn_abort(session_id=session_id, owner_id=self.owner_id)
+            self._wait_idle(session_id)
 
     def _command(self, session_id: str, owner_id: int | None, line: str) -> str:
         """Run a slash command; returns the session the conversation continues in."""
@@ -123,12 +159,29 @@ class Command(BaseCommand):
             if entry.role == "tool":
                 marker = "✗" if entry.is_error else "←"
                 self.stdout.write(f"  {marker} {entry.name}: {entry.content}")
+            if entry.kind == "turn_end" and entry.data.get("status") != "completed":
+                status, error = entry.data.get("status"), entry.data.get("error") or ""
+                self.stdout.write(f"[{status}] {error}".rstrip())
         elif kind == "approval_request":
             # The turn waits for the person; this prompt cannot answer while the turn runs.
             self.stdout.write(
                 f"  ? {event['tool']} waits for approval (call {event['call_id']}): answer in "
                 "the web chat or with POST /api/sessions/<id>/approvals/<call>/; Ctrl-C stops"
             )
+
+
+def _lines_of(stream) -> queue.Queue:
+    """The stream's lines as they come, read by a thread of their own (None at the end): the
+    terminal reads what is typed while an answer runs."""
+    lines: queue.Queue = queue.Queue()
+
+    def read():
+        for line in iter(stream.readline, ""):
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, name="chat-input", daemon=True).start()
+    return lines
 
 
 def _compact(arguments: str) -> str:

@@ -16,6 +16,7 @@ const log = $("log");
 const promptBox = $("prompt");
 const sendButton = $("send");
 const abortButton = $("abort");
+const steerButton = $("steer");
 
 const SUGGESTIONS = ["what is 17*23?", "remember that my color is blue", "what time is it?"];
 // The largest WebSocket message the server takes (WEBSOCKET_MESSAGE_MAX_BYTES, Daphne's cap).
@@ -171,6 +172,15 @@ function shortArguments(raw) {
   return text.length > 60 ? text.slice(0, 57) + "…" : text;
 }
 
+// A block of preformatted text scrolls sideways when its lines are long: it takes focus (so
+// the keyboard can scroll it) and has a name saying what it holds.
+function scrollablePre(className, text, label) {
+  const pre = el("pre", className, text);
+  pre.tabIndex = 0;
+  pre.setAttribute("aria-label", label);
+  return pre;
+}
+
 function toolCallElement(call) {
   const details = el("details", "tool");
   details.dataset.callId = call.id;
@@ -182,7 +192,7 @@ function toolCallElement(call) {
   summary.appendChild(el("span", "tool-state", "running…"));
   details.appendChild(summary);
   details.appendChild(el("div", "label", "Arguments"));
-  details.appendChild(el("pre", "arguments", prettyArguments(call.arguments)));
+  details.appendChild(scrollablePre("arguments", prettyArguments(call.arguments), call.name + " arguments"));
   return details;
 }
 
@@ -241,7 +251,7 @@ function renderToolResult(entry) {
     summary.appendChild(icon("tool"));
     summary.appendChild(el("span", "tool-name", entry.name + " result"));
     orphan.appendChild(summary);
-    orphan.appendChild(el("pre", "result", entry.content));
+    orphan.appendChild(scrollablePre("result", entry.content, entry.name + " result"));
     // Its call may still come: scrolling back loads the entry before this one.
     orphan.dataset.resultFor = entry.tool_call_id;
     orphan.toolResult = entry;
@@ -261,7 +271,7 @@ function showToolResult(details, entry) {
   details.classList.toggle("error", Boolean(entry.is_error));
   details.classList.add("finished");
   details.appendChild(el("div", "label", entry.is_error ? "Error" : "Result"));
-  details.appendChild(el("pre", "result", entry.content));
+  details.appendChild(scrollablePre("result", entry.content, (entry.name || "tool") + " result"));
 }
 
 // --- approvals: a tool that asks first (docs/api.md) -------------------------------------
@@ -298,7 +308,9 @@ function showApproval(request) {
     });
     box.appendChild(button);
   }
-  details.appendChild(box);
+  // Right under the call's name: the question is the first thing Tab reaches, before the
+  // arguments (which take focus themselves, being scrollable).
+  details.querySelector("summary").after(box);
   announce("Jarvis asks to run " + request.tool + ": allow or deny.");
 }
 
@@ -329,9 +341,11 @@ function assistantShell() {
 }
 
 function renderUserMessage(entry) {
-  const bubble = el("article", "msg user");
+  const steered = Boolean(entry.data && entry.data.steer);
+  const bubble = el("article", "msg user" + (steered ? " steered" : ""));
   bubble.dataset.seq = entry.seq;
-  bubble.setAttribute("aria-label", "You");
+  bubble.setAttribute("aria-label", steered ? "You, steering the answer" : "You");
+  if (steered) unqueue(entry.data.queue_id);
   // An edit or a regenerate branches just before this message's turn, so the branch never
   // holds half a turn. The turn_start is stored right before its user message.
   const turnStart = state.turnStarts.get(entry.turn_id) ?? entry.seq;
@@ -405,7 +419,7 @@ function renderCompaction(entry) {
   summary.appendChild(icon("summary"));
   summary.appendChild(el("span", "", "Earlier turns summarized"));
   details.appendChild(summary);
-  details.appendChild(el("pre", "", (entry.data && entry.data.summary) || ""));
+  details.appendChild(scrollablePre("", (entry.data && entry.data.summary) || "", "Summary"));
   append(details);
 }
 
@@ -906,14 +920,53 @@ log.addEventListener("click", (event) => {
 
 // --- busy state and the conversation's lifetime ------------------------------------------
 
+// While an answer runs the composer stays usable: Enter queues the message behind the answer,
+// Steer (Ctrl+Enter) sends it into the answer, Stop ends it (docs/design.md §18).
 function setBusy(busy) {
   state.busy = busy;
   abortButton.disabled = !busy;
   abortButton.hidden = !busy;
-  sendButton.hidden = busy;
+  steerButton.disabled = !busy;
+  steerButton.hidden = !busy;
+  sendButton.setAttribute("aria-label", busy ? "Queue" : "Send");
   $("composer").classList.toggle("busy", busy);
-  if (busy && document.activeElement === sendButton) abortButton.focus();
+  if (!busy && document.activeElement === steerButton) promptBox.focus();
   refreshAnswerActions();
+}
+
+// --- messages waiting for the running answer ---------------------------------------------
+
+function showQueued(item) {
+  const list = $("queue-list");
+  if (list.querySelector('[data-queue-id="' + CSS.escape(item.queue_id) + '"]')) return;
+  const row = el("li", "queue-item");
+  row.dataset.queueId = item.queue_id;
+  row.appendChild(el("span", "queue-mode", item.mode === "steer" ? "steer" : "next"));
+  row.appendChild(el("span", "queue-text", item.text));
+  const cancel = el("button", "tool-button queue-cancel", "Cancel");
+  cancel.type = "button";
+  cancel.setAttribute("aria-label", "Cancel: " + item.text);
+  cancel.addEventListener("click", () => send({ type: "queue_cancel", queue_id: item.queue_id }));
+  row.appendChild(cancel);
+  list.appendChild(row);
+  $("queue").hidden = false;
+}
+
+function unqueue(queueId) {
+  if (!queueId) return false;
+  const row = $("queue-list").querySelector('[data-queue-id="' + CSS.escape(queueId) + '"]');
+  if (!row) return false;
+  const hadFocus = row.contains(document.activeElement);
+  row.remove();
+  $("queue").hidden = !$("queue-list").children.length;
+  if (hadFocus) promptBox.focus();
+  return true;
+}
+
+function showQueue(items) {
+  $("queue-list").textContent = "";
+  $("queue").hidden = true;
+  for (const item of items || []) showQueued(item);
 }
 
 function resetConversation() {
@@ -1021,6 +1074,7 @@ function onSessionSnapshot(event) {
     if (state.hasOlder) historyStart();
   }
   showSessionMeta(event.session);
+  showQueue(event.queue);
   const wasAtBottom = atBottom();
   for (const entry of event.entries) renderEntry(entry);
   for (const notice of event.notices || []) renderNotice(notice);
@@ -1092,7 +1146,14 @@ function handleEvent(event) {
       state.turnRunning = true;
       setBusy(true);
       liveBubble();
-      announce("Jarvis is answering…");
+      announce(unqueue(event.queue_id) ? "A waiting message started." : "Jarvis is answering…");
+      break;
+    case "queued":
+      showQueued(event);
+      announce(event.mode === "steer" ? "Steer sent: " + event.text : "Queued: " + event.text);
+      break;
+    case "queue_cancelled":
+      if (unqueue(event.queue_id)) announce("Queued message cancelled.");
       break;
     case "delta":
       appendDelta(event.text);
@@ -1358,13 +1419,12 @@ async function deleteCurrent() {
   connect();
 }
 
-function submitPrompt() {
+// The page always says what a message should do if an answer is running: `queue` (Enter),
+// `steer` (Ctrl+Enter) or `interrupt` (Alt+Enter); with no answer running, each one simply
+// starts the next turn.
+function submitPrompt(mode = "queue") {
   const text = promptBox.value.trim();
   if (!text) return;
-  if (state.busy) {
-    showNotice("Jarvis is still answering: wait for the answer or stop it first.", "info");
-    return;
-  }
   showNotice("");
   if (state.gapAfter) {
     // A new message belongs after the latest one: reopen the conversation there first.
@@ -1373,7 +1433,7 @@ function submitPrompt() {
     switchSession(state.sessionId, { prompt: text });
     return;
   }
-  if (send({ type: "prompt", text })) {
+  if (send({ type: "prompt", text, mode })) {
     promptBox.value = "";
     fitPrompt();
     // The reader's own message, and the answer, show at the end of the conversation.
@@ -1435,8 +1495,14 @@ $("composer").addEventListener("submit", (event) => {
 promptBox.addEventListener("keydown", (event) => {
   if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
-    submitPrompt();
+    // Ctrl+Enter steers the running answer; Alt+Enter stops it and sends this instead.
+    const mode = event.ctrlKey || event.metaKey ? "steer" : event.altKey ? "interrupt" : "queue";
+    submitPrompt(mode);
   }
+});
+steerButton.addEventListener("click", () => {
+  submitPrompt("steer");
+  promptBox.focus();
 });
 promptBox.addEventListener("input", fitPrompt);
 abortButton.addEventListener("click", () => send({ type: "abort" }));

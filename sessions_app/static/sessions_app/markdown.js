@@ -83,6 +83,9 @@ function decorateCodeBlocks(fragment) {
     copy.appendChild(icon("copy"));
     copy.appendChild(el("span", "copy-label", "Copy"));
     head.appendChild(copy);
+    // A long line scrolls the block sideways: it takes focus so the keyboard can scroll it.
+    pre.tabIndex = 0;
+    pre.setAttribute("aria-label", (language || "text") + " code");
     pre.replaceWith(block);
     block.appendChild(head);
     block.appendChild(pre);

@@ -1,6 +1,8 @@
 """`manage.py chat` holds a conversation from piped input and leaves a valid history; it refuses
 what the API refuses."""
 
+import re
+
 import pytest
 
 from sessions_app import limits
@@ -71,3 +73,22 @@ def test_the_chat_command_refuses_a_bad_agent(backend):
     assert completed.returncode != 0
     assert "the agent has 102 characters" in completed.stderr
     assert get_store().get_meta("test-limits") is None
+
+
+def test_lines_typed_during_an_answer_are_queued_or_steer_it():
+    completed = run_chat(
+        "test-chat-talk",
+        lines="wait 2 seconds\nwhat is 2+3\n/steer what is 5+6\n",
+        JARVIS_MODEL="offline",
+    )
+    assert completed.returncode == 0, completed.stderr
+    out = completed.stdout
+    # Piped lines arrive at once: the first may still wait its turn when the second comes.
+    assert re.search(r"\[queued #[12]: runs when the answer ends\]", out)
+    assert "[steer sent: the answer takes it at its next step]" in out
+    assert "5+6 = 11." in out and "2+3 = 5." in out
+    history = get_store().get_messages("test-chat-talk")
+    users = [(e.content, bool((e.data or {}).get("steer"))) for e in history if e.role == "user"]
+    assert users == [("wait 2 seconds", False), ("what is 5+6", True), ("what is 2+3", False)]
+    assert [e.data["status"] for e in history if e.kind == "turn_end"] == ["completed"] * 2
+    assert_history_valid("test-chat-talk")

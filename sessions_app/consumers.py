@@ -69,6 +69,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     registered = False
     counted = False  # in jarvis_ws_connections and the drain's list of sockets
     watching_notices = False
+    send_failure: BaseException | None = None
     let_go = False
     live_socket: live.LiveSocket | None = None
 
@@ -396,7 +397,19 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def _send_text(self, text: str) -> None:
         # A turn's event, encoded once for every socket of the session (sessions_app.live).
-        await self.send(text_data=text)
+        try:
+            await self.send(text_data=text)
+        except Exception as error:
+            # The transport is gone (the server closes it with 1011 and never delivers
+            # websocket.disconnect). This send ran in the turn's task, not in this
+            # consumer's: hand the failure to the consumer's own loop, so that it ends and
+            # lets go of its session as it does when one of its own sends fails.
+            self.send_failure = error
+            await self.channel_layer.send(self.channel_name, {"type": "socket.lost"})
+            raise
+
+    async def socket_lost(self, message):
+        raise self.send_failure
 
     # --- channel layer -> client ----------------------------------------------------
     async def dispatch(self, message):

@@ -81,6 +81,13 @@ def dead_workers():
     return Worker.objects.filter(heartbeat_at__lt=dead_cutoff()).values("id")
 
 
+def _run_hook(hook) -> None:
+    try:
+        hook()
+    except Exception:  # noqa: BLE001 - a failing hook must never stop the beats
+        logger.exception("heartbeat hook %s failed once", hook.__name__)
+
+
 def heartbeat_start() -> None:
     """Beat once now (so the row exists before any socket names it), then every few seconds."""
     pid = os.getpid()
@@ -94,10 +101,11 @@ def heartbeat_start() -> None:
         while True:
             try:
                 worker_beat()
-                for hook in list(_beat_hooks):
-                    hook()
             except DatabaseError:
                 logger.exception("worker heartbeat failed once")
+            try:
+                for hook in list(_beat_hooks):
+                    _run_hook(hook)
             finally:
                 # Hold no connection between beats: nothing is left open when the process
                 # (or a test database) goes away.

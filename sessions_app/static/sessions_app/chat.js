@@ -1149,6 +1149,8 @@ function handleEvent(event) {
       announce(unqueue(event.queue_id) ? "A waiting message started." : "Jarvis is answering…");
       break;
     case "queued":
+      // With no answer running it starts at once: nothing to show as waiting.
+      if (!state.turnRunning) break;
       showQueued(event);
       announce(event.mode === "steer" ? "Steer sent: " + event.text : "Queued: " + event.text);
       break;

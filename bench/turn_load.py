@@ -58,6 +58,7 @@ DEFAULT_SESSIONS = {"one": 200, "two": 400, "storm-one": 200, "storm-two": 200}
 WORKERS = {"one": 1, "two": 2, "storm-one": 1, "storm-two": 2}
 STARTUP_TIMEOUT_SEC = 60
 CONNECTS_AT_ONCE = 10
+RECONNECT_ATTEMPTS = 6
 # While turns run, some socket gets a frame every few milliseconds; this long a silence
 # means the turns still open will not end.
 QUIET_SEC = 20
@@ -497,6 +498,7 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
     cpu_before = {pid: cpu_seconds(pid) for pid in pids}
     deadline = time.monotonic() + args.timeout
     readers = []
+    closing = []
     for index, conversation in enumerate(load):
         if conversation.open_error:
             continue
@@ -505,7 +507,8 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
         if watcher is not None and not watcher.open_error:
             watcher.sent = conversation.sent
             readers.append(asyncio.create_task(watcher.until_end(deadline, progress)))
-            await conversation.close()  # the turn runs on; its socket's worker keeps it
+            # The turn runs on; closing in the background keeps the prompts going out at once.
+            closing.append(asyncio.create_task(conversation.close()))
             load[index] = watcher
             continue
         readers.append(asyncio.create_task(conversation.until_end(deadline, progress)))
@@ -518,6 +521,7 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
         readers.append(asyncio.create_task(short.until_end(deadline, Progress())))
     abort_sent = None if load[0].open_error else await load[0].abort()
     await until_done_or_quiet(readers, progress)
+    await asyncio.gather(*closing)
     cpu_used = sum(cpu_seconds(pid) - cpu_before[pid] for pid in pids)
     stop_sampling.set()
     await sampler
@@ -555,10 +559,10 @@ class StormConversation(Conversation):
     """A client that reconnects once mid-answer, to the other worker when there are two,
     and keeps the answer as it sees it: the running text of its snapshot, then the deltas."""
 
-    async def storm(self, other_base: str, reconnect_after: int, deadline: float) -> None:
-        from websockets.exceptions import ConnectionClosed
+    async def storm(self, other_base: str, reconnect_at: float, deadline: float) -> None:
+        from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidMessage
 
-        text, last_event, last_seq, deltas = "", 0, 0, 0
+        text, last_event, last_seq = "", 0, 0
         self.extra.update(differs=False, gaps=0, reconnected=False)
         try:
             while True:
@@ -575,8 +579,8 @@ class StormConversation(Conversation):
                 kind = frame["type"]
                 if kind == "delta":
                     text += frame["text"]
-                    deltas += 1
-                    if deltas == reconnect_after and not self.extra["reconnected"]:
+                    due = time.monotonic() >= self.sent + reconnect_at
+                    if due and not self.extra["reconnected"]:
                         text, last_event, last_seq = await self._reconnect(
                             other_base, text, last_seq
                         )
@@ -594,7 +598,7 @@ class StormConversation(Conversation):
                     return
         except TimeoutError:
             return
-        except ConnectionClosed:
+        except (ConnectionClosed, OSError, InvalidHandshake, InvalidMessage):
             self.dropped = True
 
     async def _reconnect(self, other_base: str, text: str, last_seq: int):
@@ -603,16 +607,26 @@ class StormConversation(Conversation):
         await self.ws.close()
         self.base = other_base
         from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidHandshake, InvalidMessage
 
         host = self.base.removeprefix("http://")
-        self.ws = await connect(
-            f"ws://{host}/ws/sessions/{self.session_id}/?after_seq={last_seq}",
-            origin=self.base,
-            additional_headers={"Authorization": f"Token {self.token}"},
-            open_timeout=60,
-            ping_interval=None,
-            max_size=None,
-        )
+        # As the page does, a refused handshake (a burst of 200 at once) is tried again.
+        for attempt in range(RECONNECT_ATTEMPTS):
+            try:
+                self.ws = await connect(
+                    f"ws://{host}/ws/sessions/{self.session_id}/?after_seq={last_seq}",
+                    origin=self.base,
+                    additional_headers={"Authorization": f"Token {self.token}"},
+                    open_timeout=60,
+                    ping_interval=None,
+                    max_size=None,
+                )
+                break
+            except (OSError, InvalidHandshake, InvalidMessage):
+                self.extra["retries"] = attempt + 1
+                if attempt + 1 == RECONNECT_ATTEMPTS:
+                    raise
+                await asyncio.sleep(0.5 * 2**attempt)
         snapshot = json.loads(await asyncio.wait_for(self.ws.recv(), 60))
         running = snapshot.get("running")
         for entry in snapshot["entries"]:
@@ -654,9 +668,9 @@ async def run_storm(workers: list[Worker], tokens: list[str], args) -> dict:
             continue
         await conversation.prompt(LONG_PROMPT)
         other = workers[(index + 1) % len(workers)].base
-        # Somewhere in the first half of the answer's (coalesced) deltas.
-        reconnect_after = chooser.randint(1, max(1, args.chunks // 3))
-        tasks.append(asyncio.create_task(conversation.storm(other, reconnect_after, deadline)))
+        # At the first delta after a moment in the first half of the model's time.
+        reconnect_at = chooser.uniform(0.1, 0.5) * args.latency
+        tasks.append(asyncio.create_task(conversation.storm(other, reconnect_at, deadline)))
     await asyncio.gather(*tasks)
     cpu_used = sum(cpu_seconds(pid) - cpu_before[pid] for pid in pids)
     await asyncio.gather(*(c.close() for c in load))
@@ -668,6 +682,7 @@ async def run_storm(workers: list[Worker], tokens: list[str], args) -> dict:
         "gaps": sum(c.extra.get("gaps", 0) for c in load),
         "lost": sum(1 for c in load if not c.ended and not c.open_error),
         "drops": sum(1 for c in load if c.dropped),
+        "retried": sum(1 for c in load if c.extra.get("retries")),
         "cpu_ms_per_turn": cpu_used * 1000 / count,
     }
 
@@ -975,7 +990,7 @@ def print_storm(row: dict) -> None:
         f"reload storm ({row['config']}): {row['sessions']} turns, {row['completed']} completed, "
         f"{row['reconnected']} sockets reconnected mid-answer; texts that differ from the "
         f"stored answer {row['differs']}, lost events {row['gaps']}, lost turns {row['lost']}, "
-        f"drops {row['drops']}; CPU {fmt(row['cpu_ms_per_turn'])} ms/turn (targets 0, 0, 0, 0)"
+        f"drops {row['drops']} ({row['retried']} reconnects retried); CPU {fmt(row['cpu_ms_per_turn'])} ms/turn (targets 0, 0, 0, 0)"
     )
 
 
@@ -1009,7 +1024,9 @@ def parent(args) -> int:
             config_args = argparse.Namespace(**vars(args))
             if config_args.sessions is None:
                 config_args.sessions = DEFAULT_SESSIONS[config]
-            rows.extend(run_config(config, scratch, config_args))
+            done = run_config(config, scratch, config_args)
+            log(f"  {config}: {json.dumps(done)}")
+            rows.extend(done)
     print()
     if single:
         print_single(single)

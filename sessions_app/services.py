@@ -170,6 +170,14 @@ def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
             event = {**event, "entry": selectors.entry_to_api(event["entry"])}
         await send(event)
 
+    async def close() -> None:
+        # A turn cut short without agent_end (its session deleted under it) must not stay
+        # joinable: a socket of a session re-created with the id would see it running.
+        if state["turn"] is not None:
+            await live.turn_finish(state["turn"])
+            state["turn"] = None
+
+    on_event.close = close
     return on_event
 
 
@@ -712,6 +720,7 @@ def _turn_listener(session_id: str, also: Callable[[dict], object] | None):
             await outcome
         await broadcast(event)
 
+    on_event.close = broadcast.close
     return on_event
 
 

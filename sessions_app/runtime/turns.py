@@ -121,8 +121,10 @@ class _EventPump:
     The turn and its model stream only queue events (cheap, never blocking); a task sends
     them, so a slow channel layer never slows the model's stream. Deltas queued while the
     previous send was under way go out as one, which keeps a fast stream from flooding the
-    layer. `on_event` may be a coroutine function (the channel-layer broadcaster) or a plain
-    callable that returns at once.
+    layer. `on_event` may be a coroutine function (the sockets' broadcaster) or a plain
+    callable that returns at once; if it has a coroutine function `close`, that is awaited
+    once the turn has sent its last event, however the turn ended (even when the session
+    was deleted under it and no `agent_end` was sent).
     """
 
     def __init__(self, on_event: Callable[[dict], object] | None):
@@ -138,6 +140,9 @@ class _EventPump:
         if self.task is not None:
             self.queue.put_nowait(None)
             await self.task
+            closing = getattr(self.on_event, "close", None)
+            if closing is not None:
+                await closing()
 
     async def _run(self) -> None:
         while True:

@@ -1106,8 +1106,8 @@ function onSessionSnapshot(event) {
   }
 }
 
-// A turn running when the socket opened (docs/design.md §17): its streamed text so far, its
-// calls still running, and Stop; the events after the snapshot continue from there.
+// A turn running when the socket opened (docs/design.md §17): its streamed text so far and
+// Stop; the events after the snapshot continue from there.
 function showRunning(running) {
   state.turnRunning = true;
   state.liveTurn = { turnId: running.turn_id, eventSeq: running.event_seq };
@@ -1116,10 +1116,8 @@ function showRunning(running) {
   liveBubble();
   if (running.text_from) appendDelta("… ");
   if (running.text) appendDelta(running.text);
-  for (const call of running.tools || []) {
-    const details = state.callElements.get(call.call_id);
-    if (details) details.querySelector(".tool-state").textContent = "running…";
-  }
+  // Its calls still running (running.tools) are in the snapshot's entries, shown "running…"
+  // (or waiting for approval) until their results arrive.
 }
 
 // Each event of a turn carries its number: one already shown (the snapshot held it) is not

@@ -21,7 +21,7 @@ from accounts_app.serializers import (
 )
 from notices_app.api import AUTHENTICATION, ERRORS
 from notices_app.api import MeView as SettingsView
-from sessions_app.serializers import ErrorOutput
+from sessions_app.web.serializers import ErrorOutput
 
 
 class ConfirmationMismatch(exceptions.APIException):

@@ -20,7 +20,8 @@ from memory_app.services import memory_purge_for_owner
 from notices_app.preferences import notice_channels_purge_for_owner
 from notices_app.schedules import schedules_purge_for_owner
 from sessions_app.runtime.lease import SessionBusy
-from sessions_app.services import session_turn_running, sessions_delete_for_owner
+from sessions_app.services.deletion import sessions_delete_for_owner
+from sessions_app.services.sessions import session_turn_running
 from sessions_app.store import get_store
 
 logger = logging.getLogger(__name__)

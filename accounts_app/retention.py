@@ -20,7 +20,8 @@ from django.utils import timezone
 from accounts_app.models import RetentionSetting
 from sessions_app.ids import is_test_session
 from sessions_app.runtime.lease import SessionBusy
-from sessions_app.services import SessionConnected, session_delete, session_turn_running
+from sessions_app.services.deletion import SessionConnected, session_delete
+from sessions_app.services.sessions import session_turn_running
 from sessions_app.store import get_store
 
 logger = logging.getLogger(__name__)

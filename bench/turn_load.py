@@ -226,7 +226,7 @@ def profiled_daphne_main(output: str, daphne_args: list[str]) -> int:
     import django
 
     django.setup()
-    from sessions_app import consumers
+    from sessions_app.web import consumers
 
     turns: list[pstats.Stats] = []
     turns_lock = threading.Lock()

@@ -1,6 +1,6 @@
 """ASGI entry point: `daphne jarvis_site.asgi:application`.
 
-HTTP goes to Django; WebSockets go through the origin check (sessions_app.origins) and
+HTTP goes to Django; WebSockets go through the origin check (sessions_app.web.origins) and
 authentication to the Channels routes.
 """
 
@@ -25,9 +25,9 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 from jarvis_site.routing import websocket_urlpatterns  # noqa: E402
-from sessions_app.consumers import UnknownPathConsumer  # noqa: E402
-from sessions_app.origins import OriginCheck  # noqa: E402
 from sessions_app.runtime.providers import providers_preload  # noqa: E402
+from sessions_app.web.consumers import UnknownPathConsumer  # noqa: E402
+from sessions_app.web.origins import OriginCheck  # noqa: E402
 
 providers_preload()
 

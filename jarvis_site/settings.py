@@ -69,7 +69,7 @@ MIDDLEWARE = [
     # Every log line of a request carries its request_id.
     "jarvis_site.log_context.RequestContextMiddleware",
     # Then the first that sees answers: errors under /api/ are JSON, whoever made them.
-    "sessions_app.middleware.ApiJsonErrorsMiddleware",
+    "sessions_app.web.middleware.ApiJsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -327,10 +327,10 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # Every API view declares the errors any request may get (401, 413, 415): docs/design.md §7.
-    "DEFAULT_SCHEMA_CLASS": "sessions_app.api.ApiSchema",
+    "DEFAULT_SCHEMA_CLASS": "sessions_app.web.api.ApiSchema",
     # JSON bodies are bounded in size (DATA_UPLOAD_MAX_MEMORY_SIZE) and nesting depth.
     "DEFAULT_PARSER_CLASSES": [
-        "sessions_app.parsers.LimitedJSONParser",
+        "sessions_app.web.parsers.LimitedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
@@ -341,7 +341,7 @@ REST_FRAMEWORK = {
         "search": env.str("SEARCH_THROTTLE_RATE", default="120/min"),
     },
     # Every error body is {"code", "detail"} (docs/design.md §7).
-    "EXCEPTION_HANDLER": "sessions_app.api.exception_handler",
+    "EXCEPTION_HANDLER": "sessions_app.web.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Jarvis Sessions API",

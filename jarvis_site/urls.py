@@ -9,7 +9,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from notices_app.api import ScheduleViewSet, service_worker
-from sessions_app.api import HistoryImportView, SearchViewSet, SessionViewSet
+from sessions_app.web.api import HistoryImportView, SearchViewSet, SessionViewSet
 
 router = DefaultRouter()
 router.register("sessions", SessionViewSet, basename="session")

@@ -1,6 +1,6 @@
 """The HTTP API of notices_app (docs/design.md §14, §16): parse, call one service, shape.
 
-Errors have the project's shape `{"code", "detail"}` (sessions_app.api.exception_handler, the
+Errors have the project's shape `{"code", "detail"}` (sessions_app.web.api.exception_handler, the
 REST_FRAMEWORK exception handler).
 """
 
@@ -21,7 +21,7 @@ from rest_framework.viewsets import ViewSet
 
 from notices_app import me, preferences, schedules, serializers
 from notices_app.outbound_urls import OutboundUrlRefused
-from sessions_app.serializers import ErrorOutput
+from sessions_app.web.serializers import ErrorOutput
 
 AUTHENTICATION = [TokenAuthentication, SessionAuthentication]
 SERVICE_WORKER = Path(__file__).parent / "static" / "notices_app" / "sw.js"

@@ -41,7 +41,8 @@ from notices_app.task_queue import (
 )
 from sessions_app import selectors
 from sessions_app.ids import is_test_session
-from sessions_app.services import notice_mark_delivered, session_create
+from sessions_app.services.notices import notice_mark_delivered
+from sessions_app.services.sessions import session_create
 from sessions_app.store import Notice, get_store
 
 logger = logging.getLogger(__name__)

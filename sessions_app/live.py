@@ -7,7 +7,7 @@ of its events to the sockets of the session.
   lock, so a socket that reads the state gets, after it, exactly the later events.
 - The worker's sockets are kept per session in this process: the turn hands each event's
   frame, encoded once, to the sockets of its own worker with no channel layer in between,
-  and publishes it once on the live bus (sessions_app.live_bus) for the other workers.
+  and publishes it once on the live bus (sessions_app.runtime.live_bus) for the other workers.
 - A socket that joins is registered before it reads the state (its events wait in a
   buffer), then gets the snapshot, then the buffered events newer than the state.
 """
@@ -23,7 +23,8 @@ from typing import Any
 from django.utils import timezone
 
 from jarvis_site import metrics
-from sessions_app import frames, live_bus
+from sessions_app import frames
+from sessions_app.runtime import live_bus
 from sessions_app.runtime.turns import turn_abort_local
 
 logger = logging.getLogger(__name__)

@@ -3,8 +3,8 @@
 Each round starts from one session with a stored turn (4 entries) and a working-memory fact.
 Two actors then run at once, released together by a barrier:
 
-- the deleter calls the real `services.session_delete`;
-- the reopener does what a browser tab does when it (re)connects: `services.connection_open`
+- the deleter calls the real `services.deletion.session_delete`;
+- the reopener does what a browser tab does when it (re)connects: `services.connections.connection_open`
   (which creates the session if it is missing), reads the history it would show, writes a
   working-memory note inside `store.fenced`, and closes the connection again.
 
@@ -105,7 +105,7 @@ def install_yields(no_lock: bool) -> None:
     """Wrap the store's methods and memory_app's services; set the lock switch."""
     from memory_app import receivers
     from memory_app import services as memory
-    from sessions_app import services
+    from sessions_app.services import sessions
     from sessions_app.store import get_store
 
     store = get_store()
@@ -113,7 +113,7 @@ def install_yields(no_lock: bool) -> None:
         setattr(store, name, _yielding(getattr(store, name)))
     memory.working_memory_remember = _yielding(memory.working_memory_remember)
     receivers.memory_purge_for_session = _yielding(memory.memory_purge_for_session)
-    services._SESSION_LOCKING = not no_lock
+    sessions._SESSION_LOCKING = not no_lock
 
 
 # --- one round ---------------------------------------------------------------------------------
@@ -145,19 +145,20 @@ def act(role: str, owner_id: int, seed: int, no_lock: bool) -> dict:
     from django.db import DatabaseError
 
     from memory_app.services import working_memory_remember
-    from sessions_app import services
     from sessions_app.runtime.lease import SessionBusy
+    from sessions_app.services import connections as connection_services
+    from sessions_app.services import deletion
     from sessions_app.store import SessionNotFound, get_store
 
     _rng.value = random.Random(seed)
     try:
         if role == "delete":
             try:
-                return {"deleted": services.session_delete(session_id=SESSION, owner_id=owner_id)}
-            except (services.SessionConnected, SessionBusy):
+                return {"deleted": deletion.session_delete(session_id=SESSION, owner_id=owner_id)}
+            except (deletion.SessionConnected, SessionBusy):
                 return {"deleted": False}
         channel = f"tab-{seed}"
-        meta, _created = services.connection_open(
+        meta, _created = connection_services.connection_open(
             session_id=SESSION, channel_name=channel, user_id=owner_id
         )
         shown = get_store().get_messages(SESSION)
@@ -167,7 +168,7 @@ def act(role: str, owner_id: int, seed: int, no_lock: bool) -> dict:
                 working_memory_remember(session_id=SESSION, key="opened", value=channel)
         except SessionNotFound:
             pass  # the session went between open and note: nothing is written, rightly
-        services.connection_close(channel_name=channel)
+        connection_services.connection_close(channel_name=channel)
         return {"promised": meta.last_seq, "shown": len(shown)}
     except (SessionNotFound, DatabaseError) as error:
         return {"error": type(error).__name__}

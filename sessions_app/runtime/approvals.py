@@ -13,7 +13,7 @@ durable before anyone hears of it. The gate then:
 4. closes the row and sends `approval_end {turn_id, call_id, status}`.
 
 Requests are rows of the database on every backend (sessions_app.store.approvals). Decisions
-are written to them by `services.approval_decide`, from any socket or the API, in any worker.
+are written to them by `services.approvals.approval_decide`, from any socket or the API, in any worker.
 One written in this process resolves the future at once (`approval_resolve`); one written in
 another is found by the process's lease keeper, which already polls every WATCH_INTERVAL_SEC
 for its turns and runs one more query for the approvals this process waits on

@@ -7,7 +7,7 @@ for that turn; the next one is the nearest to it).
 Every read and write here is fenced to an incarnation of the session: a row sent to an
 earlier incarnation (the session was deleted and created again) is never listed nor run.
 
-Who runs the queue lives above this floor (sessions_app.prompt_modes); a turn that ends
+Who runs the queue lives above this floor (sessions_app.services.prompt_modes); a turn that ends
 tells it through the runner registered with `queue_runner_register` in AppConfig.ready.
 """
 

@@ -24,8 +24,8 @@ from django.db import DatabaseError, transaction
 
 from jarvis_site import metrics
 from jarvis_site.log_context import log_context, log_context_set
-from sessions_app.agents import agent_get, agent_tools, model_for_session
 from sessions_app.ids import validate_session_id
+from sessions_app.runtime.agents import agent_get, agent_tools, model_for_session
 from sessions_app.runtime.approvals import ApprovalGate, approvals_interrupted
 from sessions_app.runtime.drain import turn_admitted
 from sessions_app.runtime.executors import in_pool, run_for_sync_caller

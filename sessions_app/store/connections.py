@@ -20,7 +20,7 @@ from django.utils import timezone
 from sessions_app.models import LiveConnection, Session
 from sessions_app.workers import current_worker_id, dead_workers
 
-# A consumer renews its row every few seconds (services.HEARTBEAT_SEC); rows not renewed
+# A consumer renews its row every few seconds (services.connections.HEARTBEAT_SEC); rows not renewed
 # for LIVE_TIMEOUT_SEC belong to a worker that died without closing its sockets.
 LIVE_TIMEOUT_SEC = 30
 

@@ -14,9 +14,9 @@ from accounts_app.retention import retention_days_set
 from memory_app.services import memory_consolidate
 from notices_app.preferences import notice_settings_update, push_subscription_add
 from notices_app.schedules import schedule_create
-from sessions_app import services
 from sessions_app.runtime.lease import TurnLease
 from sessions_app.runtime.turns import turn_run
+from sessions_app.services import notices, sessions
 from sessions_app.store import get_store
 from tests.notices_app.channels.conftest import PushBrowser
 
@@ -51,13 +51,13 @@ def _rows_naming(user_id: int) -> dict[str, int]:
 
 
 def _everything_of(user, session_id: str) -> None:
-    services.session_create(session_id=session_id, owner_id=user.id)
+    sessions.session_create(session_id=session_id, owner_id=user.id)
     turn_run(session_id=session_id, text="My name is Sam. ask researcher to find tea shops")
     turn_run(session_id=session_id, text="remember that my locker code is 4411")
     memory_consolidate(session_id=session_id)
-    services.session_export(session_id=session_id, owner_id=user.id, fmt="md")
+    sessions.session_export(session_id=session_id, owner_id=user.id, fmt="md")
     schedule_create(owner_id=user.id, session_id=session_id, text="stretch", in_seconds=600)
-    services.proactive_add(session_id=session_id, message_id="m1", content="hello")
+    notices.proactive_add(session_id=session_id, message_id="m1", content="hello")
     notice_settings_update(owner_id=user.id, discord_webhook_url=DISCORD)
     endpoint = f"https://fcm.googleapis.com/fcm/send/{user.username}"
     push_subscription_add(
@@ -89,7 +89,7 @@ def test_delete_me_leaves_no_row_naming_the_user_and_keeps_another_users_data(
 
 
 def test_without_the_username_as_confirmation_nothing_is_deleted(api, alice):
-    services.session_create(session_id="alice-chat", owner_id=alice.id)
+    sessions.session_create(session_id="alice-chat", owner_id=alice.id)
     for body in ({}, {"confirm": "bob"}, {"confirm": "ALICE"}):
         answer = api.delete("/api/me/", body, format="json")
         assert answer.status_code == 400
@@ -99,7 +99,7 @@ def test_without_the_username_as_confirmation_nothing_is_deleted(api, alice):
 
 
 def test_a_running_turn_refuses_the_delete_with_409_and_changes_nothing(api, alice):
-    services.session_create(session_id="alice-chat", owner_id=alice.id)
+    sessions.session_create(session_id="alice-chat", owner_id=alice.id)
     lease = TurnLease.for_session("alice-chat").acquire(wait_sec=0)
     try:
         answer = api.delete("/api/me/", {"confirm": "alice"}, format="json")

@@ -12,14 +12,14 @@ from django.http import StreamingHttpResponse
 
 from memory_app.services import memory_consolidate
 from notices_app.schedules import schedule_create
-from sessions_app import services
 from sessions_app.runtime.turns import turn_run
+from sessions_app.services import sessions as session_services
 
 pytestmark = pytest.mark.django_db
 
 
 def _chat(owner, session_id, text):
-    services.session_create(session_id=session_id, owner_id=owner.id)
+    session_services.session_create(session_id=session_id, owner_id=owner.id)
     turn_run(session_id=session_id, text=text)
 
 

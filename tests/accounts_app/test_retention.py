@@ -13,17 +13,17 @@ from django_tasks_db.models import DBTaskResult
 from accounts_app.retention import retention_days_set
 from accounts_app.tasks import retention_sweep_periodic, retention_sweep_schedule
 from memory_app.models import Episode
-from sessions_app import services
 from sessions_app.models import Session
 from sessions_app.runtime.lease import TurnLease
 from sessions_app.runtime.turns import turn_run
+from sessions_app.services import connections, sessions
 from sessions_app.store import get_store
 
 pytestmark = pytest.mark.django_db
 
 
 def _chat(owner, session_id, text="hello"):
-    services.session_create(session_id=session_id, owner_id=owner.id)
+    sessions.session_create(session_id=session_id, owner_id=owner.id)
     turn_run(session_id=session_id, text=text)
 
 
@@ -78,7 +78,7 @@ def test_retention_days_30_deletes_a_session_idle_31_days_with_its_memory(
 def test_a_session_open_in_a_tab_or_running_a_turn_is_kept_until_a_later_sweep(alice):
     _chat(alice, "test-open")
     _chat(alice, "test-busy")
-    services.connection_open(session_id="test-open", channel_name="tab-1", user_id=alice.id)
+    connections.connection_open(session_id="test-open", channel_name="tab-1", user_id=alice.id)
     lease = TurnLease.for_session("test-busy").acquire(wait_sec=0)
     later = (timezone.now() + timedelta(days=8)).isoformat()
     try:
@@ -89,7 +89,7 @@ def test_a_session_open_in_a_tab_or_running_a_turn_is_kept_until_a_later_sweep(a
     assert "kept test-busy for now: a turn is running" in report
     assert _ids(alice) == {"test-open", "test-busy"}
 
-    services.connection_close(channel_name="tab-1")
+    connections.connection_close(channel_name="tab-1")
     _sweep("--as-of", later)
     assert _ids(alice) == set()
 
@@ -117,7 +117,7 @@ def test_a_periodic_run_sweeps_and_queues_the_next_one(alice, settings):
     _chat(alice, "test-old")
     _chat(alice, "keep-me")
     settings.TEST_SESSION_RETENTION_DAYS = 7
-    services.session_create(session_id="test-new", owner_id=alice.id)
+    sessions.session_create(session_id="test-new", owner_id=alice.id)
     Session.objects.filter(id="test-old").update(updated_at=timezone.now() - timedelta(days=8))
 
     assert retention_sweep_periodic.call() == 1
@@ -153,7 +153,7 @@ def test_a_swept_session_takes_its_export_files_along(
     _chat(alice, "test-exported")
     _chat(alice, "kept")
     for session_id in ("test-exported", "kept"):
-        services.session_export(session_id=session_id, owner_id=alice.id, fmt="md")
+        sessions.session_export(session_id=session_id, owner_id=alice.id, fmt="md")
     exports = settings.EXPORTS_DIR / str(alice.id)
 
     with django_capture_on_commit_callbacks(execute=True):

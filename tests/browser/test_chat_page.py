@@ -7,8 +7,8 @@ from pathlib import Path
 
 from django.utils import timezone
 
-from sessions_app import services
 from sessions_app.models import LiveConnection
+from sessions_app.services import connections as connection_services
 from sessions_app.store import connections
 from tests.browser.helpers import (
     PASSWORD,
@@ -27,7 +27,9 @@ pytestmark = browser_test
 def wait_until_detached(session_id: str) -> None:
     """Until the server has unregistered the sockets of a closed tab (it learns of it async)."""
     eventually(
-        lambda: in_thread(lambda: services.live_connection_count(session_id=session_id)) == 0,
+        lambda: (
+            in_thread(lambda: connection_services.live_connection_count(session_id=session_id)) == 0
+        ),
         what=f"{session_id} has no live connection",
     )
 

@@ -4,7 +4,7 @@ both colour themes, and an axe-core audit of the login and chat pages."""
 import pytest
 from playwright.sync_api import expect
 
-from sessions_app import services
+from sessions_app.services import sessions as session_services
 from sessions_app.store import get_store
 from tests.browser.helpers import (
     AXE,
@@ -49,7 +49,7 @@ ALWAYS_ON_SCREEN = [
 
 def long_conversation(owner_id: int, turns: int = 25) -> str:
     """A conversation far taller than any screen, stored as real turns."""
-    meta, _ = services.session_create(owner_id=owner_id, title="A long conversation")
+    meta, _ = session_services.session_create(owner_id=owner_id, title="A long conversation")
     store = get_store()
     for number in range(turns):
         turn = f"turn_{number}"

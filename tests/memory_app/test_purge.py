@@ -12,7 +12,7 @@ from memory_app.models import (
 )
 from memory_app.services import memory_consolidate, working_memory_remember
 from sessions_app import signals
-from sessions_app.compaction import session_compact
+from sessions_app.services.compaction import session_compact
 from tests.builders import arithmetic_turn, play_turn
 
 pytestmark = pytest.mark.django_db

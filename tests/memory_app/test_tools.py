@@ -81,7 +81,7 @@ def test_an_agents_file_may_name_the_memory_tools(tmp_path):
     agents = tmp_path / "agents.toml"
     agents.write_text('[agents.librarian]\ntools = ["remember", "forget", "clock"]\n')
     child = run_python(
-        "from sessions_app.agents import agent_get\nprint(agent_get('librarian').tools)\n",
+        "from sessions_app.runtime.agents import agent_get\nprint(agent_get('librarian').tools)\n",
         JARVIS_AGENTS_FILE=agents,
     )
     assert child.returncode == 0, child.stderr

@@ -4,7 +4,7 @@ import pytest
 
 from memory_app.models import ProfileFact
 from memory_app.services import memory_consolidate
-from sessions_app.compaction import session_compact
+from sessions_app.services.compaction import session_compact
 from tests.builders import arithmetic_turn, play_turn
 from tests.fakes.llm_server import FakeLLMServer, Reply
 

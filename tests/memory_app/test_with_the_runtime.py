@@ -11,7 +11,6 @@ from memory_app.models import (
     WorkingMemory,
 )
 from memory_app.services import memory_consolidate, working_memory_recall
-from sessions_app.compaction import session_compact
 from sessions_app.runtime.history import (
     project_anthropic,
     project_openai,
@@ -19,7 +18,8 @@ from sessions_app.runtime.history import (
     validate_openai,
 )
 from sessions_app.runtime.turns import turn_run
-from sessions_app.services import session_delete
+from sessions_app.services.compaction import session_compact
+from sessions_app.services.deletion import session_delete
 from sessions_app.store import get_store
 from tests.helpers import run_python
 

@@ -12,8 +12,8 @@ import pytest
 from django.utils import timezone
 
 from memory_app.models import Episode, WorkingMemory
-from sessions_app import services
 from sessions_app.models import LiveConnection, Worker
+from sessions_app.services import deletion
 from sessions_app.store import connections, get_store
 from tests.conftest import requires_postgres
 from tests.helpers import GUARD_SEC, eventually
@@ -94,8 +94,8 @@ def test_a_killed_worker_stops_blocking_delete_once_it_is_silent(alice_token):
             row = LiveConnection.objects.get(session_id=session_id)
             assert Worker.objects.filter(id=row.worker_id).exists(), "the worker heartbeats"
             owner = row.user_id
-            with pytest.raises(services.SessionConnected):
-                services.session_delete(session_id=session_id, owner_id=owner)
+            with pytest.raises(deletion.SessionConnected):
+                deletion.session_delete(session_id=session_id, owner_id=owner)
 
             worker.process.kill()  # no disconnect, no cleanup: the socket's row stays
             worker.process.wait(GUARD_SEC)
@@ -107,6 +107,6 @@ def test_a_killed_worker_stops_blocking_delete_once_it_is_silent(alice_token):
             assert LiveConnection.objects.get(pk=row.pk).heartbeat_at > timezone.now() - timedelta(
                 seconds=connections.LIVE_TIMEOUT_SEC
             )
-            assert services.session_delete(session_id=session_id, owner_id=owner) is True
+            assert deletion.session_delete(session_id=session_id, owner_id=owner) is True
         finally:
             loop.close()

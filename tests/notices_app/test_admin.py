@@ -6,7 +6,7 @@ import pytest
 from notices_app.models import NoticeOutbox, NoticeSettings, PushSubscription, Schedule
 from notices_app.preferences import notice_settings_update, push_subscription_add
 from notices_app.schedules import schedule_create
-from sessions_app import services
+from sessions_app.services import notices, sessions
 
 from .channels.conftest import PushBrowser
 
@@ -18,9 +18,9 @@ ENDPOINT = "https://fcm.googleapis.com/fcm/send/the-browser-capability"
 
 def test_the_pages_list_what_there_is_and_change_nothing(admin_client, alice, settings):
     settings.NOTIFY_WEBHOOK_URL = "https://ops.example.com/hook"
-    services.session_create(owner_id=alice.id, session_id="chat-1")
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
     schedule_create(owner_id=alice.id, session_id="chat-1", text="stretch", in_seconds=60)
-    services.proactive_add(session_id="chat-1", message_id="m1", content="hello")
+    notices.proactive_add(session_id="chat-1", message_id="m1", content="hello")
     notice_settings_update(owner_id=alice.id, discord_webhook_url=DISCORD)
     subscription = PushBrowser(ENDPOINT).to_json()
     push_subscription_add(owner_id=alice.id, endpoint=ENDPOINT, **subscription["keys"])

@@ -3,7 +3,7 @@
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from sessions_app import agents
+from sessions_app.runtime import agents
 from sessions_app.runtime.turns import turn_run
 from sessions_app.store import get_store
 from sessions_app.turn_selectors import request_header_of

@@ -9,9 +9,9 @@ crash left the meta file behind the entries, and the context of a session never 
 
 import pytest
 
-from sessions_app import branch_summaries
-from sessions_app.commands import command_run
+from sessions_app.services import branch_summaries
 from sessions_app.store import get_store
+from sessions_app.web.commands import command_run
 from tests.builders import arithmetic_turn, play_turn
 from tests.fakes.llm_server import FakeLLMServer, Reply
 

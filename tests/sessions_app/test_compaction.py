@@ -3,7 +3,6 @@
 import pytest
 
 from memory_app.models import CompactionSummary
-from sessions_app.compaction import estimate_tokens, session_compact
 from sessions_app.runtime.history import (
     SUMMARY_PREFIX,
     project_anthropic,
@@ -11,6 +10,7 @@ from sessions_app.runtime.history import (
     validate_anthropic,
     validate_openai,
 )
+from sessions_app.services.compaction import estimate_tokens, session_compact
 from sessions_app.store import SessionNotFound, get_store
 from tests.builders import arithmetic_turn, play_turn
 

@@ -6,10 +6,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from sessions_app import services
 from sessions_app.models import LiveConnection, Session, Worker
 from sessions_app.runtime.lease import SessionBusy, lease_acquire
 from sessions_app.runtime.turns import turn_run
+from sessions_app.services import deletion
 from sessions_app.store import NewEntry, get_store
 from sessions_app.workers import worker_beat
 from tests.sessions_app.runtime.conftest import assert_history_valid
@@ -38,11 +38,11 @@ def test_sockets_of_a_silent_worker_do_not_block_delete(alice, settings):
         worker_id=ELSEWHERE,
     )
     worker_heard(seconds_ago=1)
-    with pytest.raises(services.SessionConnected):
-        services.session_delete(session_id="s1", owner_id=alice.id)
+    with pytest.raises(deletion.SessionConnected):
+        deletion.session_delete(session_id="s1", owner_id=alice.id)
 
     worker_heard(seconds_ago=settings.WORKER_DEAD_SEC + 1)
-    assert services.session_delete(session_id="s1", owner_id=alice.id) is True
+    assert deletion.session_delete(session_id="s1", owner_id=alice.id) is True
     assert not LiveConnection.objects.exists()
 
 

@@ -7,11 +7,11 @@ import pytest
 from rest_framework.test import APIClient
 
 from memory_app.models import Episode, WorkingMemory
-from sessions_app import services
 from sessions_app.runtime.executors import run_for_sync_caller
 from sessions_app.runtime.lease import lease_acquire
 from sessions_app.runtime.tools import TOOLS, ToolContext, tool_run
 from sessions_app.runtime.turns import turn_run
+from sessions_app.services import deletion
 from sessions_app.store import NewEntry, SessionNotFound, get_store
 from tests.sessions_app.runtime.conftest import assert_history_valid
 
@@ -170,4 +170,4 @@ def test_delete_is_409_session_busy_when_the_turn_does_not_end_in_time(users, ba
         assert get_store().get_meta(SESSION) is not None
     finally:
         lease.release()
-    assert services.session_delete(session_id=SESSION, owner_id=alice.id) is True
+    assert deletion.session_delete(session_id=SESSION, owner_id=alice.id) is True

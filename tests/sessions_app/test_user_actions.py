@@ -13,8 +13,8 @@ from django.core.management import CommandError, call_command
 from django.db import connections
 
 from memory_app.models import CompactionSummary
-from sessions_app import services
 from sessions_app.ids import group_name
+from sessions_app.services import approvals, sessions, turns
 from sessions_app.store import SessionNotFound, get_store
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,11 +34,9 @@ def _fresh_channel_layer():
 @pytest.fixture
 def bobs_session(backend, bob):
     """Bob's session with three turns: enough history to compact."""
-    services.session_create(owner_id=bob.id, session_id=BOBS)
+    sessions.session_create(owner_id=bob.id, session_id=BOBS)
     for text in ("what is 2+3", "what is 6*7", "what did I say"):
-        assert services.turn_send(session_id=BOBS, owner_id=bob.id, text=text).status == (
-            "completed"
-        )
+        assert turns.turn_send(session_id=BOBS, owner_id=bob.id, text=text).status == ("completed")
     return BOBS
 
 
@@ -67,21 +65,21 @@ def export_files() -> list[Path]:
 def every_action(session_id, owner_id):
     """Each user action on `session_id`, as `owner_id` would ask for it."""
     return {
-        "turn_send": lambda: services.turn_send(
+        "turn_send": lambda: turns.turn_send(
             session_id=session_id, owner_id=owner_id, text="hello"
         ),
-        "turn_send_async": lambda: async_to_sync(services.turn_send_async)(
+        "turn_send_async": lambda: async_to_sync(turns.turn_send_async)(
             session_id=session_id, owner_id=owner_id, text="hello"
         ),
-        "turn_abort": lambda: services.turn_abort(session_id=session_id, owner_id=owner_id),
-        "turn_abort_async": lambda: async_to_sync(services.turn_abort_async)(
+        "turn_abort": lambda: turns.turn_abort(session_id=session_id, owner_id=owner_id),
+        "turn_abort_async": lambda: async_to_sync(turns.turn_abort_async)(
             session_id=session_id, owner_id=owner_id
         ),
-        "session_compact": lambda: services.session_compact(
+        "session_compact": lambda: sessions.session_compact(
             session_id=session_id, owner_id=owner_id
         ),
-        "session_cost": lambda: services.session_cost(session_id=session_id, owner_id=owner_id),
-        "session_export": lambda: services.session_export(
+        "session_cost": lambda: sessions.session_cost(session_id=session_id, owner_id=owner_id),
+        "session_export": lambda: sessions.session_export(
             session_id=session_id, owner_id=owner_id, fmt="md"
         ),
     }
@@ -108,14 +106,14 @@ def test_a_missing_session_is_not_found_and_not_created(backend, alice):
 
 
 def test_the_owner_gets_each_action_done(bobs_session, bob):
-    compaction = services.session_compact(session_id=bobs_session, owner_id=bob.id)
+    compaction = sessions.session_compact(session_id=bobs_session, owner_id=bob.id)
     assert compaction.kind == "compaction"
     assert get_store().get_messages(bobs_session)[-1].seq == compaction.seq
-    assert services.session_cost(session_id=bobs_session, owner_id=bob.id)["models"]
-    export = services.session_export(session_id=bobs_session, owner_id=bob.id, fmt="md")
+    assert sessions.session_cost(session_id=bobs_session, owner_id=bob.id)["models"]
+    export = sessions.session_export(session_id=bobs_session, owner_id=bob.id, fmt="md")
     assert export_files() == [Path(settings.EXPORTS_DIR) / str(bob.id) / "bobs.md"]
     assert "what did I say" in export.content.decode()
-    assert services.turn_abort(session_id=bobs_session, owner_id=bob.id) is False
+    assert turns.turn_abort(session_id=bobs_session, owner_id=bob.id) is False
 
 
 def test_an_operator_command_acts_on_any_users_session(bobs_session, bob, capsys):
@@ -153,7 +151,7 @@ class TurnWaitingForApproval:
 
     def _run(self, session_id, owner_id):
         try:
-            self.result = services.turn_send(
+            self.result = turns.turn_send(
                 session_id=session_id,
                 owner_id=owner_id,
                 text="forget my color",
@@ -175,10 +173,10 @@ class TurnWaitingForApproval:
 def test_a_strangers_abort_leaves_the_owners_turn_running(bobs_session, alice, bob):
     turn = TurnWaitingForApproval(bobs_session, bob.id)
     call_id = turn.call_id()
-    for abort in (services.turn_abort, async_to_sync(services.turn_abort_async)):
+    for abort in (turns.turn_abort, async_to_sync(turns.turn_abort_async)):
         with pytest.raises(SessionNotFound):
             abort(session_id=bobs_session, owner_id=alice.id)
-    services.approval_decide(session_id=bobs_session, owner_id=bob.id, call_id=call_id, allow=True)
+    approvals.approval_decide(session_id=bobs_session, owner_id=bob.id, call_id=call_id, allow=True)
     assert turn.finish().status == "completed"
 
 
@@ -191,7 +189,7 @@ async def test_a_refused_action_tells_no_tab(bobs_session, alice, bob):
         with pytest.raises(SessionNotFound):
             await in_a_thread(action)
     # The owner's compaction is the first thing the tab hears: nothing came before it.
-    entry = await in_a_thread(services.session_compact, session_id=bobs_session, owner_id=bob.id)
+    entry = await in_a_thread(sessions.session_compact, session_id=bobs_session, owner_id=bob.id)
     message = await layer.receive(tab)
     assert message["event"]["type"] == "entry"
     assert message["event"]["entry"]["seq"] == entry.seq

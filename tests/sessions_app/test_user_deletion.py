@@ -5,8 +5,8 @@ from django.contrib.auth import get_user_model
 
 from memory_app.models import Episode, ProfileFact, ThoughtLog, WorkingMemory
 from memory_app.services import memory_consolidate
-from sessions_app import services
 from sessions_app.runtime.turns import turn_run
+from sessions_app.services import connections, sessions
 from sessions_app.store import get_store
 
 pytestmark = pytest.mark.django_db
@@ -14,10 +14,10 @@ pytestmark = pytest.mark.django_db
 
 def test_deleting_a_user_removes_their_sessions_and_memory_only(backend, alice, bob):
     for owner, session_id in ((alice, "alice-1"), (alice, "alice-2"), (bob, "bob-1")):
-        services.session_create(session_id=session_id, owner_id=owner.id)
+        sessions.session_create(session_id=session_id, owner_id=owner.id)
         turn_run(session_id=session_id, text="My name is Sam. remember that my locker code is 4411")
         memory_consolidate(session_id=session_id)
-    services.connection_open(session_id="alice-1", channel_name="tab-1", user_id=alice.id)
+    connections.connection_open(session_id="alice-1", channel_name="tab-1", user_id=alice.id)
     assert ProfileFact.objects.filter(owner=alice).exists()
     bob_memory = (
         Episode.objects.filter(session_id="bob-1").count(),
@@ -45,7 +45,7 @@ def test_deleting_a_user_removes_their_sessions_and_memory_only(backend, alice, 
 # A real transaction: the user's delete rolls back as a whole, as it does outside tests.
 @pytest.mark.django_db(transaction=True)
 def test_a_failing_purge_keeps_the_account_and_its_sessions(backend, alice, monkeypatch):
-    services.session_create(session_id="alice-1", owner_id=alice.id)
+    sessions.session_create(session_id="alice-1", owner_id=alice.id)
     turn_run(session_id="alice-1", text="hello")
 
     def broken(*, session_id):

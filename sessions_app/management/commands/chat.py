@@ -19,13 +19,14 @@ from contextlib import ExitStack
 
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions_app import limits, prompt_modes, services
-from sessions_app.agents import UnknownAgent
-from sessions_app.commands import CommandError as SlashCommandError
-from sessions_app.commands import command_run
+from sessions_app import limits
 from sessions_app.management.commands._owners import owner_id_by_username
+from sessions_app.runtime.agents import UnknownAgent
 from sessions_app.runtime.queue import QueueFull
+from sessions_app.services import prompt_modes, sessions, turns
 from sessions_app.store import AgentMismatch, InvalidSessionId
+from sessions_app.web.commands import CommandError as SlashCommandError
+from sessions_app.web.commands import command_run
 
 
 class Command(BaseCommand):
@@ -44,8 +45,8 @@ class Command(BaseCommand):
         owner_id = None if user is None else owner_id_by_username(user)
         try:
             limits.agent_check(agent)
-            services.session_create(owner_id=owner_id, session_id=session_id, agent=agent)
-        except services.SessionIdUnavailable as error:
+            sessions.session_create(owner_id=owner_id, session_id=session_id, agent=agent)
+        except sessions.SessionIdUnavailable as error:
             hint = " (a user's session: name its owner with --user)" if owner_id is None else ""
             raise CommandError(f"{error}{hint}") from error
         except (InvalidSessionId, UnknownAgent, AgentMismatch, limits.InputInvalid) as error:
@@ -121,14 +122,14 @@ class Command(BaseCommand):
             except KeyboardInterrupt:
                 if not self._busy(session_id):
                     raise
-                services.turn_abort(session_id=session_id, owner_id=self.owner_id)
+                turns.turn_abort(session_id=session_id, owner_id=self.owner_id)
 
     def _wait_idle(self, session_id: str) -> None:
         try:
             while self._busy(session_id):
                 time.sleep(0.1)  # the turns run in threads of the queue runner
         except KeyboardInterrupt:
-            services.turn_abort(session_id=session_id, owner_id=self.owner_id)
+            turns.turn_abort(session_id=session_id, owner_id=self.owner_id)
             self._wait_idle(session_id)
 
     def _command(self, session_id: str, owner_id: int | None, line: str) -> str:

@@ -8,8 +8,8 @@ line of progress per session. `--user <name>` cleans that user's sessions only;
 
 from django.core.management.base import BaseCommand
 
-from sessions_app import cleanup
 from sessions_app.management.commands._owners import owner_id_by_username
+from sessions_app.services import cleanup
 
 
 class Command(BaseCommand):

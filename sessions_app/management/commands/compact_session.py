@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions_app.services import OPERATOR, NothingToCompact, session_compact
+from sessions_app.services.sessions import OPERATOR, NothingToCompact, session_compact
 from sessions_app.store import InvalidSessionId, SessionNotFound
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand
 
 from sessions_app.management.commands._owners import owner_id_by_username
-from sessions_app.transfer import sessions_export
+from sessions_app.services.transfer import sessions_export
 
 
 class Command(BaseCommand):

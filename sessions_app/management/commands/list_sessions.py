@@ -2,9 +2,9 @@
 
 from django.core.management.base import BaseCommand
 
-from sessions_app.commands import sessions_text
 from sessions_app.management.commands._owners import owner_id_by_username
 from sessions_app.selectors import session_list
+from sessions_app.web.commands import sessions_text
 
 
 class Command(BaseCommand):

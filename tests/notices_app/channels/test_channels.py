@@ -6,7 +6,7 @@ import pytest
 from notices_app.delivery import notice_send
 from notices_app.models import NoticeOutbox, PushSubscription
 from notices_app.preferences import notice_settings_update, push_subscription_add
-from sessions_app import services
+from sessions_app.services import notices, sessions
 from tests.notices_app.schedules.conftest import run_due_tasks, run_worker_until
 
 from .conftest import PushBrowser, allow
@@ -22,8 +22,8 @@ def subscribe(owner_id: int, browser: PushBrowser) -> PushSubscription:
 
 
 def notify(owner_id: int, content: str = "hello", session_id: str = "chat-1") -> None:
-    services.session_create(owner_id=owner_id, session_id=session_id)
-    services.proactive_add(session_id=session_id, message_id="m1", content=content)
+    sessions.session_create(owner_id=owner_id, session_id=session_id)
+    notices.proactive_add(session_id=session_id, message_id="m1", content=content)
 
 
 def row(channel: str) -> NoticeOutbox:

@@ -7,8 +7,8 @@ import pytest
 
 from notices_app.models import NoticeOutbox, Schedule
 from notices_app.preferences import notice_settings_update, push_subscription_add
-from sessions_app import services
 from sessions_app.runtime.turns import turn_run
+from sessions_app.services import sessions
 from sessions_app.store import get_store
 from tests.notices_app.schedules.conftest import make_due, run_due_tasks
 
@@ -35,7 +35,7 @@ def flat(subscription: dict) -> dict:
 
 def set_reminder(session_id: str, owner_id: int) -> Schedule:
     """The person asks the offline model in a real turn; the run is then made due now."""
-    services.session_create(owner_id=owner_id, session_id=session_id)
+    sessions.session_create(owner_id=owner_id, session_id=session_id)
     turn_run(session_id=session_id, owner_id=owner_id, text="remind me in 1 seconds to stretch")
     schedule = Schedule.objects.get(session_id=session_id)
     make_due(schedule)

@@ -8,7 +8,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from notices_app.models import Schedule
-from sessions_app import services
+from sessions_app.services import sessions
 
 from .conftest import ready_tasks
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_create_list_and_cancel(backend, api, alice):
-    services.session_create(owner_id=alice.id, session_id="chat-1")
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
     at = (timezone.now() + timedelta(hours=1)).replace(microsecond=0)
     created = api.post(
         "/api/schedules/",
@@ -65,7 +65,7 @@ def test_another_users_schedule_is_a_404_and_stays(api, bob_api, alice):
 
 
 def test_a_schedule_cannot_name_another_users_session(api, bob_api, bob):
-    services.session_create(owner_id=bob.id, session_id="bobs")
+    sessions.session_create(owner_id=bob.id, session_id="bobs")
     response = api.post(
         "/api/schedules/", {"text": "x", "in_seconds": 60, "session_id": "bobs"}, format="json"
     )

@@ -10,9 +10,9 @@ from django_tasks_db.models import DBTaskResult
 
 from notices_app.models import Schedule, ScheduleRun
 from notices_app.schedules import schedule_create
-from sessions_app import services
 from sessions_app.runtime import turns
 from sessions_app.runtime.turns import turn_run
+from sessions_app.services import sessions
 from sessions_app.store import get_store
 from sessions_app.throttles import TurnRateThrottle
 
@@ -42,7 +42,7 @@ def test_past_max_schedules_per_user_the_api_answers_429(api, bob_api, settings)
 
 def test_past_max_schedules_per_user_the_tool_says_so(alice, settings):
     settings.MAX_SCHEDULES_PER_USER = 1
-    services.session_create(owner_id=alice.id, session_id="chat-1")
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
     turn_run(session_id="chat-1", text="remind me in 10 minutes to stretch")
 
     result = turn_run(session_id="chat-1", text="remind me in 20 minutes to drink water")
@@ -72,7 +72,7 @@ def test_the_list_comes_in_pages(api):
 
 
 def due_prompt(alice) -> Schedule:
-    services.session_create(owner_id=alice.id, session_id="chat-1")
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
     schedule = schedule_create(
         owner_id=alice.id, session_id="chat-1", kind="prompt", text="what is 6*7", in_seconds=60
     )

@@ -6,9 +6,9 @@ from datetime import timedelta
 import pytest
 
 from notices_app.models import Schedule
-from sessions_app import services
 from sessions_app.runtime.providers.offline import _intents
 from sessions_app.runtime.turns import turn_run
+from sessions_app.services import sessions
 from sessions_app.store import get_store
 
 OFFERED = {"schedule", "unschedule", "calculator", "clock", "wait", "remember", "recall"}
@@ -60,7 +60,7 @@ def test_the_offline_model_cancels(text, arguments):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_turn_schedules_and_cancels_for_the_sessions_owner(backend, alice):
-    services.session_create(owner_id=alice.id, session_id="chat-1")
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
     result = turn_run(session_id="chat-1", text="every 2 hours remind me to drink water")
     assert result.status == "completed"
     schedule = Schedule.objects.get()
@@ -104,7 +104,7 @@ def test_the_schedule_tool_takes_numbers_a_model_sends_as_text(alice):
 
     from sessions_app.runtime.tools import TOOLS, ToolContext, tool_run
 
-    services.session_create(owner_id=alice.id, session_id="chat-1")
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
     context = ToolContext(session_id="chat-1")
 
     def call(arguments):

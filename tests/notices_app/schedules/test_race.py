@@ -6,7 +6,7 @@ from django_tasks_db.models import DBTaskResult
 
 from notices_app.models import ScheduleRun
 from notices_app.schedules import schedule_create, schedule_fire
-from sessions_app import services
+from sessions_app.services import sessions
 from sessions_app.store import get_store
 from tests.conftest import requires_postgres
 from tests.helpers import run_in_threads
@@ -19,7 +19,7 @@ RACERS = 4
 
 
 def repeating_due_schedule(owner_id):
-    services.session_create(owner_id=owner_id, session_id="chat-1")
+    sessions.session_create(owner_id=owner_id, session_id="chat-1")
     schedule = schedule_create(
         owner_id=owner_id, session_id="chat-1", text="drink water", every=2, unit="hours"
     )

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_restart_between_scheduling_and_firing_loses_nothing(backend, alice):
     # One process takes the request through a real turn, then stops.
     made = run_python(
-        "from sessions_app.services import session_create\n"
+        "from sessions_app.services.sessions import session_create\n"
         "from sessions_app.runtime.turns import turn_run\n"
         f"session_create(owner_id={alice.id}, session_id='chat-1')\n"
         "result = turn_run(session_id='chat-1', text='remind me in 1 hour to stretch')\n"
@@ -51,11 +51,11 @@ def test_a_run_whose_worker_was_killed_mid_task_fires_after_recovery(backend, al
     from django_tasks_db.models import DBTaskResult
 
     from notices_app.schedules import schedule_create
-    from sessions_app import services
+    from sessions_app.services import sessions
 
     from .conftest import run_due_tasks
 
-    services.session_create(owner_id=alice.id, session_id="chat-1")
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
     schedule = schedule_create(owner_id=alice.id, session_id="chat-1", text="stretch", in_seconds=9)
     make_due(schedule)
     # A worker claimed the run and was killed before it fired: its task stays RUNNING.

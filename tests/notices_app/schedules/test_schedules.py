@@ -12,7 +12,7 @@ from notices_app.schedules import (
     schedule_create,
     schedule_fire,
 )
-from sessions_app import services
+from sessions_app.services import deletion, sessions
 from sessions_app.store import get_store
 
 from .conftest import make_due, ready_tasks, run_due_tasks
@@ -25,7 +25,7 @@ def notices(session_id):
 
 
 def test_a_reminder_fires_once_into_the_conversation_it_was_made_in(backend, alice):
-    services.session_create(owner_id=alice.id, session_id="chat-1")
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
     schedule = schedule_create(
         owner_id=alice.id, session_id="chat-1", text="stretch", in_seconds=3600
     )
@@ -48,15 +48,15 @@ def test_a_reminder_fires_once_into_the_conversation_it_was_made_in(backend, ali
 
 
 def test_a_reminder_whose_session_is_gone_goes_to_the_latest_real_conversation(backend, alice):
-    services.session_create(owner_id=alice.id, session_id="older")
-    services.session_create(owner_id=alice.id, session_id="test-probe")
+    sessions.session_create(owner_id=alice.id, session_id="older")
+    sessions.session_create(owner_id=alice.id, session_id="test-probe")
     # A sub-agent session is one a delegation spawned (the same rule as the sessions list).
     get_store().create(
         "agent_researcher__older", agent="researcher", owner_id=alice.id, spawned_by="older"
     )
-    services.session_create(owner_id=alice.id, session_id="gone")
+    sessions.session_create(owner_id=alice.id, session_id="gone")
     schedule = schedule_create(owner_id=alice.id, session_id="gone", text="call mum", in_seconds=60)
-    services.session_delete(session_id="gone", owner_id=alice.id)
+    deletion.session_delete(session_id="gone", owner_id=alice.id)
     make_due(schedule)
     run_due_tasks()
     # Neither the test session nor the sub-agent session is chosen, though newer.
@@ -74,12 +74,12 @@ def test_a_user_without_conversations_gets_a_new_one(backend, alice):
 
 
 def test_test_traffic_stays_in_test_sessions(backend, alice):
-    services.session_create(owner_id=alice.id, session_id="real-chat")
-    services.session_create(owner_id=alice.id, session_id="test-kept")
-    services.session_create(owner_id=alice.id, session_id="test-gone")
+    sessions.session_create(owner_id=alice.id, session_id="real-chat")
+    sessions.session_create(owner_id=alice.id, session_id="test-kept")
+    sessions.session_create(owner_id=alice.id, session_id="test-gone")
     kept = schedule_create(owner_id=alice.id, session_id="test-kept", text="a", in_seconds=60)
     gone = schedule_create(owner_id=alice.id, session_id="test-gone", text="b", in_seconds=60)
-    services.session_delete(session_id="test-gone", owner_id=alice.id)
+    deletion.session_delete(session_id="test-gone", owner_id=alice.id)
     make_due(kept)
     make_due(gone)
     run_due_tasks()
@@ -89,7 +89,7 @@ def test_test_traffic_stays_in_test_sessions(backend, alice):
 
 
 def test_a_repeating_schedule_missed_for_hours_fires_once_and_waits_for_the_next(backend, alice):
-    services.session_create(owner_id=alice.id, session_id="chat-1")
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
     schedule = schedule_create(
         owner_id=alice.id, session_id="chat-1", text="drink water", every=1, unit="hours"
     )
@@ -113,7 +113,7 @@ def test_a_repeating_schedule_missed_for_hours_fires_once_and_waits_for_the_next
 
 
 def test_cancelling_removes_the_queued_run_and_a_late_fire_does_nothing(backend, alice):
-    services.session_create(owner_id=alice.id, session_id="chat-1")
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
     schedule = schedule_create(
         owner_id=alice.id, session_id="chat-1", text="stretch", every=2, unit="minutes"
     )
@@ -128,7 +128,7 @@ def test_cancelling_removes_the_queued_run_and_a_late_fire_does_nothing(backend,
 
 
 def test_a_scheduled_prompt_runs_as_a_turn_and_its_answer_is_the_notice(backend, alice):
-    services.session_create(owner_id=alice.id, session_id="chat-1")
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
     schedule = schedule_create(
         owner_id=alice.id, session_id="chat-1", kind="prompt", text="what is 6*7", in_seconds=30
     )
@@ -161,7 +161,7 @@ def test_bad_input_is_refused_and_changes_nothing(alice, arguments, message):
 
 
 def test_a_notice_never_exceeds_the_notice_limit(alice):
-    services.session_create(owner_id=alice.id, session_id="chat-1")
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
     schedule = schedule_create(
         owner_id=alice.id, session_id="chat-1", text="x" * 20_000, in_seconds=60
     )

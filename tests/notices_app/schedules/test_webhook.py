@@ -6,7 +6,7 @@ import pytest
 from notices_app.delivery import notice_outbox_recover, notice_send
 from notices_app.models import NoticeOutbox
 from notices_app.schedules import schedule_create
-from sessions_app import services
+from sessions_app.services import deletion, notices, sessions
 from sessions_app.store import get_store
 
 from .conftest import Receiver, make_due, ready_tasks, run_due_tasks, run_worker_until
@@ -15,9 +15,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_each_notice_of_a_real_session_is_posted_once(backend, alice, receiver):
-    services.session_create(owner_id=alice.id, session_id="chat-1")
-    notice, _ = services.proactive_add(session_id="chat-1", message_id="m1", content="hello")
-    services.proactive_add(session_id="chat-1", message_id="m1", content="hello")  # same id
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
+    notice, _ = notices.proactive_add(session_id="chat-1", message_id="m1", content="hello")
+    notices.proactive_add(session_id="chat-1", message_id="m1", content="hello")  # same id
     schedule = schedule_create(owner_id=alice.id, session_id="chat-1", text="stretch", in_seconds=9)
     make_due(schedule)
     run_due_tasks()
@@ -43,8 +43,8 @@ def test_each_notice_of_a_real_session_is_posted_once(backend, alice, receiver):
 
 
 def test_a_test_session_never_notifies_anyone_outside(backend, alice, receiver):
-    services.session_create(owner_id=alice.id, session_id="test-run")
-    services.proactive_add(session_id="test-run", message_id="m1", content="hello")
+    sessions.session_create(owner_id=alice.id, session_id="test-run")
+    notices.proactive_add(session_id="test-run", message_id="m1", content="hello")
     schedule = schedule_create(
         owner_id=alice.id, session_id="test-run", text="stretch", in_seconds=9
     )
@@ -58,8 +58,8 @@ def test_a_test_session_never_notifies_anyone_outside(backend, alice, receiver):
 
 def test_a_failing_receiver_gets_retries_and_then_exactly_one_success(backend, alice, receiver):
     receiver.failures = 3
-    services.session_create(owner_id=alice.id, session_id="chat-1")
-    services.proactive_add(session_id="chat-1", message_id="m1", content="hello")
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
+    notices.proactive_add(session_id="chat-1", message_id="m1", content="hello")
     outbox = NoticeOutbox.objects.get()
 
     run_worker_until(lambda: receiver.posts)
@@ -78,8 +78,8 @@ def test_an_unreachable_receiver_is_logged_and_retried_with_growing_delays(alice
     dead.close()  # nothing listens on its port any more
     settings.NOTIFY_WEBHOOK_URL = dead.url
     settings.NOTIFY_WEBHOOK_RETRY_BASE_SEC = 60
-    services.session_create(owner_id=alice.id, session_id="chat-1")
-    services.proactive_add(session_id="chat-1", message_id="m1", content="hello")
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
+    notices.proactive_add(session_id="chat-1", message_id="m1", content="hello")
     outbox = NoticeOutbox.objects.get()
     delays = []
     for _ in range(3):
@@ -95,8 +95,8 @@ def test_an_unreachable_receiver_is_logged_and_retried_with_growing_delays(alice
 
 
 def test_an_attempt_cut_off_by_a_dead_worker_is_sent_again(alice, receiver):
-    services.session_create(owner_id=alice.id, session_id="chat-1")
-    services.proactive_add(session_id="chat-1", message_id="m1", content="hello")
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
+    notices.proactive_add(session_id="chat-1", message_id="m1", content="hello")
     # A worker claimed the row and died before it could say how the POST went.
     from datetime import timedelta
 
@@ -116,9 +116,9 @@ def test_an_attempt_cut_off_by_a_dead_worker_is_sent_again(alice, receiver):
 
 def test_deleting_the_session_drops_its_queued_posts(alice, receiver):
     receiver.failures = 100
-    services.session_create(owner_id=alice.id, session_id="chat-1")
-    services.proactive_add(session_id="chat-1", message_id="m1", content="private")
-    services.session_delete(session_id="chat-1", owner_id=alice.id)
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
+    notices.proactive_add(session_id="chat-1", message_id="m1", content="private")
+    deletion.session_delete(session_id="chat-1", owner_id=alice.id)
     assert not NoticeOutbox.objects.exists()
     run_due_tasks()
     assert receiver.posts == []

@@ -14,7 +14,7 @@ from django.db import close_old_connections
 from hypothesis import HealthCheck, seed, settings
 from schemathesis import checks
 
-from sessions_app import services
+from sessions_app.services import sessions
 from tests.builders import play_turn
 
 EXAMPLES_PER_OPERATION = 10
@@ -58,7 +58,7 @@ def connection_kept():
 @pytest.fixture
 def alice_sessions(alice):
     for session_id in EXISTING_IDS:
-        services.session_create(owner_id=alice.id, session_id=session_id)
+        sessions.session_create(owner_id=alice.id, session_id=session_id)
         play_turn(session_id, "what is 6*7?", "42", owner_id=alice.id)
 
 

@@ -15,9 +15,9 @@ from rest_framework import serializers as drf
 from rest_framework.test import APIClient
 
 from notices_app import serializers as schedule_serializers
-from sessions_app import serializers as out
 from sessions_app.runtime.turns import turn_run
 from sessions_app.store import NewEntry, get_store
+from sessions_app.web import serializers as out
 
 
 def shape_differences(serializer, value, path="answer") -> list[str]:

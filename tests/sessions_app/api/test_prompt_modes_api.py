@@ -4,8 +4,9 @@ queue never does (outlive its session, run in another incarnation)."""
 import pytest
 from asgiref.sync import async_to_sync
 
-from sessions_app import prompt_modes, selectors, services
+from sessions_app import selectors
 from sessions_app.models import QueuedPrompt
+from sessions_app.services import deletion, prompt_modes
 from sessions_app.store import get_store
 from tests.helpers import eventually
 
@@ -72,5 +73,5 @@ def test_deleting_a_session_removes_its_queue(api, alice):
     api.post("/api/sessions/", {"id": "s1"}, format="json")
     meta = get_store().get_meta("s1")
     _waiting_row("s1", meta.incarnation, alice.id)
-    assert services.session_delete(session_id="s1", owner_id=alice.id)
+    assert deletion.session_delete(session_id="s1", owner_id=alice.id)
     assert not QueuedPrompt.objects.filter(session_id="s1").exists()

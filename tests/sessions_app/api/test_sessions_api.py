@@ -6,7 +6,8 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
-from sessions_app import services
+from sessions_app.services import connections as connection_services
+from sessions_app.services import deletion, sessions
 from sessions_app.store import connections, get_store
 from tests.builders import turn_entries
 
@@ -203,7 +204,7 @@ def test_a_branch_cut_after_a_tool_call_answers_it_and_closes_the_turn(api):
         ("branch_summary", ""),
     ]
     assert copied[3]["tool_call_id"] == copied[2]["tool_calls"][0]["id"] and copied[3]["is_error"]
-    assert copied[3]["content"] == services.BRANCH_RESULT_TEXT
+    assert copied[3]["content"] == sessions.BRANCH_RESULT_TEXT
     assert copied[4]["data"]["status"] == "interrupted"
     assert len(api.get("/api/sessions/s1/entries/").json()["entries"]) == 6  # source untouched
     context = api.get("/api/sessions/s1-cut/context/").json()
@@ -244,16 +245,16 @@ def test_delete_removes_history_and_missing_is_200_false(api):
 def test_delete_while_a_websocket_is_attached_is_409(api, alice):
     api.post("/api/sessions/", {"id": "s1"}, format="json")
     a_turn("s1")
-    services.connection_open(session_id="s1", channel_name="chan-1", user_id=alice.id)
+    connection_services.connection_open(session_id="s1", channel_name="chan-1", user_id=alice.id)
     assert_error(api.delete("/api/sessions/s1/"), 409, "session_connected")
     assert len(get_store().get_messages("s1")) == 6
-    services.connection_close(channel_name="chan-1")
+    connection_services.connection_close(channel_name="chan-1")
     assert api.delete("/api/sessions/s1/").json() == {"deleted": True}
 
 
 def test_a_connection_whose_heartbeat_stopped_does_not_block_delete(api, alice, monkeypatch):
     api.post("/api/sessions/", {"id": "s1"}, format="json")
-    services.connection_open(session_id="s1", channel_name="chan-dead", user_id=alice.id)
+    connection_services.connection_open(session_id="s1", channel_name="chan-dead", user_id=alice.id)
     monkeypatch.setattr(connections, "LIVE_TIMEOUT_SEC", -1)  # every heartbeat is now too old
     assert api.delete("/api/sessions/s1/").json() == {"deleted": True}
 
@@ -399,7 +400,7 @@ def test_a_message_while_a_turn_runs_is_409_session_busy(api, settings):
 
 
 def test_turns_are_throttled_per_user(api, monkeypatch):
-    from sessions_app.api import TurnRateThrottle
+    from sessions_app.web.api import TurnRateThrottle
 
     # The rate is read from settings when DRF loads; this stands for TURN_THROTTLE_RATE=2/min.
     monkeypatch.setattr(TurnRateThrottle, "THROTTLE_RATES", {"turns": "2/min"})
@@ -474,7 +475,7 @@ def test_a_failing_session_deleted_receiver_leaves_the_session_in_place(api, ali
     session_deleted.connect(refuse)
     try:
         with pytest.raises(RuntimeError):
-            services.session_delete(session_id="s1", owner_id=alice.id)
+            deletion.session_delete(session_id="s1", owner_id=alice.id)
     finally:
         session_deleted.disconnect(refuse)
     assert len(get_store().get_messages("s1")) == 6

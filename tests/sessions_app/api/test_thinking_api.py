@@ -3,7 +3,7 @@ a `thinking_change` entry, and bad levels change nothing."""
 
 import pytest
 
-from sessions_app.commands import CommandError, command_run
+from sessions_app.web.commands import CommandError, command_run
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,8 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from sessions_app import limits, live, services
+from sessions_app import limits, live
+from sessions_app.services import broadcasts
 from sessions_app.store import get_store
 
 from .conftest import (
@@ -196,12 +197,12 @@ async def test_deltas_are_coalesced_to_one_per_interval_and_flushed_before_other
     assert await live.socket_join(socket) is None  # no turn runs
     await socket.go_live(None)
     clock = StepClock()
-    on_event = services.turn_event_broadcaster("s1", clock=clock)
+    on_event = broadcasts.turn_event_broadcaster("s1", clock=clock)
 
     await on_event({"type": "agent_start", "turn_id": "t1"})
     for piece in ("a", "b", "c"):  # within one interval: the first leaves, two wait
         await on_event({"type": "delta", "turn_id": "t1", "text": piece})
-    clock.now += 2 * services.DELTA_INTERVAL_SEC
+    clock.now += 2 * broadcasts.DELTA_INTERVAL_SEC
     await on_event({"type": "delta", "turn_id": "t1", "text": "d"})  # the interval is over
     await on_event({"type": "delta", "turn_id": "t1", "text": "e"})  # waits for the end
     await on_event({"type": "agent_end", "turn_id": "t1", "status": "completed", "last_seq": 0})

@@ -3,8 +3,8 @@
 import pytest
 from channels.db import database_sync_to_async
 
-from sessions_app import services
 from sessions_app.models import LiveConnection
+from sessions_app.services import connections, deletion, notices
 from sessions_app.signals import session_ended
 from sessions_app.store import NewEntry, get_store
 from tests.handshakes import hold_waits
@@ -275,14 +275,14 @@ async def test_slash_commands(backend, alice, alice_token, settings):
 
 async def test_proactive_notices_reach_open_tabs(backend, alice, alice_token):
     ws, _ = await open_session("/ws/sessions/s1/", alice_token)
-    await sync(services.proactive_add)(session_id="s1", message_id="m1", content="Stand up!")
+    await sync(notices.proactive_add)(session_id="s1", message_id="m1", content="Stand up!")
     event = await ws.receive_json_from(timeout=RECEIVE_TIMEOUT)
     assert event["type"] == "proactive"
     assert event["notice"]["content"] == "Stand up!"
-    await sync(services.proactive_add)(session_id="s1", message_id="m1", content="again")
+    await sync(notices.proactive_add)(session_id="s1", message_id="m1", content="again")
     # Notices reach the tab in the order they were added: had the repeat been sent, it would
     # come before the next one.
-    await sync(services.proactive_add)(session_id="s1", message_id="m2", content="Sit down!")
+    await sync(notices.proactive_add)(session_id="s1", message_id="m2", content="Sit down!")
     event = await ws.receive_json_from(timeout=RECEIVE_TIMEOUT)
     assert (event["type"], event["notice"]["message_id"]) == ("proactive", "m2"), event
     await ws.disconnect()
@@ -303,15 +303,15 @@ async def test_delete_is_refused_while_connected_and_the_last_close_ends_the_ses
     try:
         tab1, _ = await open_session("/ws/sessions/s1/", alice_token)
         tab2, _ = await open_session("/ws/sessions/s1/", alice_token)
-        with pytest.raises(services.SessionConnected):
-            await sync(services.session_delete)(session_id="s1", owner_id=alice.id)
+        with pytest.raises(deletion.SessionConnected):
+            await sync(deletion.session_delete)(session_id="s1", owner_id=alice.id)
         await tab1.disconnect()
         assert ended == []
-        with pytest.raises(services.SessionConnected):
-            await sync(services.session_delete)(session_id="s1", owner_id=alice.id)
+        with pytest.raises(deletion.SessionConnected):
+            await sync(deletion.session_delete)(session_id="s1", owner_id=alice.id)
         await tab2.disconnect()
         assert ended == [("s1", alice.id)]
-        assert await sync(services.session_delete)(session_id="s1", owner_id=alice.id)
+        assert await sync(deletion.session_delete)(session_id="s1", owner_id=alice.id)
     finally:
         session_ended.disconnect(on_ended)
 
@@ -319,7 +319,7 @@ async def test_delete_is_refused_while_connected_and_the_last_close_ends_the_ses
 async def test_a_lapsed_registration_closes_the_socket_so_the_client_reconnects(
     backend, alice_token, monkeypatch
 ):
-    monkeypatch.setattr(services, "HEARTBEAT_SEC", 0.1)
+    monkeypatch.setattr(connections, "HEARTBEAT_SEC", 0.1)
     ws, _ = await open_session("/ws/sessions/s1/", alice_token)
     await sync(LiveConnection.objects.all().delete)()  # what the sweep does to a dead worker's rows
     message = await ws.receive_output(timeout=RECEIVE_TIMEOUT)
@@ -331,7 +331,7 @@ async def test_a_connection_after_a_delete_opens_a_new_empty_session(backend, al
     await ws.send_json_to({"type": "prompt", "text": "what is 6*7?"})
     await events_until(ws, turn_done)
     await ws.disconnect()
-    assert await sync(services.session_delete)(session_id="s1", owner_id=alice.id)
+    assert await sync(deletion.session_delete)(session_id="s1", owner_id=alice.id)
     ws, first = await open_session("/ws/sessions/s1/", alice_token)
     assert first["entries"] == [] and first["session"]["last_seq"] == 0
     await ws.disconnect()

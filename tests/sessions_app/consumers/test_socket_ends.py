@@ -10,8 +10,8 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from sessions_app import services
 from sessions_app.models import LiveConnection
+from sessions_app.services import connections
 from sessions_app.store import get_store
 
 from .conftest import HOST, ORIGIN, RECEIVE_TIMEOUT, open_session
@@ -71,7 +71,7 @@ async def test_a_socket_whose_send_fails_mid_turn_lets_its_session_be_deleted(
 
 async def test_a_cancelled_socket_lets_its_session_be_deleted(backend, api, alice_token):
     ws, _ = await open_session("/ws/sessions/s1/", alice_token)
-    assert await sync(services.live_connection_count)(session_id="s1") == 1
+    assert await sync(connections.live_connection_count)(session_id="s1") == 1
     ws.future.cancel()  # the server gave up on it (Daphne's application_close_timeout)
     assert await ended(ws) is None
 
@@ -82,15 +82,15 @@ async def test_a_cancelled_socket_lets_its_session_be_deleted(backend, api, alic
 
 async def test_a_failed_socket_no_longer_renews_its_row(backend, alice_token, monkeypatch):
     beats = []
-    real_heartbeat = services.connection_heartbeat
+    real_heartbeat = connections.connection_heartbeat
 
     def counted_heartbeat(**kwargs):
         beats.append(kwargs["channel_name"])
         return real_heartbeat(**kwargs)
 
     # Beats as fast as the event loop allows: a heartbeat left running would renew at once.
-    monkeypatch.setattr(services, "HEARTBEAT_SEC", 0)
-    monkeypatch.setattr(services, "connection_heartbeat", counted_heartbeat)
+    monkeypatch.setattr(connections, "HEARTBEAT_SEC", 0)
+    monkeypatch.setattr(connections, "connection_heartbeat", counted_heartbeat)
     headers = [HOST, ORIGIN, (b"authorization", f"Token {alice_token}".encode())]
     ws = WebsocketCommunicator(transport_lost_on("pong"), "/ws/sessions/s1/", headers=headers)
     assert (await ws.connect(timeout=RECEIVE_TIMEOUT))[0]

@@ -4,7 +4,7 @@ version and its timings, and a thinking change reaches every tab as it happens."
 import pytest
 from channels.db import database_sync_to_async
 
-from sessions_app import services
+from sessions_app.services import sessions
 
 from .conftest import events_until, open_session, turn_done
 
@@ -25,7 +25,7 @@ async def test_entry_events_carry_the_version_and_the_timings(backend, alice_tok
 
 async def test_a_thinking_change_reaches_every_tab(backend, alice, alice_token):
     tab, _ = await open_session("/ws/sessions/s1/", alice_token)
-    await database_sync_to_async(services.session_configure)(
+    await database_sync_to_async(sessions.session_configure)(
         session_id="s1", owner_id=alice.id, thinking="medium"
     )
     (event,) = await events_until(tab, lambda e: e["type"] == "entry")

@@ -9,13 +9,13 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
-from sessions_app.foreign_import import history_import
 from sessions_app.runtime.history import (
     project_anthropic,
     project_openai,
     validate_anthropic,
     validate_openai,
 )
+from sessions_app.services.foreign_import import history_import
 from sessions_app.store import get_store
 from tests.conftest import requires_postgres
 from tests.helpers import run_in_threads

@@ -7,8 +7,8 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from sessions_app import services
 from sessions_app.models import LiveConnection
+from sessions_app.services import connections as connection_services
 from sessions_app.store import NewEntry, connections, get_store
 
 pytestmark = pytest.mark.django_db
@@ -27,8 +27,8 @@ def test_export_session_writes_the_same_file_as_the_api(api, alice, capsys):
 
 def test_cleanup_sessions_removes_only_connections_of_dead_workers(alice, backend, capsys):
     get_store().create("s1", owner_id=alice.id)
-    services.connection_open(session_id="s1", channel_name="alive", user_id=alice.id)
-    services.connection_open(session_id="s1", channel_name="dead", user_id=alice.id)
+    connection_services.connection_open(session_id="s1", channel_name="alive", user_id=alice.id)
+    connection_services.connection_open(session_id="s1", channel_name="dead", user_id=alice.id)
     LiveConnection.objects.filter(channel_name="dead").update(
         heartbeat_at=timezone.now() - timedelta(seconds=connections.LIVE_TIMEOUT_SEC + 5)
     )

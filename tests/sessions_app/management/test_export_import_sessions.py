@@ -8,8 +8,8 @@ import sys
 import pytest
 from django.core.management import CommandError, call_command
 
-from sessions_app import services, transfer
 from sessions_app.selectors import session_context
+from sessions_app.services import deletion, sessions, transfer
 from sessions_app.store import NewEntry, get_store
 from tests.builders import arithmetic_turn, assistant, call, play_turn, turn_start, user
 from tests.conftest import requires_postgres
@@ -34,10 +34,10 @@ def alices_sessions(alice):
     store.create("taxes", owner_id=alice.id, title="Taxes 2025")
     arithmetic_turn("taxes", "6*7", "42")
     play_turn("taxes", "Say it in French", "quarante-deux")
-    services.session_set_model(session_id="taxes", owner_id=alice.id, model="openai:gpt-4o-mini")
+    sessions.session_set_model(session_id="taxes", owner_id=alice.id, model="openai:gpt-4o-mini")
     arithmetic_turn("taxes", "2+3", "5")
-    services.session_compact(session_id="taxes", owner_id=alice.id)
-    branch = services.session_branch(session_id="taxes", owner_id=alice.id, at_seq=6)
+    sessions.session_compact(session_id="taxes", owner_id=alice.id)
+    branch = sessions.session_branch(session_id="taxes", owner_id=alice.id, at_seq=6)
     return ["taxes", branch.id]
 
 
@@ -188,7 +188,7 @@ def test_a_session_deleted_after_its_import_comes_back_on_the_next(backend, alic
     call_command("export_sessions", "--user", "alice", str(tmp_path / "out"))
     call_command("import_sessions", "--user", "bob", str(tmp_path / "out"))
     gone = next(iter(sessions_of(bob)))
-    services.session_delete(session_id=gone, owner_id=bob.id)
+    deletion.session_delete(session_id=gone, owner_id=bob.id)
     call_command("import_sessions", "--user", "bob", str(tmp_path / "out"))
     assert len(sessions_of(bob)) == 2
 

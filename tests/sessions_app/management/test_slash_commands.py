@@ -7,10 +7,10 @@ from django.utils import timezone
 
 from memory_app.models import Episode, WorkingMemory
 from memory_app.services import working_memory_remember
-from sessions_app import cleanup, services
-from sessions_app.commands import CommandError, command_run
 from sessions_app.runtime.turns import turn_run
+from sessions_app.services import cleanup, connections, deletion
 from sessions_app.store import get_store
+from sessions_app.web.commands import CommandError, command_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -131,7 +131,7 @@ def test_cleanup_lists_first_and_removes_only_what_is_confirmed(backend, alice, 
 def test_cleanup_skips_a_session_open_in_a_tab(backend, alice):
     session(alice, "chat-1")
     session(alice, "test-open")
-    services.connection_open(session_id="test-open", channel_name="tab", user_id=alice.id)
+    connections.connection_open(session_id="test-open", channel_name="tab", user_id=alice.id)
     result = run(alice, "/cleanup tests confirm")
     assert result.data["removed"] == []
     assert result.data["skipped"] == [["test-open", "open in a browser tab"]]
@@ -152,7 +152,7 @@ def test_a_cleanup_cut_short_is_finished_by_the_next_run(backend, alice, monkeyp
     for name in ("test-a", "test-b", "test-c"):
         session(alice, name)
         turn_run(session_id=name, text="remember that my pin is 1")
-    real_delete = services.session_delete
+    real_delete = deletion.session_delete
     calls = []
 
     def crash_on_the_second(**kwargs):
@@ -161,10 +161,10 @@ def test_a_cleanup_cut_short_is_finished_by_the_next_run(backend, alice, monkeyp
             raise SystemExit("the process was killed")
         return real_delete(**kwargs)
 
-    monkeypatch.setattr(services, "session_delete", crash_on_the_second)
+    monkeypatch.setattr(deletion, "session_delete", crash_on_the_second)
     with pytest.raises(SystemExit):
         run(alice, "/cleanup tests confirm")
-    monkeypatch.setattr(services, "session_delete", real_delete)
+    monkeypatch.setattr(deletion, "session_delete", real_delete)
     gone, interrupted = calls
     assert get_store().get_meta(gone) is None
     assert Episode.objects.filter(session_id=interrupted).exists(), "untouched, memory and all"

@@ -8,7 +8,7 @@ import pytest
 from django.db import connections
 
 from memory_app.services import working_memory_recall, working_memory_remember
-from sessions_app import selectors, services
+from sessions_app import selectors
 from sessions_app.models import ToolApproval
 from sessions_app.runtime.approvals import (
     ABORTED_TEXT,
@@ -20,6 +20,7 @@ from sessions_app.runtime.approvals import (
 )
 from sessions_app.runtime.history import CRASH_RESULT_TEXT
 from sessions_app.runtime.turns import session_repair, turn_abort, turn_run
+from sessions_app.services import approvals, deletion
 from sessions_app.store import NewEntry, SessionNotFound, get_store
 from tests.helpers import GUARD_SEC
 
@@ -93,7 +94,7 @@ def test_allow_runs_the_tool(session, owner):
     assert stored[-1].tool_calls[0]["id"] == request["call_id"]
     assert working_memory_recall(session_id=session) == {"color": "blue"}
 
-    status = services.approval_decide(
+    status = approvals.approval_decide(
         session_id=session, owner_id=owner.id, call_id=request["call_id"], allow=True
     )
     result = turn.finish()
@@ -109,7 +110,7 @@ def test_allow_runs_the_tool(session, owner):
 def test_deny_gives_an_error_result_and_keeps_the_memory(session, owner):
     turn = TurnInThread(session, owner.id)
     request = turn.request()
-    services.approval_decide(
+    approvals.approval_decide(
         session_id=session, owner_id=owner.id, call_id=request["call_id"], allow=False
     )
     result = turn.finish()
@@ -129,7 +130,9 @@ def test_no_answer_in_time_gives_an_error_result(session, owner, settings):
     assert ToolApproval.objects.get(call_id=call_id).status == "timed_out"
     assert working_memory_recall(session_id=session) == {"color": "blue"}
     with pytest.raises(ApprovalClosed):
-        services.approval_decide(session_id=session, owner_id=owner.id, call_id=call_id, allow=True)
+        approvals.approval_decide(
+            session_id=session, owner_id=owner.id, call_id=call_id, allow=True
+        )
     assert_history_valid(session)
 
 
@@ -150,7 +153,7 @@ def test_abort_while_waiting_ends_the_turn_with_an_error_result(session, owner):
 def test_delete_while_waiting_ends_the_turn_before_the_session_goes(session, owner):
     turn = TurnInThread(session, owner.id)
     request = turn.request()
-    assert services.session_delete(session_id=session, owner_id=owner.id) is True
+    assert deletion.session_delete(session_id=session, owner_id=owner.id) is True
     result = turn.finish()
     assert result.status == "aborted"
     assert the_result(result, request["call_id"]).content == ABORTED_TEXT
@@ -178,7 +181,7 @@ def test_the_pending_request_is_in_the_snapshot_until_answered(session, owner):
     assert [(a["call_id"], a["tool"], a["arguments"]) for a in snapshot["approvals"]] == [
         (request["call_id"], "forget", {"key": "color"})
     ]
-    services.approval_decide(
+    approvals.approval_decide(
         session_id=session, owner_id=owner.id, call_id=request["call_id"], allow=False
     )
     turn.finish()
@@ -189,12 +192,14 @@ def test_decide_refuses_unknown_calls_second_answers_and_other_users(session, ow
     turn = TurnInThread(session, owner.id)
     call_id = turn.request()["call_id"]
     with pytest.raises(SessionNotFound):
-        services.approval_decide(session_id=session, owner_id=bob.id, call_id=call_id, allow=True)
+        approvals.approval_decide(session_id=session, owner_id=bob.id, call_id=call_id, allow=True)
     with pytest.raises(ApprovalNotFound):
-        services.approval_decide(session_id=session, owner_id=owner.id, call_id="nope", allow=True)
-    services.approval_decide(session_id=session, owner_id=owner.id, call_id=call_id, allow=False)
+        approvals.approval_decide(session_id=session, owner_id=owner.id, call_id="nope", allow=True)
+    approvals.approval_decide(session_id=session, owner_id=owner.id, call_id=call_id, allow=False)
     with pytest.raises(ApprovalClosed):
-        services.approval_decide(session_id=session, owner_id=owner.id, call_id=call_id, allow=True)
+        approvals.approval_decide(
+            session_id=session, owner_id=owner.id, call_id=call_id, allow=True
+        )
     assert the_result(turn.finish(), call_id).content == DENIED_TEXT
 
 

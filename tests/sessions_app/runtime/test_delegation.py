@@ -9,10 +9,11 @@ import pytest
 from django.db import connections
 
 from memory_app.models import Episode, WorkingMemory
-from sessions_app import agents, selectors, services
+from sessions_app import selectors
 from sessions_app.ids import validate_session_id
-from sessions_app.runtime import tools
+from sessions_app.runtime import agents, tools
 from sessions_app.runtime.turns import turn_abort, turn_run
+from sessions_app.services import deletion, sessions
 from sessions_app.store import get_store
 from sessions_app.turn_selectors import request_header_of
 from tests.helpers import run_in_threads
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def conversation(user, session_id="chat-1"):
-    meta, _ = services.session_create(owner_id=user.id, session_id=session_id)
+    meta, _ = sessions.session_create(owner_id=user.id, session_id=session_id)
     return meta.id
 
 
@@ -110,7 +111,7 @@ def test_librarian_keeps_one_session_per_user_across_conversations(backend, alic
     assert get_store().get_meta(f"agent_librarian:{bob.id}").owner_id == bob.id
 
     # Deleting the conversation that first asked keeps the librarian.
-    assert services.session_delete(session_id=first, owner_id=alice.id)
+    assert deletion.session_delete(session_id=first, owner_id=alice.id)
     assert get_store().get_meta(librarian) is not None
 
 
@@ -169,9 +170,9 @@ def test_deleting_a_conversation_deletes_its_researcher_with_its_memory(backend,
     turn_run(session_id=parent, text="ask researcher to remember that my code is 1234")
     sub_id = f"agent_researcher__{parent}"
     assert WorkingMemory.objects.filter(session_id=sub_id).exists()
-    branch = services.session_branch(session_id=parent, owner_id=alice.id)
+    branch = sessions.session_branch(session_id=parent, owner_id=alice.id)
 
-    assert services.session_delete(session_id=parent, owner_id=alice.id) is True
+    assert deletion.session_delete(session_id=parent, owner_id=alice.id) is True
 
     assert get_store().get_meta(sub_id) is None
     assert not WorkingMemory.objects.filter(session_id=sub_id).exists()
@@ -207,7 +208,7 @@ def test_deleting_the_parent_while_its_researcher_works_stops_and_removes_both(
     thread.start()
     assert waiting.wait(30), "the researcher's wait tool started"
 
-    assert services.session_delete(session_id=parent, owner_id=alice.id) is True
+    assert deletion.session_delete(session_id=parent, owner_id=alice.id) is True
     thread.join(30)
     assert not thread.is_alive()
 
@@ -235,7 +236,7 @@ def test_parent_ids_at_the_length_limit_give_valid_distinct_sub_agent_ids(backen
     result = turn_run(session_id=parent, text="ask researcher to compute 6*7")
     assert answer(result) == "researcher says: 6*7 = 42."
     assert get_store().get_meta(ids[0]).spawned_by == parent
-    assert services.session_delete(session_id=parent, owner_id=alice.id)
+    assert deletion.session_delete(session_id=parent, owner_id=alice.id)
     assert get_store().get_meta(ids[0]) is None
 
 
@@ -258,7 +259,7 @@ def test_a_sub_agent_id_squatted_by_another_user_never_breaks_delegation(backend
     assert get_store().get_messages(squatted) == [], "bob's session was not touched"
     assert_history_valid(parent)
 
-    assert services.session_delete(session_id=parent, owner_id=alice.id)
+    assert deletion.session_delete(session_id=parent, owner_id=alice.id)
     assert get_store().get_meta(fallback) is None, "deleted with its conversation"
     assert get_store().get_meta(squatted).owner_id == bob.id
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from sessions_app import services
 from sessions_app.runtime.turns import turn_run
+from sessions_app.services import sessions
 from sessions_app.store import NewEntry, get_store
 from sessions_app.store.request_headers import header_get
 from tests.builders import assistant, token_client, user
@@ -56,16 +56,16 @@ def test_every_request_of_every_turn_is_rebuilt_exactly(backend, server, api_nam
         turns.append(result.turn_id)
 
     # A first turn with a tool call, on the other provider.
-    services.session_set_model(session_id=session_id, owner_id=alice.id, model=MODELS[other])
+    sessions.session_set_model(session_id=session_id, owner_id=alice.id, model=MODELS[other])
     server.script(Reply(calls=[("calculator", {"expression": "2+3"})]), Reply(text="It is 5."))
     turn("what is 2+3?")
     # Then this provider, a plain turn, and a compaction of the turns before the last.
-    services.session_set_model(session_id=session_id, owner_id=alice.id, model=MODELS[api_name])
+    sessions.session_set_model(session_id=session_id, owner_id=alice.id, model=MODELS[api_name])
     server.script(Reply(text="Hello Ada."))
     turn("I am Ada")
-    compaction = services.session_compact(session_id=session_id, owner_id=alice.id)
+    compaction = sessions.session_compact(session_id=session_id, owner_id=alice.id)
     # A turn with two calls side by side after the compaction, thinking.
-    services.session_configure(session_id=session_id, owner_id=alice.id, thinking="medium")
+    sessions.session_configure(session_id=session_id, owner_id=alice.id, thinking="medium")
     server.script(
         Reply(calls=[("calculator", {"expression": "6*7"}), ("clock", {})]),
         Reply(text="42, and the time."),

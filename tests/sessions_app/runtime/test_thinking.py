@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from sessions_app import services
 from sessions_app.runtime.history import (
     HistoryInvalid,
     project_anthropic,
@@ -14,6 +13,7 @@ from sessions_app.runtime.history import (
     validate_anthropic,
 )
 from sessions_app.runtime.turns import turn_run
+from sessions_app.services import sessions
 from sessions_app.store import NewEntry, get_store
 from sessions_app.turn_selectors import request_header_of
 from tests.builders import assistant, records, result, user
@@ -38,8 +38,8 @@ def server(settings):
 
 def session_thinking(alice, model: str, level: str) -> str:
     session_id = get_store().create("test-thinking", owner_id=alice.id).id
-    services.session_configure(session_id=session_id, owner_id=alice.id, model=model)
-    services.session_configure(session_id=session_id, owner_id=alice.id, thinking=level)
+    sessions.session_configure(session_id=session_id, owner_id=alice.id, model=model)
+    sessions.session_configure(session_id=session_id, owner_id=alice.id, thinking=level)
     return session_id
 
 
@@ -107,7 +107,7 @@ def test_anthropic_thinking_blocks_are_kept_and_sent_back_before_the_tool_use(
 def test_openai_gets_the_reasoning_effort_and_nothing_when_off(backend, server, alice):
     session_id = session_thinking(alice, "openai:o4-mini", "low")
     turn_run(session_id=session_id, text="hello", owner_id=alice.id)
-    services.session_configure(session_id=session_id, owner_id=alice.id, thinking="off")
+    sessions.session_configure(session_id=session_id, owner_id=alice.id, thinking="off")
     turn_run(session_id=session_id, text="hello again", owner_id=alice.id)
     assert server.requests[0]["reasoning_effort"] == "low"
     assert "reasoning_effort" not in server.requests[1]
@@ -122,7 +122,7 @@ def test_thinking_turned_on_after_a_tool_use_without_it_still_gets_an_answer(
     block — so that one request goes without thinking rather than fail."""
     session_id = session_thinking(alice, "anthropic:claude-haiku-4-5", "off")
     get_store().append(session_id, tool_step_history_entries())
-    services.session_configure(session_id=session_id, owner_id=alice.id, thinking="medium")
+    sessions.session_configure(session_id=session_id, owner_id=alice.id, thinking="medium")
     turn = turn_run(session_id=session_id, text="and 3+4?", owner_id=alice.id)
     assert turn.status == "completed", turn.error
     assert server.refusals == []
@@ -131,7 +131,7 @@ def test_thinking_turned_on_after_a_tool_use_without_it_still_gets_an_answer(
 
 def test_the_offline_model_ignores_thinking(backend, alice):
     session_id = get_store().create("test-offline-thinking", owner_id=alice.id).id
-    services.session_configure(session_id=session_id, owner_id=alice.id, thinking="high")
+    sessions.session_configure(session_id=session_id, owner_id=alice.id, thinking="high")
     turn = turn_run(session_id=session_id, text="what is 6*7?", owner_id=alice.id)
     assert turn.status == "completed"
     header = request_header_of(turn.entries[0])

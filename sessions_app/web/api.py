@@ -25,19 +25,23 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
-from sessions_app import limits, prompt_modes, selectors, serializers, services, turn_selectors
-from sessions_app.agents import UnknownAgent
+from sessions_app import limits, selectors, turn_selectors
 from sessions_app.foreign_formats import SQLITE_MAGIC
-from sessions_app.foreign_import import ForeignFormatInvalid, history_import
 from sessions_app.ids import ReservedSessionId
-from sessions_app.parsers import too_large
+from sessions_app.runtime.agents import UnknownAgent
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.drain import Draining
 from sessions_app.runtime.history import HistoryInvalid
 from sessions_app.runtime.queue import QueuedPromptNotFound, QueueFull
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
+from sessions_app.services import approvals as approval_services
+from sessions_app.services import deletion, notices, prompt_modes, sessions
+from sessions_app.services import turns as turn_services
+from sessions_app.services.foreign_import import ForeignFormatInvalid, history_import
 from sessions_app.store import AgentMismatch, InvalidSessionId, SessionNotFound
 from sessions_app.throttles import BranchRateThrottle, SearchRateThrottle, TurnRateThrottle
+from sessions_app.web import serializers
+from sessions_app.web.parsers import too_large
 
 logger = logging.getLogger(__name__)
 
@@ -50,13 +54,13 @@ DOMAIN_ERRORS: dict[type[Exception], int] = {
     UnknownAgent: status.HTTP_400_BAD_REQUEST,
     SessionNotFound: status.HTTP_404_NOT_FOUND,
     AgentMismatch: status.HTTP_409_CONFLICT,
-    services.SessionIdUnavailable: status.HTTP_409_CONFLICT,
-    services.SessionConnected: status.HTTP_409_CONFLICT,
+    sessions.SessionIdUnavailable: status.HTTP_409_CONFLICT,
+    deletion.SessionConnected: status.HTTP_409_CONFLICT,
     SessionBusy: status.HTTP_409_CONFLICT,
     TooManyTurns: status.HTTP_429_TOO_MANY_REQUESTS,
     Draining: status.HTTP_503_SERVICE_UNAVAILABLE,
     HistoryInvalid: status.HTTP_409_CONFLICT,
-    services.NothingToCompact: status.HTTP_409_CONFLICT,
+    sessions.NothingToCompact: status.HTTP_409_CONFLICT,
     limits.InputInvalid: status.HTTP_400_BAD_REQUEST,
     ApprovalNotFound: status.HTTP_404_NOT_FOUND,
     ApprovalClosed: status.HTTP_409_CONFLICT,
@@ -96,7 +100,7 @@ def exception_handler(exc, context):
     """DRF's handler, reshaped so that every error body is {"code", "detail"}."""
     if isinstance(exc, RequestDataTooBig):
         # A form body over DATA_UPLOAD_MAX_MEMORY_SIZE (Django's check) answers as a JSON one
-        # over the same limit does (sessions_app.parsers): 413 too_large.
+        # over the same limit does (sessions_app.web.parsers): 413 too_large.
         exc = too_large()
     for error_type, http_status in DOMAIN_ERRORS.items():
         if isinstance(exc, error_type):
@@ -212,7 +216,7 @@ class SessionViewSet(ViewSet):
     )
     def create(self, request):
         data = _parse(serializers.SessionCreateInput, request.data)
-        meta, created = services.session_create(
+        meta, created = sessions.session_create(
             owner_id=request.user.id,
             session_id=data.get("id"),
             agent=data["agent"],
@@ -242,7 +246,7 @@ class SessionViewSet(ViewSet):
     def partial_update(self, request, id=None):
         data = _parse(serializers.SessionPatchInput, request.data)
         try:
-            meta = services.session_configure(
+            meta = sessions.session_configure(
                 session_id=id,
                 owner_id=request.user.id,
                 model=data.get("model"),
@@ -263,7 +267,7 @@ class SessionViewSet(ViewSet):
         },
     )
     def destroy(self, request, id=None):
-        deleted = services.session_delete(session_id=id, owner_id=request.user.id)
+        deleted = deletion.session_delete(session_id=id, owner_id=request.user.id)
         return Response({"deleted": deleted})
 
     @extend_schema(
@@ -320,7 +324,7 @@ class SessionViewSet(ViewSet):
                 {"queue_id": waiting.queue_id, "position": waiting.position},
                 status=status.HTTP_202_ACCEPTED,
             )
-        result = services.turn_send(session_id=id, owner_id=request.user.id, text=data["text"])
+        result = turn_services.turn_send(session_id=id, owner_id=request.user.id, text=data["text"])
         return Response(
             {
                 "turn_id": result.turn_id,
@@ -373,7 +377,9 @@ class SessionViewSet(ViewSet):
     )
     @action(detail=True, methods=["post"])
     def abort(self, request, id=None):
-        return Response({"aborted": services.turn_abort(session_id=id, owner_id=request.user.id)})
+        return Response(
+            {"aborted": turn_services.turn_abort(session_id=id, owner_id=request.user.id)}
+        )
 
     @extend_schema(
         parameters=[
@@ -398,7 +404,7 @@ class SessionViewSet(ViewSet):
     @action(detail=True, methods=["post"], url_path=r"approvals/(?P<call_id>[^/]+)")
     def approvals(self, request, id=None, call_id=None):
         data = _parse(serializers.ApprovalInput, request.data)
-        decided = services.approval_decide(
+        decided = approval_services.approval_decide(
             session_id=id, owner_id=request.user.id, call_id=call_id, allow=data["allow"]
         )
         return Response({"call_id": call_id, "status": decided})
@@ -417,7 +423,7 @@ class SessionViewSet(ViewSet):
     def branch(self, request, id=None):
         data = _parse(serializers.BranchInput, request.data)
         try:
-            meta = services.session_branch(
+            meta = sessions.session_branch(
                 session_id=id,
                 owner_id=request.user.id,
                 new_id=data.get("id"),
@@ -440,7 +446,7 @@ class SessionViewSet(ViewSet):
     )
     @action(detail=True, methods=["post"])
     def compact(self, request, id=None):
-        entry = services.session_compact(session_id=id, owner_id=request.user.id)
+        entry = sessions.session_compact(session_id=id, owner_id=request.user.id)
         return Response(selectors.entry_to_api(entry), status=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -454,7 +460,7 @@ class SessionViewSet(ViewSet):
     @action(detail=True, methods=["get"])
     def export(self, request, id=None):
         query = _parse(serializers.ExportQuery, request.query_params)
-        export = services.session_export(
+        export = sessions.session_export(
             session_id=id, owner_id=request.user.id, fmt=query["format"]
         )
         response = HttpResponse(export.content, content_type=export.content_type)
@@ -464,7 +470,7 @@ class SessionViewSet(ViewSet):
     @extend_schema(parameters=[SESSION_ID], responses={200: serializers.CostOutput, **ERRORS})
     @action(detail=True, methods=["get"])
     def cost(self, request, id=None):
-        return Response(services.session_cost(session_id=id, owner_id=request.user.id))
+        return Response(sessions.session_cost(session_id=id, owner_id=request.user.id))
 
     @extend_schema(
         methods=["GET"],
@@ -483,7 +489,7 @@ class SessionViewSet(ViewSet):
         if request.method == "GET":
             return Response(selectors.session_notices(session_id=id, owner_id=request.user.id))
         data = _parse(serializers.ProactiveInput, request.data)
-        notice, created = services.proactive_add(
+        notice, created = notices.proactive_add(
             session_id=id,
             owner_id=request.user.id,
             message_id=data["message_id"],

@@ -22,10 +22,10 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from sessions_app import services
-from sessions_app.agents import is_per_agent_session
 from sessions_app.ids import is_test_session
+from sessions_app.runtime.agents import is_per_agent_session
 from sessions_app.runtime.lease import SessionBusy
+from sessions_app.services import deletion
 from sessions_app.signals import working_memory_clear_requested, working_memory_count_requested
 from sessions_app.store import SessionMeta, SessionNotFound, connections, get_store
 
@@ -107,8 +107,8 @@ def cleanup_run(
     for index, meta in enumerate(doomed, start=1):
         step = f"[{index}/{len(doomed)}] {meta.id}"
         try:
-            deleted = services.session_delete(session_id=meta.id, owner_id=meta.owner_id)
-        except services.SessionConnected:
+            deleted = deletion.session_delete(session_id=meta.id, owner_id=meta.owner_id)
+        except deletion.SessionConnected:
             report.skipped.append((meta.id, "open in a browser tab"))
             on_progress(f"{step}: skipped, open in a browser tab")
             continue

@@ -16,8 +16,7 @@ import asyncio
 import logging
 import uuid
 
-from sessions_app import services
-from sessions_app.agents import (
+from sessions_app.runtime.agents import (
     PER_TASK,
     AgentDefinition,
     delegation_targets,
@@ -34,6 +33,7 @@ from sessions_app.runtime.tools import (
     TurnAbort,
 )
 from sessions_app.runtime.turns import SessionBusy, TurnResult, turn_abort_async, turn_run_async
+from sessions_app.services import broadcasts, deletion
 from sessions_app.store import AgentMismatch, SessionNotFound, get_store
 
 logger = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ async def _run_relaying_abort(
             text=task,
             owner_id=owner_id,
             # Whoever has the sub-agent's session open watches its turn happen.
-            on_event=services.turn_event_broadcaster(session_id),
+            on_event=broadcasts.turn_event_broadcaster(session_id),
         )
     )
     parent_aborted = asyncio.ensure_future(abort.wait_async(None))
@@ -137,7 +137,7 @@ async def _run_relaying_abort(
 def _discard(session_id: str, *, owner_id: int | None) -> None:
     """Delete a per_task session with its memory; one that cannot go now is left to cleanup."""
     try:
-        services.session_delete(session_id=session_id, owner_id=owner_id)
+        deletion.session_delete(session_id=session_id, owner_id=owner_id)
     except Exception:  # noqa: BLE001 - the call's own outcome matters more; cleanup finishes
         logger.exception("per_task session %s was not deleted", session_id)
 

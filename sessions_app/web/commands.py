@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from sessions_app import cleanup, selectors, services
-from sessions_app.agents import model_for_session
+from sessions_app import selectors
+from sessions_app.runtime.agents import model_for_session
 from sessions_app.runtime.lease import SessionBusy
 from sessions_app.runtime.providers import MODEL_SPEC_HELP
+from sessions_app.services import cleanup
+from sessions_app.services import sessions as session_services
 from sessions_app.store import InvalidSessionId, SessionNotFound
 from sessions_app.store.base import THINKING_LEVELS
 from sessions_app.throttles import branch_throttle_wait
@@ -100,7 +102,9 @@ def _branch(ctx: _Context) -> CommandResult:
             "throttled", f"too many branches; try again in {math.ceil(wait)} seconds"
         )
     try:
-        meta = services.session_branch(session_id=source, owner_id=ctx.owner_id, at_seq=at_seq)
+        meta = session_services.session_branch(
+            session_id=source, owner_id=ctx.owner_id, at_seq=at_seq
+        )
     except SessionNotFound as error:
         raise CommandError("not_found", f"no session {source!r} of yours to branch") from error
     except InvalidSessionId as error:
@@ -125,7 +129,7 @@ def _model(ctx: _Context) -> CommandResult:
         source = "set for this session" if meta.model else "the default"
         return CommandResult("model", f"model: {model} ({source})", {"model": model})
     try:
-        meta = services.session_set_model(
+        meta = session_services.session_set_model(
             session_id=ctx.session_id, owner_id=ctx.owner_id, model=ctx.args[0]
         )
     except SessionBusy as error:
@@ -147,7 +151,7 @@ def _think(ctx: _Context) -> CommandResult:
         meta = selectors.session_get(session_id=ctx.session_id, owner_id=ctx.owner_id)
         return CommandResult("think", f"thinking: {meta.thinking}", {"thinking": meta.thinking})
     try:
-        meta = services.session_configure(
+        meta = session_services.session_configure(
             session_id=ctx.session_id, owner_id=ctx.owner_id, thinking=ctx.args[0]
         )
     except SessionBusy as error:
@@ -193,8 +197,8 @@ def _cleanup(ctx: _Context) -> CommandResult:
 
 def _compact(ctx: _Context) -> CommandResult:
     try:
-        entry = services.session_compact(session_id=ctx.session_id, owner_id=ctx.owner_id)
-    except services.NothingToCompact as error:
+        entry = session_services.session_compact(session_id=ctx.session_id, owner_id=ctx.owner_id)
+    except session_services.NothingToCompact as error:
         raise CommandError(error.code, str(error)) from error
     data = entry.data or {}
     return CommandResult(
@@ -207,9 +211,11 @@ def _compact(ctx: _Context) -> CommandResult:
 
 def _export(ctx: _Context) -> CommandResult:
     fmt = ctx.args[0] if ctx.args else "md"
-    if len(ctx.args) > 1 or fmt not in services.EXPORT_FORMATS:
+    if len(ctx.args) > 1 or fmt not in session_services.EXPORT_FORMATS:
         raise CommandError("bad_request", "usage: /export [md|json]")
-    export = services.session_export(session_id=ctx.session_id, owner_id=ctx.owner_id, fmt=fmt)
+    export = session_services.session_export(
+        session_id=ctx.session_id, owner_id=ctx.owner_id, fmt=fmt
+    )
     # The page and the user get the download link; where the server keeps files is its own.
     url = f"/api/sessions/{quote(ctx.session_id, safe=':')}/export/?format={fmt}"
     return CommandResult(
@@ -220,7 +226,7 @@ def _export(ctx: _Context) -> CommandResult:
 
 
 def _cost(ctx: _Context) -> CommandResult:
-    cost = services.session_cost(session_id=ctx.session_id, owner_id=ctx.owner_id)
+    cost = session_services.session_cost(session_id=ctx.session_id, owner_id=ctx.owner_id)
     lines = []
     for row in cost["models"]:
         usd = "unknown" if row["usd"] is None else f"${row['usd']:.4f}"

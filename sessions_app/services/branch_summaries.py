@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 from django.conf import settings
 
-from sessions_app.compaction import transcript
 from sessions_app.runtime.providers.oneshot import model_ask, model_configured
+from sessions_app.services.compaction import transcript
 from sessions_app.store import EntryRecord, NewEntry
 
 logger = logging.getLogger(__name__)

@@ -32,8 +32,8 @@ from sessions_app.foreign_formats import (
 from sessions_app.ids import new_session_id
 from sessions_app.models import ImportedSession
 from sessions_app.runtime.history import HistoryInvalid
+from sessions_app.services.transfer import check_history, repair_history
 from sessions_app.store import NewEntry, get_store
-from sessions_app.transfer import check_history, repair_history
 
 SOURCES = ("chatgpt", "openai-agents")
 

@@ -14,7 +14,7 @@ from sessions_app.selectors import (
     SEARCH_PAGE_MAX,
     SEARCH_QUERY_MAX_CHARS,
 )
-from sessions_app.services import EXPORT_FORMATS
+from sessions_app.services.sessions import EXPORT_FORMATS
 from sessions_app.store.base import THINKING_LEVELS
 
 # What the OpenAPI schema says a session id is (docs/design.md §6); sessions_app.ids checks.

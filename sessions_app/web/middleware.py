@@ -1,6 +1,6 @@
 """Every error under /api/ is JSON with a `code`, also those that DRF never sees.
 
-DRF shapes the errors of its own views (`sessions_app.api.exception_handler`). Django answers
+DRF shapes the errors of its own views (`sessions_app.web.api.exception_handler`). Django answers
 the rest — an unknown /api/ path (404), an unhandled exception (500), a request refused before
 any view — with HTML pages made for browsers. This middleware, first in MIDDLEWARE so that it
 sees every response, gives programs the same `{"code", "detail"}` body there too.

@@ -22,16 +22,19 @@ from django.db import connections
 
 from jarvis_site import metrics
 from jarvis_site.log_context import log_context_set, new_request_id
-from sessions_app import commands, frames, limits, live, prompt_modes, selectors, services
-from sessions_app.agents import UnknownAgent
+from sessions_app import frames, limits, live, selectors
 from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
-from sessions_app.notice_watch import notices_unwatch, notices_watch
 from sessions_app.runtime import drain
+from sessions_app.runtime.agents import UnknownAgent
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.queue import QueuedPromptNotFound, QueueFull
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
+from sessions_app.services import approvals, notices, prompt_modes, turns
+from sessions_app.services import connections as connection_services
 from sessions_app.store import SessionNotFound
 from sessions_app.throttles import turn_throttle_wait
+from sessions_app.web import commands
+from sessions_app.web.notice_watch import notices_unwatch, notices_watch
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +119,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         # written still removes it (removing a row that was never written changes nothing).
         self.registered = True
         try:
-            await database_sync_to_async(services.connection_open)(
+            await database_sync_to_async(connection_services.connection_open)(
                 session_id=session_id,
                 channel_name=self.channel_name,
                 user_id=user.id,
@@ -207,7 +210,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             # First: the row is what keeps the session from being deleted.
             self.registered = False
             try:
-                await database_sync_to_async(services.connection_close)(
+                await database_sync_to_async(connection_services.connection_close)(
                     channel_name=self.channel_name
                 )
             except Exception:
@@ -221,12 +224,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def _heartbeat_loop(self):
         while True:
-            await asyncio.sleep(services.HEARTBEAT_SEC)
+            await asyncio.sleep(connection_services.HEARTBEAT_SEC)
             try:
                 # The Redis layer forgets group members after its group_expiry (a day):
                 # joining again keeps a socket that stays open for days in its session's group.
                 await self.channel_layer.group_add(self.group, self.channel_name)
-                alive = await database_sync_to_async(services.connection_heartbeat)(
+                alive = await database_sync_to_async(connection_services.connection_heartbeat)(
                     channel_name=self.channel_name
                 )
             except Exception:
@@ -308,7 +311,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         try:
             # The check and the lease mark go through the small control pool: a turn of
             # this worker stops at once, whatever else the worker is busy with.
-            await services.turn_abort_async(session_id=self.session_id, owner_id=self.user_id)
+            await turns.turn_abort_async(session_id=self.session_id, owner_id=self.user_id)
         except SessionNotFound:
             await self._error("not_found", "the session no longer exists")
 
@@ -316,7 +319,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         try:
             # The turn runs on this worker's event loop: its model call holds no thread, its
             # store writes and blocking tools go through bounded pools (runtime.executors).
-            await services.turn_send_async(
+            await turns.turn_send_async(
                 session_id=self.session_id, owner_id=self.user_id, text=text
             )
         except (SessionBusy, TooManyTurns, drain.Draining) as error:
@@ -376,7 +379,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 "bad_request", 'an approval has a "call_id" (string) and "allow" (true or false)'
             )
         try:
-            await database_sync_to_async(services.approval_decide)(
+            await database_sync_to_async(approvals.approval_decide)(
                 session_id=self.session_id, owner_id=self.user_id, call_id=call_id, allow=allow
             )
         except (ApprovalNotFound, ApprovalClosed) as error:
@@ -435,7 +438,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "proactive", "notice": notice})
         if notice.get("delivered_at") is None:
             # This socket received it: the notice counts as delivered.
-            await database_sync_to_async(services.notice_mark_delivered)(
+            await database_sync_to_async(notices.notice_mark_delivered)(
                 session_id=self.session_id, message_id=notice["message_id"]
             )
 

@@ -22,11 +22,13 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import connections
 
-from sessions_app import limits, services
+from sessions_app import limits
 from sessions_app.runtime import queue, turns
 from sessions_app.runtime.drain import Draining, session_turn_running
 from sessions_app.runtime.executors import in_pool, in_sync_caller
 from sessions_app.runtime.lease import SessionBusy
+from sessions_app.services import broadcasts, sessions
+from sessions_app.services import turns as turn_services
 from sessions_app.store import SessionNotFound, get_store
 
 logger = logging.getLogger(__name__)
@@ -74,11 +76,11 @@ def prompt_enqueue(*, session_id: str, owner_id: int | None, text: str, mode: st
     the queue here if the session is idle.
     """
     limits.prompt_check(text)
-    meta = services._owned_session(session_id=session_id, owner_id=owner_id)
+    meta = sessions._owned_session(session_id=session_id, owner_id=owner_id)
     store = get_store()
     with store.locked(session_id, agent=meta.agent, owner_id=meta.owner_id):
         meta = store.get_meta(session_id)  # as of now, under the lock
-        if meta is None or (owner_id is not services.OPERATOR and meta.owner_id != owner_id):
+        if meta is None or (owner_id is not sessions.OPERATOR and meta.owner_id != owner_id):
             raise SessionNotFound(session_id)
         waiting = queue.queue_add(
             session_id=session_id,
@@ -88,7 +90,7 @@ def prompt_enqueue(*, session_id: str, owner_id: int | None, text: str, mode: st
             kind=queue.STEER if mode == STEER else queue.QUEUE,
             first=mode == INTERRUPT,
         )
-        services.session_broadcast_on_commit(
+        broadcasts.session_broadcast_on_commit(
             session_id=session_id, event={"type": "queued", **waiting.to_api()}
         )
     if mode == INTERRUPT:
@@ -100,10 +102,10 @@ def prompt_enqueue(*, session_id: str, owner_id: int | None, text: str, mode: st
 def queue_cancel(*, session_id: str, owner_id: int | None, queue_id: str) -> None:
     """Remove a waiting prompt of the caller's session; every tab gets `queue_cancelled`.
     QueuedPromptNotFound when it already ran or was cancelled (from another tab, say)."""
-    services._owned_session(session_id=session_id, owner_id=owner_id)
+    sessions._owned_session(session_id=session_id, owner_id=owner_id)
     limits.text_check(queue_id, name="queue_id", max_chars=40, min_chars=1)
     queue.queue_remove(session_id=session_id, queue_id=queue_id)
-    services.session_broadcast_on_commit(
+    broadcasts.session_broadcast_on_commit(
         session_id=session_id, event={"type": "queue_cancelled", "queue_id": queue_id}
     )
 
@@ -153,7 +155,7 @@ async def queue_run_async(*, session_id: str) -> None:
             session_id=session_id,
             text=head.text,
             owner_id=head.owner_id,
-            on_event=services._turn_listener(session_id, watcher),
+            on_event=turn_services._turn_listener(session_id, watcher),
             provider=provider,
             queue_id=head.queue_id,
             wait_sec=0,
@@ -172,7 +174,7 @@ def _drop(*, session_id: str, queue_id: str) -> None:
         queue.queue_remove(session_id=session_id, queue_id=queue_id)
     except queue.QueuedPromptNotFound:
         return
-    services.session_broadcast(
+    broadcasts.session_broadcast(
         session_id=session_id, event={"type": "queue_cancelled", "queue_id": queue_id}
     )
 

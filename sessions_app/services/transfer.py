@@ -27,7 +27,12 @@ from sessions_app.runtime.history import (
     validate_anthropic,
     validate_openai,
 )
-from sessions_app.seed_files import SeedFileError, SeedSession, read_directory, write_session
+from sessions_app.services.seed_files import (
+    SeedFileError,
+    SeedSession,
+    read_directory,
+    write_session,
+)
 from sessions_app.store import AgentMismatch, NewEntry, get_store
 from sessions_app.store.base import record_from_fields
 

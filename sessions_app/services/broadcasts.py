@@ -1,0 +1,103 @@
+"""A session's events sent to its open tabs through the channel layer.
+
+Every write is a service (docs/design.md §16: one module per action family)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+from jarvis_site import metrics
+from sessions_app import live, selectors
+from sessions_app.ids import (
+    group_name,
+)
+from sessions_app.store import (
+    EntryRecord,
+)
+
+
+def session_broadcast(*, session_id: str, event: dict[str, Any]) -> None:
+    """Send one WebSocket event (docs/design.md §8) to every connection of a session, in any process.
+
+    Callable from synchronous code only (services, the turn thread); async callers await
+    the channel layer themselves.
+    """
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    async_to_sync(layer.group_send)(
+        group_name(session_id), {"type": "session.event", "event": event}
+    )
+    metrics.EVENTS_SENT.inc()
+
+
+def session_broadcast_on_commit(*, session_id: str, event: dict[str, Any]) -> None:
+    # Clients must never hear about a change that was rolled back.
+    transaction.on_commit(lambda: session_broadcast(session_id=session_id, event=event))
+
+
+# Streamed text reaches the sockets at most once per DELTA_INTERVAL_SEC per turn: one event
+# per token would flood the other workers (and every tab) long before anyone can read that fast.
+DELTA_INTERVAL_SEC = 0.05
+
+
+def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
+    """An `on_event` coroutine for turn_run that hands the turn's events to every socket of
+    the session (sessions_app.live: numbered, folded into the running state, delivered to
+    this worker's sockets directly and published once for the other workers).
+
+    - Entries arrive as EntryRecord objects and leave as the API shows them.
+    - `delta`s are coalesced: a piece that arrives within DELTA_INTERVAL_SEC of the last
+      `delta` sent waits, and leaves joined with the next piece that arrives after the
+      interval, or just before the turn's next other event, so the order tabs see is the
+      order of the turn.
+
+    The turn's event pump awaits it on the event loop, beside the turn, one event at a time.
+    """
+    pending: list[str] = []
+    state: dict[str, Any] = {"turn": None, "sent_at": None}
+
+    async def send(event: dict[str, Any]) -> None:
+        if event["type"] == "agent_start":
+            state["turn"] = await live.turn_begin(session_id=session_id, turn_id=event["turn_id"])
+        if state["turn"] is None:
+            return  # a listener joined after the start: nothing to number its events from
+        await live.turn_event(state["turn"], event)
+        if event["type"] == "agent_end":
+            await live.turn_finish(state["turn"])
+            state["turn"] = None
+
+    async def flush() -> None:
+        if pending:
+            text = "".join(pending)
+            pending.clear()
+            state["sent_at"] = clock()
+            await send({"type": "delta", "text": text})
+
+    async def on_event(event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "delta":
+            pending.append(event.get("text", ""))
+            sent_at = state["sent_at"]
+            if sent_at is None or clock() - sent_at >= DELTA_INTERVAL_SEC:
+                await flush()
+            return
+        await flush()
+        if kind == "entry" and isinstance(event.get("entry"), EntryRecord):
+            event = {**event, "entry": selectors.entry_to_api(event["entry"])}
+        await send(event)
+
+    async def close() -> None:
+        # A turn cut short without agent_end (its session deleted under it) must not stay
+        # joinable: a socket of a session re-created with the id would see it running.
+        if state["turn"] is not None:
+            await live.turn_finish(state["turn"])
+            state["turn"] = None
+
+    on_event.close = close
+    return on_event

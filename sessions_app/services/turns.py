@@ -1,0 +1,90 @@
+"""A turn: send a message (run the turn), abort it.
+
+Every write is a service (docs/design.md §16: one module per action family)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from sessions_app import live
+from sessions_app.runtime import turns
+from sessions_app.runtime.executors import in_pool
+from sessions_app.services.broadcasts import turn_event_broadcaster
+from sessions_app.services.sessions import _owned_session
+
+
+def _turn_listener(session_id: str, also: Callable[[dict], object] | None):
+    """The turn's `on_event`: the session's group, and `also` (the terminal chat) if given."""
+    broadcast = turn_event_broadcaster(session_id)
+    if also is None:
+        return broadcast
+
+    async def on_event(event: dict[str, Any]) -> None:
+        outcome = also(event)
+        if inspect.isawaitable(outcome):
+            await outcome
+        await broadcast(event)
+
+    on_event.close = broadcast.close
+    return on_event
+
+
+def turn_send(
+    *,
+    session_id: str,
+    owner_id: int | None,
+    text: str,
+    on_event: Callable[[dict], object] | None = None,
+    provider: str | None = None,
+) -> turns.TurnResult:
+    """Run one turn of the caller's session to its end; every open tab watches it happen.
+
+    Steps: check the session is the caller's; run the turn (runtime.turns: SessionBusy when
+    another turn holds the session past BUSY_GRACE_SEC, TooManyTurns past
+    MAX_TURNS_PER_USER) with its events going to the session's group as they happen, and to
+    `on_event` too when given. `provider` overrides the session's model for this turn.
+    Synchronous callers (the HTTP API, manage.py chat) do the turn's store work in their own
+    thread, on their own database connection.
+    """
+    _owned_session(session_id=session_id, owner_id=owner_id)
+    return turns.turn_run(
+        session_id=session_id,
+        text=text,
+        owner_id=owner_id,
+        on_event=_turn_listener(session_id, on_event),
+        provider=provider,
+    )
+
+
+async def turn_send_async(*, session_id: str, owner_id: int | None, text: str) -> turns.TurnResult:
+    """`turn_send` for the event loop (the WebSocket): the turn runs on the caller's loop, its
+    model call holds no thread, its store work and blocking tools go through bounded pools."""
+    await in_pool("store", _owned_session, session_id=session_id, owner_id=owner_id)
+    return await turns.turn_run_async(
+        session_id=session_id,
+        text=text,
+        owner_id=owner_id,
+        on_event=turn_event_broadcaster(session_id),
+    )
+
+
+def turn_abort(*, session_id: str, owner_id: int | None) -> bool:
+    """Stop the running turn of the caller's session, whichever process runs it; False when
+    none runs. Tabs learn of it from the turn's `agent_end` with status "aborted"."""
+    _owned_session(session_id=session_id, owner_id=owner_id)
+    return turns.turn_abort(session_id=session_id)
+
+
+async def turn_abort_async(*, session_id: str, owner_id: int | None) -> bool:
+    """`turn_abort` for the event loop. The check goes through the small control pool, like
+    the lease mark: an abort never queues behind turns' work."""
+    await in_pool("control", _owned_session, session_id=session_id, owner_id=owner_id)
+    # The live bus reaches a turn on another worker at once; the lease mark (through the
+    # small control pool) within a watch interval, with or without Redis.
+    here_or_marked, elsewhere = await asyncio.gather(
+        turns.turn_abort_async(session_id=session_id), live.abort_elsewhere(session_id=session_id)
+    )
+    return here_or_marked or elsewhere

@@ -10,6 +10,7 @@ decides whether a notice may leave the process: the test-session rule is applied
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -54,19 +55,21 @@ class SendResult:
 SENT = SendResult(ok=True)
 
 
-class Channel:
+class Channel(ABC):
+    """One way a notice leaves the process; each subclass is one module of channels/."""
+
     name = ""
     # None: retry until it works (the operator's webhook); else give up after this many.
     max_attempts: int | None = None
 
+    @abstractmethod
     def destinations(self, user) -> list[str]:
         """Where `user`'s notices go through this channel ("" for the one place); [] is off.
         `user` is None for a session nobody owns."""
-        raise NotImplementedError
 
+    @abstractmethod
     def send(self, notice: OutboundNotice, user) -> SendResult:
         """One attempt; never raises for the receiver's faults (they are a SendResult)."""
-        raise NotImplementedError
 
     def retry_delay(self, attempts: int) -> timedelta | None:
         """The wait before attempt `attempts + 1`; None: give up. Doubling back-off."""

@@ -729,6 +729,7 @@ class RawJsonl:
                         "last_seq": meta["last_seq"],
                         "model": meta.get("model", ""),
                         "spawned_by": meta.get("spawned_by"),
+                        "thinking": meta.get("thinking", "off"),
                     }
                 )
         return cards

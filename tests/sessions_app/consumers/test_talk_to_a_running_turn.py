@@ -1,6 +1,8 @@
 """docs/design.md §18 on one worker: prompts sent while a turn runs — queued, steered,
 interrupting — as the tabs of a session see them."""
 
+import asyncio
+
 import pytest
 from channels.db import database_sync_to_async
 
@@ -12,6 +14,7 @@ from sessions_app.runtime.history import (
 )
 from sessions_app.store import get_store
 from tests.handshakes import hold_waits
+from tests.helpers import GUARD_SEC
 
 from .conftest import events_until, open_session, turn_done
 
@@ -83,6 +86,9 @@ async def test_a_steer_reaches_the_running_turn_and_the_model_answers_it(
     ws, _ = await open_session("/ws/sessions/s1/", alice_token)
     await ws.send_json_to({"type": "prompt", "text": "wait 4 seconds"})
     start = (await events_until(ws, of_type("agent_start")))[-1]
+    # The turn is inside its tool: the steer cannot reach the first model call, which would
+    # then answer it at once (and its entry would come before the `queued` reply).
+    assert await asyncio.to_thread(held.started.wait, GUARD_SEC), "the turn never reached its tool"
     await ws.send_json_to({"type": "prompt", "text": "what is 5+6", "mode": "steer"})
     steer = (await events_until(ws, of_type("queued")))[-1]
     assert steer["mode"] == "steer"

@@ -210,6 +210,9 @@ MAX_STEPS = _positive("MAX_STEPS", 8, cast=int)
 # Threads a worker gives to turns: store writes (and so database connections), blocking tools.
 STORE_THREADS = _positive("STORE_THREADS", 8, cast=int)
 TOOL_THREADS = _positive("TOOL_THREADS", 16, cast=int)
+# Threads (and so database connections) a worker gives to its WebSockets' own database work:
+# handshakes, snapshots, heartbeats, closes.
+SOCKET_THREADS = _positive("SOCKET_THREADS", 4, cast=int)
 # Turns one user may run at once (more: 429 / error `too_many_turns`).
 MAX_TURNS_PER_USER = _positive("MAX_TURNS_PER_USER", 8, cast=int)
 # Prompts that may wait for one session's running turn (mode queue or steer; more: 409

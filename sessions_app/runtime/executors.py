@@ -7,7 +7,10 @@ with hundreds of turns in flight uses a few threads and a few database connectio
 - `store`: the session store and memory writes; its size bounds the database connections
   turns use at once;
 - `tools`: tools that block (waiting tools are coroutines and use none);
-- `control`: aborts and lease marks, so that an abort never queues behind turn work.
+- `control`: aborts and lease marks, so that an abort never queues behind turn work;
+- `sockets`: a WebSocket's own database work (its handshake's token, its registration and
+  snapshot, its heartbeat, its removal), so that a hundred tabs reconnecting at once are
+  served side by side and never wait behind turn work.
 
 A pool thread keeps its database connection while work keeps coming and closes it when it
 finds nothing more to do, so an idle worker holds no connection.
@@ -67,6 +70,7 @@ def pool(name: str) -> ClosingExecutor:
                     "store": settings.STORE_THREADS,
                     "tools": settings.TOOL_THREADS,
                     "control": 2,
+                    "sockets": settings.SOCKET_THREADS,
                 }[name]
                 executor = _pools[key] = ClosingExecutor(size, f"jarvis-{name}")
     return executor

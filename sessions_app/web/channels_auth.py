@@ -7,13 +7,18 @@ browsers' WebSocket API cannot set headers, so `?token=<key>` is accepted as wel
 
 from urllib.parse import parse_qs
 
-from channels.db import database_sync_to_async
 from django.contrib.auth.models import AnonymousUser
 from rest_framework.authtoken.models import Token
 
+from sessions_app.runtime.executors import in_pool
 
-@database_sync_to_async
-def _user_for_token(key: str):
+
+async def _user_for_token(key: str):
+    # In the sockets pool, like the rest of a handshake's database work (web/consumers.py).
+    return await in_pool("sockets", _user_for_token_sync, key)
+
+
+def _user_for_token_sync(key: str):
     token = Token.objects.select_related("user").filter(key=key).first()
     if token is None or not token.user.is_active:
         return AnonymousUser()

@@ -27,6 +27,7 @@ from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
 from sessions_app.runtime import drain
 from sessions_app.runtime.agents import UnknownAgent
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
+from sessions_app.runtime.executors import in_pool
 from sessions_app.runtime.queue import QueuedPromptNotFound, QueueFull
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
 from sessions_app.services import approvals, notices, prompt_modes, turns
@@ -51,6 +52,15 @@ CLOSE_TOO_LARGE = 1009
 # The worker is restarting (drain, docs/design.md §19): the client reconnects, and the proxy
 # sends it to another worker.
 CLOSE_SERVICE_RESTART = 1012
+
+
+async def _socket_db(function, /, **kwargs):
+    """A socket's own database work — its registration, its snapshot, its heartbeat, its
+    removal — in the worker's `sockets` pool. On `database_sync_to_async`'s one shared
+    thread, a hundred tabs reconnecting at once (a deploy, a network blip) queue behind each
+    other and behind the closing sockets' removals, past Daphne's handshake timeout, and are
+    refused (docs/design.md §12)."""
+    return await in_pool("sockets", function, **kwargs)
 
 
 def _run_in_turn_thread(function, **kwargs):
@@ -103,8 +113,11 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         log_context_set(request_id=new_request_id(), user_id=user.id, session_id=session_id)
         self.group = group_name(session_id)
         if "agent" in query:
-            existing = await database_sync_to_async(selectors.session_agent_conflict)(
-                session_id=session_id, owner_id=user.id, agent=agent
+            existing = await _socket_db(
+                selectors.session_agent_conflict,
+                session_id=session_id,
+                owner_id=user.id,
+                agent=agent,
             )
             if existing is not None:
                 await self.accept()
@@ -119,7 +132,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         # written still removes it (removing a row that was never written changes nothing).
         self.registered = True
         try:
-            await database_sync_to_async(connection_services.connection_open)(
+            await _socket_db(
+                connection_services.connection_open,
                 session_id=session_id,
                 channel_name=self.channel_name,
                 user_id=user.id,
@@ -145,8 +159,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         # and the ones it already holds are not sent again (docs/design.md §17).
         self.live_socket = live.LiveSocket(session_id, self._send_text)
         running = await live.socket_join(self.live_socket)
-        snapshot = await database_sync_to_async(selectors.session_snapshot)(
-            session_id=session_id, owner_id=user.id, after_seq=after_seq, running=running
+        snapshot = await _socket_db(
+            selectors.session_snapshot,
+            session_id=session_id,
+            owner_id=user.id,
+            after_seq=after_seq,
+            running=running,
         )
         await self.send_json({"type": "session", **snapshot})
         await self.live_socket.go_live(running)
@@ -210,8 +228,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             # First: the row is what keeps the session from being deleted.
             self.registered = False
             try:
-                await database_sync_to_async(connection_services.connection_close)(
-                    channel_name=self.channel_name
+                await _socket_db(
+                    connection_services.connection_close, channel_name=self.channel_name
                 )
             except Exception:
                 # The row is not renewed any more: it stops counting after the registry's
@@ -229,8 +247,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 # The Redis layer forgets group members after its group_expiry (a day):
                 # joining again keeps a socket that stays open for days in its session's group.
                 await self.channel_layer.group_add(self.group, self.channel_name)
-                alive = await database_sync_to_async(connection_services.connection_heartbeat)(
-                    channel_name=self.channel_name
+                alive = await _socket_db(
+                    connection_services.connection_heartbeat, channel_name=self.channel_name
                 )
             except Exception:
                 # A passing database or Redis failure: the next beat tries again, well

@@ -122,7 +122,8 @@ class OpenAIProvider(SdkProvider):
         # answer). The body here is complete and validated already (project_openai,
         # validate_openai), and `_Reply` reads four fields of a chunk; so the request goes
         # through `post`, the SDK's call for a ready body (same path, auth, retries and error
-        # types as `create`), and its chunks come as the decoded JSON.
+        # types as `create`), and its chunks come as the decoded JSON: cast to `object`, which
+        # the SDK hands back as it is (`dict` would still be walked key by key).
         stream_class = (
             openai.AsyncStream if isinstance(client, openai.AsyncOpenAI) else openai.Stream
         )
@@ -130,9 +131,9 @@ class OpenAIProvider(SdkProvider):
             "/chat/completions",
             body=request,
             options={"security": {"bearer_auth": True}},
-            cast_to=dict,
+            cast_to=object,
             stream=True,
-            stream_cls=stream_class[dict],
+            stream_cls=stream_class[object],
         )
 
     def _answer(self, on_delta: Callable[[str], None]) -> _Reply:

@@ -7,7 +7,8 @@ with hundreds of turns in flight uses a few threads and a few database connectio
 - `store`: the session store and memory writes; its size bounds the database connections
   turns use at once;
 - `tools`: tools that block (waiting tools are coroutines and use none);
-- `control`: aborts and lease marks, so that an abort never queues behind turn work;
+- `control`: aborts, lease marks and an aborted turn's last writes, so that an abort never
+  queues behind turn work;
 - `sockets`: a WebSocket's own database work (its handshake's token, its registration and
   snapshot, its heartbeat, its removal), so that a hundred tabs reconnecting at once are
   served side by side and never wait behind turn work.

@@ -28,7 +28,7 @@ from sessions_app.ids import validate_session_id
 from sessions_app.runtime.agents import agent_get, agent_tools, model_for_session
 from sessions_app.runtime.approvals import ApprovalGate, approvals_interrupted
 from sessions_app.runtime.drain import turn_admitted
-from sessions_app.runtime.executors import in_pool, run_for_sync_caller
+from sessions_app.runtime.executors import in_pool, in_sync_caller, run_for_sync_caller
 from sessions_app.runtime.history import (
     CRASH_RESULT_TEXT,
     CRASH_TURN_ERROR,
@@ -79,6 +79,7 @@ NOT_RUN_FAILED = "not run: the turn failed before this tool ran ({error})"
 # Running turns of this process: an abort from here reaches them without any round trip.
 _running_lock = threading.Lock()
 _running: dict[str, TurnAbort] = {}
+_running_owner: dict[str, int] = {}  # whose turn each is: an abort checks it without a query
 _turns_of_user: dict[int, int] = {}
 
 
@@ -167,6 +168,14 @@ def _resolve(provider: Provider | str | None) -> Provider:
     if provider is None or isinstance(provider, str):
         return provider_for(provider)
     return provider
+
+
+def _pool_for(abort: TurnAbort) -> str:
+    """The pool a turn's store work goes to: once the turn is aborted, its last writes (what
+    the model had said, the closing) go through the `control` pool, so that Stop is not
+    answered after the queue of every other turn's writes (docs/design.md §12). A
+    synchronous caller's work stays in its own thread, on its connection."""
+    return "control" if abort.is_set() and not in_sync_caller() else "store"
 
 
 def _meta(session_id: str) -> SessionMeta:
@@ -385,7 +394,8 @@ async def turn_run_async(
 async def _run(session_id, text, owner_id, on_event, provider, queue_id, wait_sec) -> TurnResult:
     meta = await in_pool("store", _meta, session_id)
     log_context_set(user_id=meta.owner_id)
-    with _user_slot(owner_id if owner_id is not None else meta.owner_id):
+    owner = owner_id if owner_id is not None else meta.owner_id
+    with _user_slot(owner):
         if provider is None:
             provider = model_for_session(agent=meta.agent, model=meta.model)
         provider = _resolve(provider)
@@ -394,6 +404,7 @@ async def _run(session_id, text, owner_id, on_event, provider, queue_id, wait_se
         abort = TurnAbort()
         with _running_lock:
             _running[session_id] = abort
+            _running_owner[session_id] = owner
         pump = _EventPump(on_event)
         try:
             lease.watch(on_abort=abort.set)
@@ -402,6 +413,7 @@ async def _run(session_id, text, owner_id, on_event, provider, queue_id, wait_se
             with _running_lock:
                 if _running.get(session_id) is abort:
                     del _running[session_id]
+                    del _running_owner[session_id]
             await pump.close()
             await in_pool("store", lease.release)
             # After the release: a prompt queued while the lease was held is seen here, or
@@ -465,7 +477,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnRe
             pump.put({"type": "entry", "entry": record})
 
     async def append(entries: list[NewEntry]) -> None:
-        records = await in_pool("store", store.append, session_id, entries, incarnation)
+        records = await in_pool(_pool_for(abort), store.append, session_id, entries, incarnation)
         turn_entries.extend(records)
         stored(records)
 
@@ -571,7 +583,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnRe
         status, error = "error", f"internal error: {failure}"
     unanswered = NOT_RUN_ABORTED if status == "aborted" else NOT_RUN_FAILED.format(error=error)
     closing = await in_pool(
-        "store",
+        _pool_for(abort),
         _close_turn,
         session_id=session_id,
         incarnation=incarnation,
@@ -655,6 +667,18 @@ def _abort_local(session_id: str) -> bool:
     if local is not None:
         local.set()
     return local is not None
+
+
+def turn_abort_local_of_owner(*, session_id: str, owner_id: int) -> bool:
+    """Stop the session's turn if this process runs it for `owner_id`; False otherwise. No
+    query and no thread: a tab's Stop reaches a turn of its own worker before anything else
+    it waits for (the ownership check, the lease mark)."""
+    with _running_lock:
+        local = _running.get(session_id)
+        if local is None or _running_owner.get(session_id) != owner_id:
+            return False
+    local.set()
+    return True
 
 
 def turn_abort_local(*, session_id: str) -> bool:

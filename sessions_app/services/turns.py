@@ -79,8 +79,14 @@ def turn_abort(*, session_id: str, owner_id: int | None) -> bool:
 
 
 async def turn_abort_async(*, session_id: str, owner_id: int | None) -> bool:
-    """`turn_abort` for the event loop. The check goes through the small control pool, like
-    the lease mark: an abort never queues behind turns' work."""
+    """`turn_abort` for the event loop. A turn of the caller's that runs on this worker stops
+    at once, with no query or thread in between (the turn knows its owner). Otherwise the
+    check goes through the small control pool, like the lease mark: an abort never queues
+    behind turns' work."""
+    if owner_id is not None and turns.turn_abort_local_of_owner(
+        session_id=session_id, owner_id=owner_id
+    ):
+        return True
     await in_pool("control", _owned_session, session_id=session_id, owner_id=owner_id)
     # The live bus reaches a turn on another worker at once; the lease mark (through the
     # small control pool) within a watch interval, with or without Redis.

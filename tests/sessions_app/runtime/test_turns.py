@@ -7,7 +7,13 @@ import pytest
 from django.db import transaction
 
 from sessions_app.runtime.history import CRASH_RESULT_TEXT
-from sessions_app.runtime.turns import SessionBusy, session_repair, turn_abort, turn_run
+from sessions_app.runtime.turns import (
+    SessionBusy,
+    session_repair,
+    turn_abort,
+    turn_abort_local_of_owner,
+    turn_run,
+)
 from sessions_app.signals import turn_finished
 from sessions_app.store import SessionNotFound, get_store
 from sessions_app.turn_selectors import request_header_of
@@ -111,6 +117,31 @@ def test_abort_stops_a_running_wait(session, monkeypatch):
     assert tool.is_error and tool.content.startswith("aborted")
     assert_history_valid(session)
     assert turn_abort(session_id=session) is False  # nothing runs any more
+
+
+def test_a_tab_stops_its_owners_turn_on_its_worker_and_no_one_elses(
+    backend, alice, bob, monkeypatch
+):
+    """The Stop of a socket on the turn's own worker sets the turn's flag before any query;
+    the turn knows its owner, so another user's Stop (were it to get here) changes nothing."""
+    session = get_store().create("owned-turn", agent="jarvis", owner_id=alice.id).id
+    waiting = signal_waits(monkeypatch)
+    outcome = {}
+
+    def run():
+        outcome["result"] = turn_run(session_id=session, text="wait 300 seconds")
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert waiting.wait(GUARD_SEC), "the wait tool never ran"
+    assert turn_abort_local_of_owner(session_id=session, owner_id=bob.id) is False
+    assert thread.is_alive(), "another user's Stop ended the turn"
+    assert turn_abort_local_of_owner(session_id=session, owner_id=alice.id) is True
+    thread.join(GUARD_SEC)
+    assert not thread.is_alive(), "the owner's Stop did not stop the wait"
+    assert outcome["result"].status == "aborted"
+    assert_history_valid(session)
+    assert turn_abort_local_of_owner(session_id=session, owner_id=alice.id) is False
 
 
 def test_second_request_waits_for_the_grace_period_then_is_refused(session, settings, monkeypatch):

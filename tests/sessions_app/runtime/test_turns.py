@@ -97,8 +97,8 @@ def test_tool_failure_is_a_result_the_model_reads(session):
     assert_history_valid(session)
 
 
-def test_abort_stops_a_running_wait(session, monkeypatch):
-    waiting = signal_waits(monkeypatch)
+def _long_wait_running(session: str, waiting: threading.Event):
+    """A turn in a thread, inside a 300 s `wait` once this returns: (thread, outcome)."""
     outcome = {}
 
     def run():
@@ -107,6 +107,12 @@ def test_abort_stops_a_running_wait(session, monkeypatch):
     thread = threading.Thread(target=run)
     thread.start()
     assert waiting.wait(GUARD_SEC), "the wait tool never ran"
+    return thread, outcome
+
+
+def test_abort_stops_a_running_wait(session, monkeypatch):
+    waiting = signal_waits(monkeypatch)
+    thread, outcome = _long_wait_running(session, waiting)
     assert turn_abort(session_id=session) is True
     # The wait would last 300 s: a turn that ends within the guard was stopped by the abort.
     thread.join(GUARD_SEC)
@@ -126,14 +132,7 @@ def test_a_tab_stops_its_owners_turn_on_its_worker_and_no_one_elses(
     the turn knows its owner, so another user's Stop (were it to get here) changes nothing."""
     session = get_store().create("owned-turn", agent="jarvis", owner_id=alice.id).id
     waiting = signal_waits(monkeypatch)
-    outcome = {}
-
-    def run():
-        outcome["result"] = turn_run(session_id=session, text="wait 300 seconds")
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    assert waiting.wait(GUARD_SEC), "the wait tool never ran"
+    thread, outcome = _long_wait_running(session, waiting)
     assert turn_abort_local_of_owner(session_id=session, owner_id=bob.id) is False
     assert thread.is_alive(), "another user's Stop ended the turn"
     assert turn_abort_local_of_owner(session_id=session, owner_id=alice.id) is True

@@ -18,12 +18,17 @@ REPO = Path(__file__).resolve().parent.parent
 GUARD_SEC = 60
 
 
-def eventually(predicate, *, what: str, limit: float = GUARD_SEC, interval: float = 0.05):
+def eventually(
+    predicate, *, what: str, limit: float = GUARD_SEC, interval: float = 0.05, fail: bool = True
+):
     """Poll until `predicate()` is truthy and return its value: for a state another process
-    reaches that the test can only read (a row, a file). Fails only after `limit`."""
+    reaches that the test can only read (a row, a file). Fails only after `limit`; with
+    `fail=False` it returns the last falsy value instead, for a caller that tries again."""
     deadline = time.monotonic() + limit
     while not (value := predicate()):
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        if time.monotonic() >= deadline:
+            assert not fail, f"timed out waiting until {what}"
+            return value
         time.sleep(interval)
     return value
 

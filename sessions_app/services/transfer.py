@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from sessions_app.ids import new_session_id
+from sessions_app.ids import is_reserved, new_session_id
 from sessions_app.models import ImportedSession
 from sessions_app.runtime.history import (
     HistoryInvalid,
@@ -233,14 +233,23 @@ def _already_imported(owner_id: int, session: SeedSession) -> ImportedSession | 
 
 
 def _taken(source_id: str) -> str:
+    if is_reserved(source_id):
+        return f"the id {source_id} is one only this server makes (sub-agent sessions)"
     return f"the id {source_id} is taken here"
 
 
+def _source_id_free(source_id: str) -> bool:
+    """Whether the session may keep its id here. A sub-agent id never: the platform derives
+    those from the calling conversation, and one imported under a chosen name could squat the
+    session another conversation's delegation will ask for (docs/design.md §6, §20)."""
+    return not is_reserved(source_id) and get_store().get_meta(source_id) is None
+
+
 def _create_for(owner_id: int, session: SeedSession, spawned_by: str | None):
-    """A new, empty session of the owner: under the source id when nobody has that id here,
-    else under a new server-made id. Returns (meta, note)."""
+    """A new, empty session of the owner: under the source id when nobody has that id here
+    and it is not a sub-agent id, else under a new server-made id. Returns (meta, note)."""
     store = get_store()
-    if store.get_meta(session.source_id) is None:
+    if _source_id_free(session.source_id):
         try:
             meta = store.create(
                 session.source_id,
@@ -286,7 +295,7 @@ def _import_one(
         )
     store = get_store()
     if dry_run:
-        free = store.get_meta(session.source_id) is None
+        free = _source_id_free(session.source_id)
         return ImportOutcome(
             source_id=session.source_id,
             session_id=session.source_id if free else None,

@@ -115,6 +115,23 @@ def line(seq, entry: NewEntry, **extra):
     return {"seq": seq, **fields, "created_at": "2025-03-01T10:00:00+00:00", **extra}
 
 
+def test_a_sub_agent_id_in_the_files_is_imported_under_a_new_id(backend, bob, tmp_path, capsys):
+    # An id only the platform makes: kept, it would squat the session some conversation's
+    # delegation asks for (agent_researcher__chat-1 is chat-1's researcher, whoever owns it).
+    squat = "agent_researcher__chat-1"
+    write_files(tmp_path, squat, [line(1, user("hello"))], meta={"agent": "researcher"})
+    call_command("import_sessions", "--user", "bob", str(tmp_path), "--dry-run")
+    assert "one only this server makes" in capsys.readouterr().out
+    assert get_store().get_meta(squat) is None
+
+    call_command("import_sessions", "--user", "bob", str(tmp_path))
+    assert "one only this server makes" in capsys.readouterr().out
+    assert get_store().get_meta(squat) is None
+    (copy,) = sessions_of(bob).values()
+    assert copy.agent == "researcher" and not copy.id.startswith("agent_")
+    assert [e.content for e in get_store().get_messages(copy.id)] == ["hello"]
+
+
 def test_unanswered_calls_and_open_turns_are_repaired_and_reported(backend, bob, tmp_path, capsys):
     entries = [
         turn_start("t1"),

@@ -8,6 +8,11 @@ A directory holds, per session:
   keeps, `v` (the entry's schema version) and `created_at` (ISO 8601). It is the jsonl
   backend's line format, so a jsonl SESSIONS_DIR reads like an export.
 
+Beside them, once per directory, `.request-headers.jsonl`: one `{"digest", "body"}` line per
+request header the sessions' `turn_start` entries name (§20), so that the requests of an
+imported turn can still be rebuilt. Its name starts with a dot, which no session id may, so
+it never reads as a session.
+
 Reading checks every line: damage is a `SeedFileError` naming the file and line, never a
 guess; a torn last line (a crash mid-write, no line end) is left out and reported, as the
 jsonl backend does. Pure file work: nothing here touches a store.
@@ -30,6 +35,7 @@ from sessions_app.store import EntryRecord, NewEntry, SessionMeta
 
 META_SUFFIX = ".meta.json"
 ENTRIES_SUFFIX = ".jsonl"
+HEADERS_FILE = ".request-headers.jsonl"
 # The entry schema version this code writes, and every one it reads.
 ENTRY_VERSION = 1
 KNOWN_ENTRY_VERSIONS = frozenset({1})
@@ -122,7 +128,35 @@ def write_session(directory: Path, meta: SessionMeta, records: Sequence[EntryRec
     )
 
 
+def write_headers(directory: Path, headers: dict[str, dict[str, Any]]) -> None:
+    """`.request-headers.jsonl`: the headers by digest, in digest order."""
+    lines = (
+        json.dumps({"digest": digest, "body": headers[digest]}, ensure_ascii=False).encode() + b"\n"
+        for digest in sorted(headers)
+    )
+    _replace_file(directory / HEADERS_FILE, b"".join(lines))
+
+
 # --- reading --------------------------------------------------------------------------------
+
+
+def read_headers(directory: Path) -> list[tuple[int, str, dict[str, Any]]]:
+    """(line number, digest, body) per line of `.request-headers.jsonl`; none when the
+    directory has no such file (an export made before it existed, a jsonl SESSIONS_DIR)."""
+    path = directory / HEADERS_FILE
+    lines, torn = _json_lines(path)
+    if torn:
+        raise SeedFileError(path, torn, "torn last line: the file was cut short")
+    headers = []
+    for number, value in lines:
+        if not (
+            isinstance(value, dict)
+            and isinstance(value.get("digest"), str)
+            and isinstance(value.get("body"), dict)
+        ):
+            raise SeedFileError(path, number, "not a header: expected {digest, body}")
+        headers.append((number, value["digest"], value["body"]))
+    return headers
 
 
 def _json_lines(path: Path) -> tuple[list[tuple[int, Any]], int]:

@@ -28,13 +28,17 @@ from sessions_app.runtime.history import (
     validate_openai,
 )
 from sessions_app.services.seed_files import (
+    HEADERS_FILE,
     SeedFileError,
     SeedSession,
     read_directory,
+    read_headers,
+    write_headers,
     write_session,
 )
 from sessions_app.store import AgentMismatch, NewEntry, get_store
 from sessions_app.store.base import record_from_fields
+from sessions_app.store.request_headers import header_digest, header_get, header_save
 
 IMPORT_RESULT_TEXT = "outcome unknown: no result of this tool call was in the imported history"
 IMPORT_TURN_ERROR = "the turn was not finished in the imported history"
@@ -59,15 +63,48 @@ class ExportedSession:
 
 def sessions_export(*, owner_id: int, directory: Path) -> list[ExportedSession]:
     """Write every session of the owner (sub-agents' and test sessions too) into `directory`,
-    as `<id>.jsonl` and `<id>.meta.json`; a file of the same name is replaced whole."""
+    as `<id>.jsonl` and `<id>.meta.json`, and the request headers their turns name; a file
+    of the same name is replaced whole."""
     store = get_store()
     directory.mkdir(parents=True, exist_ok=True)
     exported = []
+    headers: dict[str, dict] = {}
     for meta in store.list(owner_id=owner_id, include_tests=True, include_subagents=True):
         records = store.get_messages(meta.id)
         write_session(directory, meta, records)
         exported.append(ExportedSession(session_id=meta.id, entries=len(records)))
+        for digest in _header_digests(records):
+            if digest not in headers and (body := header_get(digest)) is not None:
+                headers[digest] = body
+    write_headers(directory, headers)
     return exported
+
+
+def _header_digests(records) -> set[str]:
+    return {
+        r.data["header"] for r in records if r.kind == "turn_start" and (r.data or {}).get("header")
+    }
+
+
+def _checked_headers(directory: Path, errors: list[SeedFileError]) -> list[dict]:
+    """The bodies of the directory's header file; a line whose body does not hash to its
+    digest is an error (the turns naming it would rebuild requests never sent)."""
+    try:
+        lines = read_headers(directory)
+    except SeedFileError as error:
+        errors.append(error)
+        return []
+    bodies = []
+    for number, digest, body in lines:
+        if header_digest(body) != digest:
+            errors.append(
+                SeedFileError(
+                    directory / HEADERS_FILE, number, "the body does not match its digest"
+                )
+            )
+        else:
+            bodies.append(body)
+    return bodies
 
 
 # --- repair ---------------------------------------------------------------------------------
@@ -334,6 +371,7 @@ def sessions_import(*, owner_id: int, directory: Path, dry_run: bool = False) ->
     write and reports the same.
     """
     sessions, errors = read_directory(directory)
+    headers = _checked_headers(directory, errors)
     prepared = {}
     for session in sessions:
         try:
@@ -342,6 +380,9 @@ def sessions_import(*, owner_id: int, directory: Path, dry_run: bool = False) ->
             errors.append(error)
     if errors:
         raise SeedFilesInvalid(errors)
+    if not dry_run:
+        for body in headers:  # shared by digest: saving one already here changes nothing
+            header_save(body)
     new_ids: dict[str, str] = dict(
         ImportedSession.objects.filter(owner_id=owner_id).values_list("source_id", "session_id")
     )

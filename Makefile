@@ -21,9 +21,11 @@ run: $(STAMP)
 	LOG_FORMAT=$${LOG_FORMAT:-text} $(PY) manage.py run_local
 
 # Production-shaped, on this machine: nginx in front of WORKERS Daphne workers, the task
-# worker and the consolidation loop, on PostgreSQL and Redis (docs/deploy.md).
+# worker and the consolidation loop, on PostgreSQL and Redis (docs/deploy.md). `--check` says
+# what is missing (nginx, PostgreSQL, Redis) before anything else touches the database.
 WORKERS ?= 2
 cluster: $(STAMP)
+	$(PY) manage.py run_cluster --check
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py ensure_local_user
 	$(PY) manage.py run_cluster --workers $(WORKERS)

@@ -74,7 +74,7 @@ QUEUE_DEPTH = Gauge(
 )
 NOTICE_DELIVERIES = Counter(
     "jarvis_notice_deliveries",
-    "Outbound notice delivery attempts, by channel and outcome (sent, failed).",
+    "Outbound notice delivery attempts, by channel and outcome (sent, retry, failed).",
     ["channel", "outcome"],
 )
 

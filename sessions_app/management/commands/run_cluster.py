@@ -56,11 +56,19 @@ class Command(BaseCommand):
             "--first-worker-port", type=int, default=8101, help="workers use this port and up"
         )
         parser.add_argument("--run-dir", default=str(settings.VAR_DIR / "cluster"))
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="only say whether nginx, PostgreSQL and Redis are there, and start nothing",
+        )
 
-    def handle(self, *args, workers, port, first_worker_port, run_dir, **options):
+    def handle(self, *args, workers, port, first_worker_port, run_dir, check, **options):
         if workers < 1:
             raise CommandError("--workers must be at least 1")
         nginx = self._requirements()
+        if check:
+            self.stdout.write(f"nginx ({nginx}), PostgreSQL and Redis are there.")
+            return
         run_dir = Path(run_dir).resolve()
         metrics_dir = run_dir / "metrics"
         # Values of processes from an earlier run would be summed with this one's.
@@ -132,7 +140,9 @@ class Command(BaseCommand):
         if not settings.REDIS_URL:
             missing.append(f"the cluster needs Redis: {INSTALL_HINT['redis']}")
         else:
-            import redis  # a dependency of channels-redis
+            # Loaded on first use: only this check needs redis-py directly (channels-redis
+            # brings it), and a worker that imports the command module never calls it.
+            import redis
 
             client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2)
             try:

@@ -1,6 +1,7 @@
 """A reload mid-answer continues the answer (docs/design.md §17): the page shows the answer from
 where it is, keeps growing with no gap or repeat, shows that the turn runs, and its Stop
-button aborts it — on one worker, and from a tab on the other worker (PostgreSQL + Redis)."""
+button aborts it — on one worker, and across two (PostgreSQL + Redis): a reload that lands on
+the other worker and a tab opened there both follow the answer, and Stop from there ends it."""
 
 import pytest
 from playwright.sync_api import expect
@@ -82,9 +83,17 @@ def test_a_tab_on_the_other_worker_continues_the_answer_and_stops_it(browser, mo
         sign_in(first, worker_a)
         hold = start_held_answer(first, model)
         session_id = session_of(first)
+        # The first tab reloads and, as behind a proxy, lands on the other worker: it shows
+        # the answer from its first word while the turn runs on worker A.
+        first.goto(f"{worker_b}/?session={session_id}")
+        first.locator("#connection[data-state=open]").wait_for()
+        expect(first.locator(STREAMING)).to_contain_text("w000 w001")
+        expect(first.locator("#abort")).to_be_visible()
         other = new_page(browser)
         sign_in(other, worker_b, f"/?session={session_id}")
         continues_and_stops(other, hold)
         expect(first.locator(".turn-status")).to_contain_text("Stopped")
         expect(first.locator("#send")).to_be_visible()
+        reloaded = first.locator(".msg.assistant[data-seq] .text").last.inner_text()
+        assert reloaded.startswith(ANSWER), reloaded
     assert stored_statuses(session_id) == ["aborted"]

@@ -75,3 +75,21 @@ def test_deleting_a_session_removes_its_queue(api, alice):
     _waiting_row("s1", meta.incarnation, alice.id)
     assert deletion.session_delete(session_id="s1", owner_id=alice.id)
     assert not QueuedPrompt.objects.filter(session_id="s1").exists()
+
+
+def test_a_waiting_prompt_is_cancelled_by_its_owner_and_not_by_another(api, bob_api, alice):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    meta = get_store().get_meta("s1")
+    row = _waiting_row("s1", meta.incarnation, alice.id)
+
+    # Another user's DELETE answers as for a session that is not there, and cancels nothing.
+    refused = bob_api.delete(f"/api/sessions/s1/queue/{row.id}/")
+    assert refused.status_code == 404
+    assert QueuedPrompt.objects.filter(id=row.id).exists()
+
+    response = api.delete(f"/api/sessions/s1/queue/{row.id}/")
+    assert response.status_code == 200
+    assert response.json() == {"queue_id": row.id, "cancelled": True}
+    assert not QueuedPrompt.objects.filter(id=row.id).exists()
+    assert selectors.session_snapshot(session_id="s1", owner_id=alice.id)["queue"] == []
+    assert api.delete(f"/api/sessions/s1/queue/{row.id}/").status_code == 404

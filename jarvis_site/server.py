@@ -74,6 +74,10 @@ class DrainingServer(Server):
 
     def _on_start(self) -> None:
         self.ws_factory.protocol = RestartingWebSocketProtocol
+        # autobahn fails a connection by dropping TCP unless told otherwise: an inbound
+        # message over Daphne's 1 MiB cap then ended the socket with no close code (1006),
+        # and the page could not say why. Failed this way, it closes with 1009 and a reason.
+        self.ws_factory.setProtocolOptions(failByDrop=False)
         loop = asyncio.get_event_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._on_signal, signum)

@@ -5,6 +5,7 @@ import asyncio
 import json
 
 import pytest
+from websockets.exceptions import ConnectionClosed
 
 from sessions_app.store import get_store
 from tests.builders import assistant, user
@@ -50,3 +51,24 @@ def test_more_than_a_megabyte_of_history_and_an_emoji_prompt_open_and_stay_open(
 
     with daphne() as base:
         asyncio.run(scenario(base))
+
+
+def test_an_inbound_message_over_daphnes_cap_closes_with_1009_and_a_reason(alice, alice_token):
+    """`manage.py serve` (what make run and every deployed worker run): a frame over the
+    1 MiB cap that Daphne enforces before the application sees it still closes with a code."""
+    get_store().create("big-in", owner_id=alice.id)
+
+    async def scenario(base):
+        async with ws_connect(base, "big-in", alice_token) as ws:
+            assert (await receive(ws))["type"] == "session"
+            await ws.send(json.dumps({"type": "prompt", "text": "x" * (1024 * 1024 + 1)}))
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    await receive(ws)
+        return closed.value.rcvd
+
+    with daphne(serve=True) as base:
+        close = asyncio.run(scenario(base))
+    assert close is not None and close.code == 1009, close
+    assert "exceeds payload limit" in close.reason
+    assert get_store().get_messages("big-in") == []

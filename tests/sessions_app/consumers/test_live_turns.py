@@ -9,6 +9,7 @@ from channels.db import database_sync_to_async
 
 from sessions_app.store import get_store
 from tests.fakes.llm_server import FakeLLMServer, Hold, Reply
+from tests.handshakes import hold_waits
 from tests.helpers import GUARD_SEC
 
 from .conftest import events_until, open_session, turn_done
@@ -98,3 +99,27 @@ async def test_a_reloaded_tab_stops_the_turn_it_joined(backend, alice_token, mod
     _, after = await open_session("/ws/sessions/live-stop/", alice_token)
     assert after["running"] is None
     await reloaded.disconnect()
+
+
+async def test_a_tab_opened_while_a_tool_runs_sees_the_call_running(
+    backend, alice_token, monkeypatch
+):
+    held = hold_waits(monkeypatch)  # the offline model's "wait" call, held inside the tool
+    first, _ = await open_session("/ws/sessions/live-tool/", alice_token)
+    await first.send_json_to({"type": "prompt", "text": "wait 0.1 seconds"})
+    assert await asyncio.to_thread(held.started.wait, GUARD_SEC), "the turn never reached its tool"
+
+    second, snapshot = await open_session("/ws/sessions/live-tool/", alice_token)
+    (call,) = snapshot["running"]["tools"]
+    stored_call = [e for e in snapshot["entries"] if e.get("tool_calls")][-1]["tool_calls"][0]
+    assert (call["call_id"], call["name"]) == (stored_call["id"], "wait")
+    assert call["arguments"] == stored_call["arguments"] and call["started_at"]
+    held.release()
+    later = await events_until(second, turn_done)
+    results = [e["entry"] for e in later if e["type"] == "entry" and e["entry"]["role"] == "tool"]
+    assert [r["tool_call_id"] for r in results] == [call["call_id"]]
+    await events_until(first, turn_done)
+    _, after = await open_session("/ws/sessions/live-tool/", alice_token)
+    assert after["running"] is None
+    await first.disconnect()
+    await second.disconnect()

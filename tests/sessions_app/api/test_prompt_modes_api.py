@@ -6,6 +6,7 @@ from asgiref.sync import async_to_sync
 
 from sessions_app import selectors
 from sessions_app.models import QueuedPrompt
+from sessions_app.runtime import drain
 from sessions_app.services import deletion, prompt_modes
 from sessions_app.store import get_store
 from tests.helpers import eventually
@@ -93,3 +94,21 @@ def test_a_waiting_prompt_is_cancelled_by_its_owner_and_not_by_another(api, bob_
     assert not QueuedPrompt.objects.filter(id=row.id).exists()
     assert selectors.session_snapshot(session_id="s1", owner_id=alice.id)["queue"] == []
     assert api.delete(f"/api/sessions/s1/queue/{row.id}/").status_code == 404
+
+
+def test_a_draining_worker_leaves_a_queued_prompt_for_another(api, alice, monkeypatch):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    meta = get_store().get_meta("s1")
+    row = _waiting_row("s1", meta.incarnation, alice.id)
+    with monkeypatch.context() as draining:
+        draining.setattr(drain, "_draining", True)  # as after SIGTERM (docs/design.md §19)
+        async_to_sync(prompt_modes.queue_run_async)(session_id="s1")
+        assert QueuedPrompt.objects.filter(id=row.id).exists()
+        assert get_store().get_messages("s1") == []
+
+    # A worker that is not draining (the next one to touch the session) runs it.
+    async_to_sync(prompt_modes.queue_run_async)(session_id="s1")
+    assert not QueuedPrompt.objects.filter(id=row.id).exists()
+    entries = get_store().get_messages("s1")
+    assert [e.content for e in entries if e.role == "user"] == ["what is 1+1"]
+    assert entries[-1].kind == "turn_end" and entries[-1].data["status"] == "completed"

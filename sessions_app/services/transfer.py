@@ -2,8 +2,9 @@
 (docs/design.md §20): `sessions_export` writes them, `sessions_import` reads them back.
 
 An import never touches a session that exists: each imported session is a new one owned by
-the importing user, under its source id when that id is free here and under a new
-server-made id otherwise. It is recorded by what it was in the source (`ImportedSession`:
+the importing user, under its source id when that id is free here (and is not a sub-agent's
+`agent_…` id, which only the platform makes) and under a new server-made id otherwise. The
+request headers its turns name come along, so their requests can still be rebuilt. It is recorded by what it was in the source (`ImportedSession`:
 source id and creation time), so importing the same directory again adds nothing. Histories
 that break the pairing rules of §5 are repaired on the way in, and the report says how.
 """

@@ -257,6 +257,17 @@ RETENTION_SWEEP_EVERY_SEC = _positive("RETENTION_SWEEP_EVERY_SEC", 3600.0)
 # The largest history file POST /api/import/ accepts (a ChatGPT export or an openai-agents
 # database); larger: 400 file_too_large.
 IMPORT_MAX_BYTES = _positive("IMPORT_MAX_BYTES", 50 * 1024 * 1024, cast=int)
+# One import's budget (docs/design.md §27), checked before anything is written: a file
+# over IMPORT_MAX_NODES (conversations + tree nodes, or database rows), with a path of more
+# than IMPORT_MAX_DEPTH nodes, or unpacking (zip) / reading (SQLite) more than
+# IMPORT_MAX_UNPACKED_BYTES is refused whole (413 import_too_large). Branches past
+# IMPORT_MAX_BRANCHES sessions or IMPORT_MAX_ENTRIES entries written (a branch's copy of the
+# prefix it shares counts) are left out, and the report says so.
+IMPORT_MAX_NODES = _positive("IMPORT_MAX_NODES", 100_000, cast=int)
+IMPORT_MAX_DEPTH = _positive("IMPORT_MAX_DEPTH", 20_000, cast=int)
+IMPORT_MAX_BRANCHES = _positive("IMPORT_MAX_BRANCHES", 1_000, cast=int)
+IMPORT_MAX_ENTRIES = _positive("IMPORT_MAX_ENTRIES", 200_000, cast=int)
+IMPORT_MAX_UNPACKED_BYTES = _positive("IMPORT_MAX_UNPACKED_BYTES", 200 * 1024 * 1024, cast=int)
 
 # USD per million tokens (input, output). Models missing here show tokens with cost unknown.
 MODEL_PRICES_PER_MTOK = {

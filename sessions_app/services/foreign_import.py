@@ -13,6 +13,7 @@ importing the same file again finds those records and adds nothing.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,14 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from sessions_app.foreign_formats import (
     ForeignConversation,
+    ForeignFile,
     ForeignFormatInvalid,
+    ImportLimits,
+    ImportTooLarge,
     chatgpt_read,
     openai_agents_read,
+    stored_id,
 )
 from sessions_app.ids import new_session_id
 from sessions_app.models import ImportedSession
@@ -37,7 +42,15 @@ from sessions_app.store import NewEntry, get_store
 
 SOURCES = ("chatgpt", "openai-agents")
 
-__all__ = ["SOURCES", "ForeignFormatInvalid", "ForeignImportReport", "history_import"]
+__all__ = [
+    "SOURCES",
+    "ForeignFormatInvalid",
+    "ForeignImportReport",
+    "ImportTooLarge",
+    "history_import",
+]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -127,11 +140,111 @@ def _common_prefix(first: Sequence[NewEntry], second: Sequence[NewEntry]) -> int
     return shared
 
 
+@dataclass
+class _Planned:
+    """A session an import makes (or found made before): its entries repaired and checked,
+    and for a branch the planned session that holds the prefix it shares, and where."""
+
+    outcome: ForeignOutcome
+    entries: list[NewEntry]
+    holder: int | None = None  # index in the conversation's plan; None: the main session
+    at_seq: int = 0
+
+
+def _refused(source_id: str, entries: int, error: str) -> ForeignOutcome:
+    return ForeignOutcome(
+        source_id=source_id, session_id=None, imported=False, entries=entries, error=error
+    )
+
+
+def _plan(conversation: ForeignConversation, budget: list[int]) -> list[_Planned]:
+    """What to make of one conversation, all checked before anything is written: its main
+    session, then each branch as a branch of the nearest planned path it leaves (a branch
+    that adds nothing to it is skipped; branches that do not fit `budget[0]`, the entries
+    the file's branches may still write, are left out and counted)."""
+    if conversation.error:
+        return [_planned_error(conversation.source_id, len(conversation.main), conversation.error)]
+    try:
+        main, repairs = _checked(conversation.main)
+    except HistoryInvalid as error:
+        plan = [_planned_error(conversation.source_id, len(conversation.main), _invalid(error))]
+        plan.extend(
+            _planned_error(
+                branch.source_id, len(branch.entries), "its conversation was not imported"
+            )
+            for branch in conversation.branches
+        )
+        return plan
+    notes = [*conversation.notes, *repairs]
+    plan = [
+        _Planned(
+            ForeignOutcome(
+                source_id=conversation.source_id,
+                session_id=None,
+                imported=True,
+                entries=len(main),
+                notes=notes,
+            ),
+            main,
+        )
+    ]
+    # holders[i]: the plan index of the session holding branch i's path (itself, or, for a
+    # branch skipped or refused, the one holding its parent's).
+    holders: list[int] = []
+    left_out, left_out_why = conversation.left_out, conversation.left_out_why
+    for position, branch in enumerate(conversation.branches):
+        holder = 0 if branch.parent < 0 else holders[branch.parent]
+        holders.append(holder)
+        try:
+            entries, repairs = _checked(branch.entries)
+        except HistoryInvalid as error:
+            plan.append(_planned_error(branch.source_id, len(branch.entries), _invalid(error)))
+            continue
+        at_seq = _common_prefix(plan[holder].entries, entries)
+        if at_seq == len(entries):
+            continue  # a path that adds nothing to the one it leaves (a hidden leaf)
+        if len(entries) > budget[0]:
+            # Repairs made the branches longer than the reader counted: this one and the
+            # rest stay out (a later branch may hang from this one).
+            left_out += len(conversation.branches) - position
+            left_out_why = "over the file's budget of entries (IMPORT_MAX_ENTRIES)"
+            budget[0] = 0
+            break
+        budget[0] -= len(entries)
+        holders[-1] = len(plan)
+        plan.append(
+            _Planned(
+                ForeignOutcome(
+                    source_id=branch.source_id,
+                    session_id=None,
+                    imported=True,
+                    entries=len(entries),
+                    branched_at_seq=at_seq,
+                    notes=[*branch.notes, *repairs],
+                ),
+                entries,
+                holder=holder,
+                at_seq=at_seq,
+            )
+        )
+    if left_out:
+        notes.append(f"{left_out} branch(es) left out: {left_out_why}")
+    return plan
+
+
+def _planned_error(source_id: str, entries: int, error: str) -> _Planned:
+    return _Planned(_refused(source_id, entries, error), [])
+
+
+def _invalid(error: HistoryInvalid) -> str:
+    return f"not a history a model accepts, even repaired: {error}"
+
+
 def _imported_before(owner_id: int, source_id: str, created_at: datetime) -> str | None:
     """The session an earlier import made of this source, if it is still the owner's."""
     session_id = (
         ImportedSession.objects.filter(
-            owner_id=owner_id, source_id=source_id, source_created_at=created_at
+            owner_id=owner_id, source_id=stored_id(source_id), source_created_at=created_at
         )
         .values_list("session_id", flat=True)
         .first()
@@ -145,91 +258,48 @@ def _imported_before(owner_id: int, source_id: str, created_at: datetime) -> str
 def _record(owner_id: int, source_id: str, created_at: datetime, session_id: str) -> None:
     ImportedSession.objects.update_or_create(
         owner_id=owner_id,
-        source_id=source_id,
+        source_id=stored_id(source_id),
         source_created_at=created_at,
         defaults={"session_id": session_id, "imported_at": timezone.now()},
     )
 
 
-def _import_conversation(
-    *, owner_id: int, conversation: ForeignConversation, dry_run: bool
-) -> list[ForeignOutcome]:
-    """The conversation's session, then its branches; the caller holds the transaction."""
+def _write(
+    *, owner_id: int, conversation: ForeignConversation, plan: list[_Planned], dry_run: bool
+) -> None:
+    """Make the planned sessions, main first, each branch from the session holding its
+    prefix; a session an earlier import made is found, not made again. The caller holds the
+    transaction."""
     store = get_store()
-    try:
-        main, repairs = _checked(conversation.main)
-    except HistoryInvalid as error:
-        return [
-            ForeignOutcome(
-                source_id=conversation.source_id,
-                session_id=None,
-                imported=False,
-                entries=len(conversation.main),
-                error=f"not a history a model accepts, even repaired: {error}",
-            )
-        ]
-    main_id = _imported_before(owner_id, conversation.source_id, conversation.created_at)
-    outcomes = [
-        ForeignOutcome(
-            source_id=conversation.source_id,
-            session_id=main_id,
-            imported=main_id is None,
-            entries=len(main),
-            notes=[*conversation.notes, *repairs],
-        )
-    ]
-    if main_id is None and not dry_run:
-        meta = store.create(new_session_id(), owner_id=owner_id, title=conversation.title)
-        if main:
-            store.append(meta.id, main, incarnation=meta.incarnation)
-        _record(owner_id, conversation.source_id, conversation.created_at, meta.id)
-        main_id = outcomes[0].session_id = meta.id
-    seen: list[list[NewEntry]] = [main]
-    for branch in conversation.branches:
-        try:
-            entries, repairs = _checked(branch.entries)
-        except HistoryInvalid as error:
-            outcomes.append(
-                ForeignOutcome(
-                    source_id=branch.source_id,
-                    session_id=None,
-                    imported=False,
-                    entries=len(branch.entries),
-                    error=f"not a history a model accepts, even repaired: {error}",
-                )
-            )
+    for planned in plan:
+        outcome = planned.outcome
+        if outcome.error:
             continue
-        # A path that adds nothing to one already taken (a hidden leaf, an empty retry).
-        if any(_common_prefix(entries, other) == len(entries) for other in seen):
+        if planned.holder is not None:
+            outcome.parent_id = plan[planned.holder].outcome.session_id
+        earlier = _imported_before(owner_id, outcome.source_id, conversation.created_at)
+        if earlier is not None:
+            outcome.session_id, outcome.imported = earlier, False
             continue
-        seen.append(entries)
-        at_seq = _common_prefix(main, entries)
-        branch_id = _imported_before(owner_id, branch.source_id, conversation.created_at)
-        outcome = ForeignOutcome(
-            source_id=branch.source_id,
-            session_id=branch_id,
-            imported=branch_id is None,
-            entries=len(entries),
-            parent_id=main_id,
-            branched_at_seq=at_seq,
-            notes=[*branch.notes, *repairs],
-        )
-        outcomes.append(outcome)
-        if branch_id is not None or dry_run:
+        if dry_run:
             continue
-        copy = store.create_branch(main_id, at_seq=at_seq, owner_id=owner_id)
-        if entries[at_seq:]:
-            store.append(copy.id, entries[at_seq:], incarnation=copy.incarnation)
-        _record(owner_id, branch.source_id, conversation.created_at, copy.id)
-        outcome.session_id = copy.id
-    return outcomes
+        if planned.holder is None:
+            meta = store.create(new_session_id(), owner_id=owner_id, title=conversation.title)
+            new_entries = planned.entries
+        else:
+            meta = store.create_branch(outcome.parent_id, at_seq=planned.at_seq, owner_id=owner_id)
+            new_entries = planned.entries[planned.at_seq :]
+        if new_entries:
+            store.append(meta.id, new_entries, incarnation=meta.incarnation)
+        _record(owner_id, outcome.source_id, conversation.created_at, meta.id)
+        outcome.session_id = meta.id
 
 
-def _read(source: str, path: Path) -> list[ForeignConversation]:
+def _read(source: str, path: Path, limits: ImportLimits) -> ForeignFile:
     if source == "chatgpt":
-        return chatgpt_read(path.read_bytes())
+        return chatgpt_read(path.read_bytes(), limits)
     if source == "openai-agents":
-        return openai_agents_read(path)
+        return openai_agents_read(path, limits)
     raise ValueError(f"the source is one of {', '.join(SOURCES)}, not {source!r}")
 
 
@@ -238,18 +308,38 @@ def history_import(
 ) -> ForeignImportReport:
     """Import every conversation of the file for the owner; returns the report.
 
-    Steps: read the whole file (ForeignFormatInvalid, before anything is written, when it
-    is not a `source` file); then each conversation in a transaction of its own holding the
-    owner's row (two imports for one user take turns, so both never find a conversation
-    missing and make it twice): its session, then its branches. A dry run stops before the
-    first write and reports the same.
+    Steps: read the whole file and plan every session — repaired, checked, within the
+    file's budget — before anything is written (ForeignFormatInvalid when it is not a
+    `source` file or more than the budget takes: nothing imported). Then each conversation
+    in a transaction of its own holding the owner's row (two imports for one user take
+    turns, so both never find a conversation missing and make it twice): its session, then
+    its branches. No lock is held while reading or planning. A conversation the database
+    refuses is rolled back and reported; the others go in. A dry run stops before the first
+    write and reports the same.
     """
-    conversations = _read(source, path)
+    read = _read(source, path, ImportLimits.from_settings())
+    # The main paths first: they are the conversations; branches get what is left.
+    budget = [read.entries_budget - sum(len(c.main) for c in read.conversations)]
+    if budget[0] < 0:
+        raise ImportTooLarge(
+            f"the file's conversations hold more than {read.entries_budget} messages "
+            "(IMPORT_MAX_ENTRIES, at most 4 per node of the file)"
+        )
+    plans = [_plan(conversation, budget) for conversation in read.conversations]
     report = ForeignImportReport(source=source, dry_run=dry_run)
-    for conversation in conversations:
-        with transaction.atomic():
-            get_user_model().objects.select_for_update().filter(pk=owner_id).first()
-            report.outcomes.extend(
-                _import_conversation(owner_id=owner_id, conversation=conversation, dry_run=dry_run)
-            )
+    for conversation, plan in zip(read.conversations, plans, strict=True):
+        try:
+            with transaction.atomic():
+                get_user_model().objects.select_for_update().filter(pk=owner_id).first()
+                _write(owner_id=owner_id, conversation=conversation, plan=plan, dry_run=dry_run)
+        except DatabaseError as error:
+            logger.exception("import of %s refused by the database", conversation.source_id)
+            for planned in plan:
+                if not planned.outcome.error:
+                    planned.outcome = _refused(
+                        planned.outcome.source_id,
+                        planned.outcome.entries,
+                        f"the database refused it, nothing of this conversation was kept: {error}",
+                    )
+        report.outcomes.extend(planned.outcome for planned in plan)
     return report

@@ -41,6 +41,8 @@ ENTRY_BODY_COLUMNS = (
     "turn_id, data, v"
 )
 ENTRY_COLUMNS = f"{ENTRY_BODY_COLUMNS}, created_at"
+# Rows of one INSERT of entries (15 parameters each): under every backend's parameter limit.
+INSERT_BATCH_ROWS = 1000
 
 
 def _json_param(value):
@@ -419,13 +421,16 @@ class DbSessionStore:
                     created,
                 )
             )
+        # One statement per INSERT_BATCH_ROWS rows: PostgreSQL binds at most 65,535
+        # parameters a statement (4,369 rows of 15), SQLite builds often fewer.
         row_marks = "(" + ", ".join([mark] * 15) + ")"
-        placeholders = ", ".join([row_marks] * rows)
-        cursor.execute(
-            f"INSERT INTO {self._tables['entry']} (session_id, {ENTRY_COLUMNS}) "
-            f"VALUES {placeholders}",
-            params,
-        )
+        for start in range(0, rows, INSERT_BATCH_ROWS):
+            batch = min(INSERT_BATCH_ROWS, rows - start)
+            cursor.execute(
+                f"INSERT INTO {self._tables['entry']} (session_id, {ENTRY_COLUMNS}) "
+                f"VALUES {', '.join([row_marks] * batch)}",
+                params[start * 15 : (start + batch) * 15],
+            )
 
     def get_turn_tail(self, session_id, up_to_seq):
         """The entries of the last turn (or exchange) up to `up_to_seq`: all a repair reads.

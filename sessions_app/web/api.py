@@ -37,7 +37,11 @@ from sessions_app.runtime.turns import SessionBusy, TooManyTurns
 from sessions_app.services import approvals as approval_services
 from sessions_app.services import deletion, notices, prompt_modes, sessions
 from sessions_app.services import turns as turn_services
-from sessions_app.services.foreign_import import ForeignFormatInvalid, history_import
+from sessions_app.services.foreign_import import (
+    ForeignFormatInvalid,
+    ImportTooLarge,
+    history_import,
+)
 from sessions_app.store import AgentMismatch, InvalidSessionId, SessionNotFound
 from sessions_app.throttles import BranchRateThrottle, SearchRateThrottle, TurnRateThrottle
 from sessions_app.web import serializers
@@ -534,6 +538,12 @@ class ImportRefused(exceptions.APIException):
     default_code = "import_refused"
 
 
+class ImportOverBudget(ImportRefused):
+    """More than one import takes (docs/design.md §27): nodes, depth, unpacked bytes, rows."""
+
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+
+
 def _import_too_large() -> ImportRefused:
     return ImportRefused(
         f"the file is larger than IMPORT_MAX_BYTES ({settings.IMPORT_MAX_BYTES} bytes)",
@@ -555,9 +565,15 @@ class HistoryImportView(APIView):
             400: OpenApiResponse(
                 serializers.ErrorOutput,
                 description="file_too_large, not_a_chatgpt_export, "
-                "not_an_openai_agents_database, or invalid",
+                "not_an_openai_agents_database (the detail says where), or invalid",
             ),
             401: ERRORS[401],
+            413: OpenApiResponse(
+                serializers.ErrorOutput,
+                description="import_too_large: over IMPORT_MAX_NODES, IMPORT_MAX_DEPTH, "
+                "IMPORT_MAX_UNPACKED_BYTES, the compression-ratio cap or the SQLite step budget "
+                "(the detail names the limit); nothing imported",
+            ),
         },
     )
     def post(self, request):
@@ -579,6 +595,8 @@ class HistoryImportView(APIView):
                 report = history_import(
                     owner_id=request.user.id, source=source, path=path, dry_run=data["dry_run"]
                 )
+            except ImportTooLarge as error:
+                raise ImportOverBudget(str(error), code=error.code) from error
             except ForeignFormatInvalid as error:
                 raise ImportRefused(str(error), code=error.code) from error
         return Response(report.to_api())

@@ -297,6 +297,10 @@ def _write(
 
 def _read(source: str, path: Path, limits: ImportLimits) -> ForeignFile:
     if source == "chatgpt":
+        if path.stat().st_size > limits.unpacked_bytes:  # before reading it into memory
+            raise ImportTooLarge(
+                f"the file is larger than IMPORT_MAX_UNPACKED_BYTES ({limits.unpacked_bytes} bytes)"
+            )
         return chatgpt_read(path.read_bytes(), limits)
     if source == "openai-agents":
         return openai_agents_read(path, limits)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from sessions_app.ids import InvalidSessionId, validate_session_id
+from sessions_app.limits import TITLE_MAX_CHARS, InputInvalid, storable_check
 from sessions_app.runtime.providers import check_model_spec
 from sessions_app.store import EntryRecord, NewEntry, SessionMeta
 
@@ -53,6 +54,15 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "usage": (dict, type(None)),
     "turn_id": (str,),
     "data": (dict, type(None)),
+}
+# Text fields of an entry kept in columns this wide (sessions_app.models.Entry).
+COLUMN_WIDTHS = {
+    "kind": 32,
+    "role": 16,
+    "tool_call_id": 200,
+    "name": 200,
+    "model": 200,
+    "turn_id": 64,
 }
 
 
@@ -179,7 +189,18 @@ def _json_lines(path: Path) -> tuple[list[tuple[int, Any]], int]:
             parsed.append((number, json.loads(raw)))
         except ValueError as error:
             raise SeedFileError(path, number, f"not a JSON line: {error}") from error
+        except RecursionError as error:
+            raise SeedFileError(path, number, "JSON nested too deep to read") from error
     return parsed, torn
+
+
+def _storable(path: Path, number: int, text: str, name: str) -> None:
+    """A SeedFileError for text no database keeps (NUL, lone surrogates): PostgreSQL
+    would refuse it halfway through the import."""
+    try:
+        storable_check(text, name=name)
+    except InputInvalid as error:
+        raise SeedFileError(path, number, str(error)) from error
 
 
 def _timestamp(path: Path, number: int, value: object, what: str) -> datetime:
@@ -206,7 +227,10 @@ def _read_meta(path: Path, session_id: str) -> dict[str, Any]:
     for name, default in (("agent", "jarvis"), ("title", ""), ("model", "")):
         data.setdefault(name, default)
         if not isinstance(data[name], str):
-            raise SeedFileError(path, 1, f"{name} must be a string, not {data[name]!r}")
+            raise SeedFileError(path, 1, f"{name} must be a string, not {data[name]!r:.80}")
+        _storable(path, 1, data[name], name)
+    if len(data["title"]) > TITLE_MAX_CHARS:
+        raise SeedFileError(path, 1, f"the title is longer than {TITLE_MAX_CHARS} characters")
     if data["model"]:
         try:
             check_model_spec(data["model"])
@@ -234,6 +258,11 @@ def _entry(path: Path, number: int, value: object, expected_seq: int) -> NewEntr
     for name, types in FIELD_TYPES.items():
         if name in value and not isinstance(value[name], types):
             raise SeedFileError(path, number, f"{name} has the wrong type: {value[name]!r:.80}")
+    for name, width in COLUMN_WIDTHS.items():
+        if len(value.get(name) or "") > width:
+            raise SeedFileError(path, number, f"{name} is longer than {width} characters")
+    for name in ("content", "tool_call_id", "name", "model", "turn_id"):
+        _storable(path, number, value.get(name) or "", name)
     try:
         return NewEntry(**{name: value[name] for name in NEW_ENTRY_FIELDS if name in value})
     except (TypeError, ValueError, AttributeError) as error:

@@ -11,6 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from sessions_app.foreign_formats import ImportLimits, chatgpt_read
 from sessions_app.foreign_formats.base import ENTRIES_PER_NODE
 from sessions_app.models import ImportedSession
+from sessions_app.services.foreign_import import history_import
 from sessions_app.store import get_store
 
 from .fixtures import _node, regenerated_conversation
@@ -110,9 +111,7 @@ def test_a_fork_inside_a_branch_is_a_branch_of_that_branch(backend, api, alice):
     assert _entries_written(alice) == 2 + 4 + 4
 
 
-def test_a_file_over_the_node_limit_is_refused_before_anything_is_written(
-    api, alice, settings
-):
+def test_a_file_over_the_node_limit_is_refused_before_anything_is_written(api, alice, settings):
     settings.IMPORT_MAX_NODES = 50
     answer = _upload(api, _export(regenerated_conversation(), conversation(chain(60))))
     assert answer.status_code == 413
@@ -205,7 +204,6 @@ def test_an_agents_file_over_the_row_limit_is_refused_naming_it(api, alice, sett
 def test_an_agents_file_is_left_as_it_was(api, alice, tmp_path):
     database = agents_database_with_rows(tmp_path / "agents.db", rows=3)
     before = database.read_bytes()
-    from sessions_app.services.foreign_import import history_import
 
     report = history_import(owner_id=alice.id, source="openai-agents", path=database)
 
@@ -223,9 +221,7 @@ def test_an_array_where_an_object_belongs_is_refused_naming_where(api, alice):
     answer = _upload(api, _export(regenerated_conversation(), conversation(nodes)))
     assert answer.status_code == 400
     assert answer.json()["code"] == "not_a_chatgpt_export"
-    assert "conversations[1].mapping['n1'].message.content is an array" in (
-        answer.json()["detail"]
-    )
+    assert "conversations[1].mapping['n1'].message.content is an array" in (answer.json()["detail"])
     assert _sessions(alice) == []
 
 

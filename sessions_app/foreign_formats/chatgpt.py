@@ -18,6 +18,7 @@ import io
 import json
 import re
 import zipfile
+import zlib
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -67,7 +68,7 @@ def call_arguments(text: str, key: str) -> str:
 # --- the file -----------------------------------------------------------------------------------
 
 
-def _unzipped(raw: bytes, limits: ImportLimits) -> bytes:
+def _unzipped(raw: bytes, limits: ImportLimits) -> bytearray:
     """The export's conversations.json, read out of its zip a chunk at a time: refused as
     soon as it unpacks past IMPORT_MAX_UNPACKED_BYTES or ZIP_MAX_RATIO, whatever its header
     claims."""
@@ -98,20 +99,23 @@ def _unzipped(raw: bytes, limits: ImportLimits) -> bytes:
                             f"{member.filename} unpacks to more than {ZIP_MAX_RATIO} times its "
                             f"compressed size ({member.compress_size} bytes): not an export"
                         )
-            return bytes(out)
-    except (zipfile.BadZipFile, EOFError, NotImplementedError, ValueError) as error:
-        if isinstance(error, NotAChatGptExport | ImportTooLarge):
-            raise
+            return out  # json.loads reads a bytearray as it is: no second copy
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as error:
+        # RuntimeError: an encrypted member; NotImplementedError: a compression zipfile lacks.
         raise NotAChatGptExport(f"a damaged zip: {error}") from error
 
 
 def _conversation_list(raw: bytes, limits: ImportLimits) -> list:
     if raw[:2] == b"PK":
-        raw = _unzipped(raw, limits)
-    elif len(raw) > limits.unpacked_bytes:
+        return _parsed(_unzipped(raw, limits))
+    if len(raw) > limits.unpacked_bytes:
         raise ImportTooLarge(
             f"the file is larger than IMPORT_MAX_UNPACKED_BYTES ({limits.unpacked_bytes} bytes)"
         )
+    return _parsed(raw)
+
+
+def _parsed(raw: bytes | bytearray) -> list:
     try:
         conversations = json.loads(raw)
     except RecursionError as error:

@@ -38,7 +38,7 @@ from sessions_app.ids import new_session_id
 from sessions_app.models import ImportedSession
 from sessions_app.runtime.history import HistoryInvalid
 from sessions_app.services.transfer import check_history, repair_history
-from sessions_app.store import NewEntry, get_store
+from sessions_app.store import NewEntry, SessionNotFound, get_store
 
 SOURCES = ("chatgpt", "openai-agents")
 
@@ -336,14 +336,16 @@ def history_import(
             with transaction.atomic():
                 get_user_model().objects.select_for_update().filter(pk=owner_id).first()
                 _write(owner_id=owner_id, conversation=conversation, plan=plan, dry_run=dry_run)
-        except DatabaseError as error:
+        except (DatabaseError, SessionNotFound, ValueError) as error:
+            # The database refused a value, or a session this import branches from went away
+            # (deleted, or shorter than the cut) since it was found: this conversation only.
             logger.exception("import of %s refused by the database", conversation.source_id)
             for planned in plan:
                 if not planned.outcome.error:
                     planned.outcome = _refused(
                         planned.outcome.source_id,
                         planned.outcome.entries,
-                        f"the database refused it, nothing of this conversation was kept: {error}",
+                        f"not written, nothing of this conversation was kept: {error}",
                     )
         report.outcomes.extend(planned.outcome for planned in plan)
     return report

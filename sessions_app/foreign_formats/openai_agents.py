@@ -7,8 +7,8 @@ generated column can make a few KiB cost minutes and gigabytes. So it is opened 
 and immutable, with `trusted_schema` off (the schema may call no function with side
 effects), only real tables are read (an `agent_messages` view is refused), every value is
 capped at IMPORT_MAX_UNPACKED_BYTES, rows and bytes are counted against the budget as they
-arrive, and a progress handler stops any statement after SQLITE_MAX_STEPS virtual-machine
-steps.
+arrive, and a progress handler stops the reading after STEPS_PER_ROW virtual-machine steps
+per row the budget allows.
 """
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ from sessions_app.store import NewEntry
 SQLITE_MAGIC = b"SQLite format 3\x00"
 TABLES = ("agent_sessions", "agent_messages")
 # The progress handler runs every PROGRESS_EVERY virtual-machine steps; a read that takes
-# more than SQLITE_MAX_STEPS in all is stopped. Reading 100,000 rows in order takes a few
-# million; a recursive view made to explode takes far more.
-PROGRESS_EVERY = 10_000
-SQLITE_MAX_STEPS = 500_000_000
+# more than STEPS_PER_ROW for each row the file may hold (IMPORT_MAX_NODES) is stopped:
+# reading rows in order takes a few dozen steps each, a schema or a query made to explode
+# far more.
+PROGRESS_EVERY = 1_000
+STEPS_PER_ROW = 5_000
 
 
 def _item_text(content: Any, dropped: Dropped) -> str:
@@ -133,17 +134,18 @@ def _agents_entries(items: Iterable[dict], dropped: Dropped) -> list[NewEntry]:
 
 def _connect(path: Path, limits: ImportLimits) -> sqlite3.Connection:
     """The file opened read-only and immutable (nothing written, no journal, no lock), with
-    the schema untrusted, values capped and statements stopped past SQLITE_MAX_STEPS."""
+    the schema untrusted, values capped and the reading stopped past its step budget."""
     uri = f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
     connection = sqlite3.connect(uri, uri=True, isolation_level=None)
     connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(limits.unpacked_bytes, 1024))
     connection.execute("PRAGMA trusted_schema = OFF")
     steps = 0
+    max_steps = STEPS_PER_ROW * limits.nodes
 
-    def over_budget() -> int:
+    def over_budget() -> bool:
         nonlocal steps
         steps += PROGRESS_EVERY
-        return steps > SQLITE_MAX_STEPS  # true: SQLite interrupts the statement
+        return steps > max_steps  # true: SQLite interrupts the statement
 
     connection.set_progress_handler(over_budget, PROGRESS_EVERY)
     return connection
@@ -224,7 +226,8 @@ def openai_agents_read(path: Path, limits: ImportLimits) -> ForeignFile:
     except sqlite3.OperationalError as error:
         if "interrupted" in str(error):
             raise ImportTooLarge(
-                f"reading the database took more than {SQLITE_MAX_STEPS} SQLite steps"
+                f"reading the database took more than {STEPS_PER_ROW} SQLite steps for each "
+                f"of the IMPORT_MAX_NODES ({limits.nodes}) rows an import may read"
             ) from error
         raise NotAnOpenAIAgentsDatabase(f"unreadable: {error}") from error
     except sqlite3.DatabaseError as error:

@@ -94,3 +94,18 @@ def agents_database_with_rows(path: Path, rows: int) -> Path:
     connection.commit()
     connection.close()
     return path
+
+
+def agents_database_with_a_large_schema(path: Path, tables: int) -> Path:
+    """The SDK's tables, one short session, and `tables` more tables: every statement's
+    look at the schema costs steps while the rows stay few."""
+    openai_agents_database(path)
+    connection = sqlite3.connect(path)
+    connection.executescript(  # one transaction: one write of the file, not one per table
+        "BEGIN;"
+        + "".join(f"CREATE TABLE padding_{n} (x INTEGER);" for n in range(tables))
+        + "COMMIT;"
+    )
+    connection.commit()
+    connection.close()
+    return path

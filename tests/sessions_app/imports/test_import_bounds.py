@@ -16,6 +16,7 @@ from sessions_app.store import get_store
 
 from .fixtures import _node, regenerated_conversation
 from .hostile import (
+    agents_database_with_a_large_schema,
     agents_database_with_a_view,
     agents_database_with_rows,
     branch_heavy,
@@ -198,6 +199,19 @@ def test_an_agents_file_over_the_row_limit_is_refused_naming_it(api, alice, sett
 
     assert answer.status_code == 413
     assert "IMPORT_MAX_NODES (100)" in answer.json()["detail"]
+    assert _sessions(alice) == []
+
+
+def test_reading_an_agents_file_stops_at_its_step_budget(api, alice, settings, tmp_path):
+    # Six rows (a session, five items) fit IMPORT_MAX_NODES, so the budget is 30,000 steps;
+    # looking up two tables in a schema of 6,000 takes more than 50,000.
+    settings.IMPORT_MAX_NODES = 6
+    database = agents_database_with_a_large_schema(tmp_path / "agents.db", tables=6_000)
+
+    answer = _upload(api, database.read_bytes(), name="agents.db")
+
+    assert answer.status_code == 413
+    assert "SQLite steps" in answer.json()["detail"]
     assert _sessions(alice) == []
 
 

@@ -287,16 +287,14 @@ class _Path:
 class _Tree:
     """One conversation, checked, with its paths; every node's message made once."""
 
-    index: int
     source_id: str
-    conversation: dict
     messages: dict[str, _Message | None]
     paths: list[_Path]
     dropped: Dropped
     unreached: int
 
 
-def _walk(index: int, conversation: dict, limits: ImportLimits, where: str) -> tuple[_Tree, int]:
+def _walk(conversation: dict, limits: ImportLimits, where: str) -> tuple[_Tree, int]:
     """The conversation checked and split into paths; returns it and the nodes visited."""
     mapping = _object(conversation.get("mapping"), f"{where}.mapping")
     dropped = Dropped()
@@ -317,6 +315,13 @@ def _walk(index: int, conversation: dict, limits: ImportLimits, where: str) -> t
             roots.append(node_id)
         else:
             children[parent].append(node_id)
+    # Parents say where a node hangs (a `children` list may disagree); the list says in which
+    # order the page had them, and so which answer is the newest.
+    for node_id, found in children.items():
+        listed = mapping[node_id].get("children")
+        if len(found) > 1 and isinstance(listed, list):
+            order = {child: rank for rank, child in enumerate(listed) if isinstance(child, str)}
+            found.sort(key=lambda child: order.get(child, len(order)))
 
     # Depth of every node reachable from a root, breadth first: one visit each.
     depth: dict[str, int] = {}
@@ -362,9 +367,7 @@ def _walk(index: int, conversation: dict, limits: ImportLimits, where: str) -> t
                     )
         position += 1
     tree = _Tree(
-        index=index,
-        source_id="",
-        conversation=conversation,
+        source_id=_source_id(conversation, where),
         messages=messages,
         paths=paths,
         dropped=dropped,
@@ -425,9 +428,8 @@ def chatgpt_read(raw: bytes, limits: ImportLimits) -> ForeignFile:
     trees = []
     first_of: dict[str, int] = {}
     for index, conversation in enumerate(conversations):
-        tree, walked = _walk(index, conversation, limits, where_of[index])
+        tree, walked = _walk(conversation, limits, where_of[index])
         result.nodes_walked += walked
-        tree.source_id = _source_id(conversation, where_of[index])
         trees.append(tree)
         main_nodes = tree.paths[0].own
         result.nodes_walked += len(main_nodes)

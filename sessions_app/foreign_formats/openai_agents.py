@@ -196,11 +196,15 @@ def openai_agents_read(path: Path, limits: ImportLimits) -> ForeignFile:
         raise NotAnOpenAIAgentsDatabase(f"unreadable: {error}") from error
     budget = _Budget(limits)
     try:
-        kinds = dict(
-            connection.execute(
-                "SELECT name, type FROM sqlite_master WHERE name IN (?, ?)", TABLES
-            ).fetchall()
-        )
+        # A virtual table is listed as a table too; its module, not rows, answers a read.
+        kinds = {
+            name: "virtual table"
+            if (sql or "").lstrip().upper().startswith("CREATE VIRTUAL")
+            else kind
+            for name, kind, sql in connection.execute(
+                "SELECT name, type, sql FROM sqlite_master WHERE name IN (?, ?)", TABLES
+            )
+        }
         for table in TABLES:
             if kinds.get(table) != "table":
                 found = f"a {kinds[table]}" if table in kinds else "missing"

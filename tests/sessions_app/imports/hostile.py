@@ -109,3 +109,17 @@ def agents_database_with_a_large_schema(path: Path, tables: int) -> Path:
     connection.commit()
     connection.close()
     return path
+
+
+def agents_database_with_a_virtual_table(path: Path) -> Path:
+    """agent_messages as a full-text index: listed as a table, answered by its module."""
+    connection = sqlite3.connect(path)
+    connection.executescript(
+        """
+        CREATE TABLE agent_sessions (session_id TEXT PRIMARY KEY, created_at TIMESTAMP);
+        CREATE VIRTUAL TABLE agent_messages USING fts5(session_id, message_data);
+        """
+    )
+    connection.commit()
+    connection.close()
+    return path

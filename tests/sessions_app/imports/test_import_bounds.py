@@ -18,6 +18,7 @@ from .fixtures import _node, regenerated_conversation
 from .hostile import (
     agents_database_with_a_large_schema,
     agents_database_with_a_view,
+    agents_database_with_a_virtual_table,
     agents_database_with_rows,
     branch_heavy,
     chain,
@@ -189,6 +190,13 @@ def test_an_agents_file_whose_messages_are_a_view_is_refused(api, alice, tmp_pat
     assert answer.json()["code"] == "not_an_openai_agents_database"
     assert "agent_messages is a view" in answer.json()["detail"]
     assert _sessions(alice) == []
+
+
+def test_an_agents_file_whose_messages_are_a_virtual_table_is_refused(api, alice, tmp_path):
+    database = agents_database_with_a_virtual_table(tmp_path / "agents.db")
+    answer = _upload(api, database.read_bytes(), name="agents.db")
+    assert answer.status_code == 400
+    assert "agent_messages is a virtual table" in answer.json()["detail"]
 
 
 def test_an_agents_file_over_the_row_limit_is_refused_naming_it(api, alice, settings, tmp_path):

@@ -113,6 +113,23 @@ def test_a_fork_inside_a_branch_is_a_branch_of_that_branch(backend, api, alice):
     assert _entries_written(alice) == 2 + 4 + 4
 
 
+def test_a_branch_follows_the_newest_child_as_the_children_list_orders_them(api, alice):
+    nodes = [
+        _node("root", None, ["q1"]),
+        _node("q1", "root", ["a1-new"], "user", "Pick one"),
+        _node("a1-new", "q1", [], "assistant", "This"),
+        # The file lists the edit first; the parent's children list says it came second.
+        _node("q2-edited", "a1-old", [], "user", "Why that?"),
+        _node("q2", "a1-old", [], "user", "Why?"),
+        _node("a1-old", "q1", ["q2", "q2-edited"], "assistant", "That"),
+    ]
+    answer = _upload(api, _export(conversation(nodes, current_node="a1-new")))
+
+    sessions = {s["source_id"]: s for s in answer.json()["sessions"]}
+    assert set(sessions) == {"conv-1", "conv-1:q2-edited", "conv-1:q2"}
+    assert sessions["conv-1:q2"]["parent_id"] == sessions["conv-1:q2-edited"]["session_id"]
+
+
 def test_a_file_over_the_node_limit_is_refused_before_anything_is_written(api, alice, settings):
     settings.IMPORT_MAX_NODES = 50
     answer = _upload(api, _export(regenerated_conversation(), conversation(chain(60))))

@@ -24,7 +24,7 @@ from sessions_app.ids import (
     safe_filename,
     validate_session_id,
 )
-from sessions_app.runtime import cost
+from sessions_app.runtime import cost, usage
 from sessions_app.runtime.agents import agent_known, model_for_session
 from sessions_app.runtime.history import repair_entries
 from sessions_app.runtime.lease import TurnLease, lease_acquire
@@ -325,3 +325,10 @@ def session_cost(*, session_id: str, owner_id: int | None) -> dict[str, Any]:
     """Tokens and estimated USD per model of the caller's session (runtime.cost)."""
     _owned_session(session_id=session_id, owner_id=owner_id)
     return cost.session_cost(session_id=session_id)
+
+
+def session_usage(*, session_id: str, owner_id: int | None) -> dict[str, Any]:
+    """What the caller's session used and cost (runtime.usage, docs/design.md §22): its own
+    calls, its sub-agents' turns, and what a branch's copied entries carry (`inherited`)."""
+    meta = _owned_session(session_id=session_id, owner_id=owner_id)
+    return usage.session_usage_of(meta)

@@ -10,8 +10,9 @@ under `sub_agents`, a summary's call and consolidation's question as the session
 import pytest
 
 from memory_app.services import memory_consolidate
+from sessions_app.models import ModelUsage
 from sessions_app.runtime.turns import turn_run
-from sessions_app.services import sessions
+from sessions_app.services import deletion, sessions
 from sessions_app.store import get_store
 from sessions_app.web.commands import command_run
 from tests.builders import token_client
@@ -114,6 +115,9 @@ def test_a_delegated_sub_agents_tokens_roll_up_under_sub_agents(backend, server,
     assert scratch["by_model"]["gpt-4o"]["cost_usd"] == pytest.approx(0.00105)
     # The scratch session itself is gone (per_task): its tokens stayed with the caller.
     assert [s.id for s in get_store().list(owner_id=alice.id)] == [parent]
+    # The caller's usage rows go with it.
+    deletion.session_delete(session_id=parent, owner_id=alice.id)
+    assert not ModelUsage.objects.filter(session_id=parent).exists()
 
 
 def test_summary_calls_are_the_sessions_own_usage(backend, server, alice, settings):

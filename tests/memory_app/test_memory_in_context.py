@@ -78,6 +78,9 @@ def test_a_consolidated_fact_reaches_the_next_conversations_first_request(
     assert server.refusals == []
     # The memory is part of the stored request header: replay equals what the server got.
     assert replayed(alice, "chat-later", turn_id) == [asked]
+    # What the model would receive next says the same.
+    context = token_client(alice).get("/api/sessions/chat-later/context/?format=openai")
+    assert "favorite color is green" in context.json()["messages"][0]["content"]
 
 
 def test_a_test_session_gets_no_memory(backend, server, alice):

@@ -148,6 +148,8 @@ def _usage_keep(parent_id: str, agent: str, result: TurnResult) -> None:
                 by_model.get(entry.model or "unknown", {}), entry.usage
             )
     for model, usage in by_model.items():
+        if not any(usage.values()):
+            continue  # an answer cut off before the provider counted anything
         usage_ledger_add(
             session_id=parent_id, source=SUB_AGENT, agent=agent, model=model, usage=usage
         )

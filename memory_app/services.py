@@ -435,7 +435,13 @@ def memory_consolidate(*, session_id: str) -> dict[str, int]:
         )
         # What the question cost is the session's, whichever run keeps the facts (§22).
         for model, usage in calls:
-            usage_ledger_add(session_id=session_id, source=CONSOLIDATION, model=model, usage=usage)
+            usage_ledger_add(
+                session_id=session_id,
+                source=CONSOLIDATION,
+                model=model,
+                usage=usage,
+                seq=max(episode.last_seq for episode in pending),
+            )
         if not claimed:
             return result
         for episode in claimed:

@@ -141,6 +141,9 @@ async def _run_relaying_abort(
 def _usage_keep(parent_id: str, agent: str, result: TurnResult) -> None:
     """Keep the sub-agent turn's usage, per model, in the calling session's usage ledger:
     the sub-agent's session may be deleted (per_task) or serve other callers (per_agent)."""
+    parent = get_store().get_meta(parent_id)
+    if parent is None:
+        return  # deleted while its sub-agent worked: nothing left to bill
     by_model: dict[str, dict] = {}
     for entry in result.entries:
         if isinstance(entry.usage, dict):
@@ -151,7 +154,13 @@ def _usage_keep(parent_id: str, agent: str, result: TurnResult) -> None:
         if not any(usage.values()):
             continue  # an answer cut off before the provider counted anything
         usage_ledger_add(
-            session_id=parent_id, source=SUB_AGENT, agent=agent, model=model, usage=usage
+            session_id=parent_id,
+            source=SUB_AGENT,
+            agent=agent,
+            model=model,
+            usage=usage,
+            # The parent's last entry now is the call that delegated: its results come later.
+            seq=parent.last_seq,
         )
 
 

@@ -285,7 +285,8 @@ class ModelUsage(models.Model):
     compaction and branch summaries keep their usage on their entries.
 
     A plain session id, not a foreign key: the jsonl backend keeps no session row; the
-    store's `delete` removes a session's rows on both backends."""
+    store's `delete` removes a session's rows on both backends; a branch copies the rows
+    up to its cut (`usage_ledger_copy`)."""
 
     SUB_AGENT = "sub_agent"
     CONSOLIDATION = "consolidation"
@@ -300,6 +301,9 @@ class ModelUsage(models.Model):
     output_tokens = models.PositiveBigIntegerField(default=0)
     cached_tokens = models.PositiveBigIntegerField(default=0)
     reasoning_tokens = models.PositiveBigIntegerField(default=0)
+    # The session's last seq when the usage was kept: a branch cut at or after it gets a copy
+    # of the row, counted as inherited (seq ≤ branched_at_seq), as its copied entries are.
+    seq = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -5,7 +5,8 @@ assistant entry, a summary on its `compaction` or `branch_summary` entry, a sub-
 and consolidation in the usage ledger (store.usage_ledger). `session_usage` adds them up:
 
 - the session's own calls at the top (and per model under `by_model`);
-- `inherited`: what a branch's copied entries (seq ≤ `branched_at_seq`) carry — tokens its
+- `inherited`: what a branch's copied entries (seq ≤ `branched_at_seq`) carry, and the
+  ledger rows copied with them (its parent's sub-agents and consolidation) — tokens its
   parent spent, shown, never counted as the branch's own;
 - `sub_agents`: per sub-agent, the turns delegated from this session.
 
@@ -122,7 +123,9 @@ def session_usage_of(meta: SessionMeta, entries: Iterable | None = None) -> dict
         part.add(entry.model, entry.usage)
     for row in usage_ledger_of(meta.id):
         counts = {count: getattr(row, count) for count in COUNTS}
-        if row.source == SUB_AGENT:
+        if copied_up_to is not None and row.seq <= copied_up_to:
+            inherited.add(row.model, counts)  # a copy of the parent's row (a sub-agent's too)
+        elif row.source == SUB_AGENT:
             sub_agents.setdefault(row.agent, _Tally.empty()).add(row.model, counts)
         else:
             own.add(row.model, counts)

@@ -235,7 +235,7 @@ def _cost(ctx: _Context) -> CommandResult:
     """The numbers of GET …/usage/ (docs/design.md §22), as lines."""
     usage = session_services.session_usage(session_id=ctx.session_id, owner_id=ctx.owner_id)
     lines = [_usage_line(model, row) for model, row in usage["by_model"].items()]
-    lines.append(_usage_line("this session", usage))
+    lines.append(_usage_line("total", usage))  # the session's own calls
     for agent, part in usage["sub_agents"].items():
         lines.append(_usage_line(f"sub-agent {agent}", part))
     if usage["inherited"]["by_model"]:

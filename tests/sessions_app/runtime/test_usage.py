@@ -115,6 +115,12 @@ def test_a_delegated_sub_agents_tokens_roll_up_under_sub_agents(backend, server,
     assert scratch["by_model"]["gpt-4o"]["cost_usd"] == pytest.approx(0.00105)
     # The scratch session itself is gone (per_task): its tokens stayed with the caller.
     assert [s.id for s in get_store().list(owner_id=alice.id)] == [parent]
+
+    # A branch of the caller shows them as inherited, as it does the caller's own.
+    branch = sessions.session_branch(session_id=parent, owner_id=alice.id).id
+    copied = usage_of(alice, branch)
+    assert (copied["input_tokens"], copied["sub_agents"]) == (0, {})
+    assert copied["inherited"]["input_tokens"] == 220 + 300
     # The caller's usage rows go with it.
     deletion.session_delete(session_id=parent, owner_id=alice.id)
     assert not ModelUsage.objects.filter(session_id=parent).exists()

@@ -1,5 +1,5 @@
-"""`retention_days` in `GET/PATCH /api/me/` (docs/design.md §21), as a settings section of
-notices_app.me."""
+"""`retention_days` (docs/design.md §21) and `memory_in_context` (§22) in `GET/PATCH
+/api/me/`, as settings sections of notices_app.me."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from django.conf import settings
 from rest_framework import serializers
 
 from accounts_app.retention import retention_days_of, retention_days_set
+from memory_app.context import memory_in_context_of
+from memory_app.services import memory_in_context_set
 from notices_app.me import SettingsSection
 
 
@@ -30,3 +32,22 @@ def _update(user, data: dict) -> None:
 
 
 RETENTION_SECTION = SettingsSection("retention", RetentionPatchInput, _read, _update)
+
+
+class MemoryPatchInput(serializers.Serializer):
+    memory_in_context = serializers.BooleanField(
+        required=False,
+        help_text="profile facts and approved procedures go into the model's system prompt",
+    )
+
+
+def _memory_read(user) -> dict:
+    return {"memory_in_context": memory_in_context_of(owner_id=user.pk)}
+
+
+def _memory_update(user, data: dict) -> None:
+    memory_in_context_set(owner_id=user.pk, enabled=data["memory_in_context"])
+
+
+# docs/design.md §22: memory in the model's context, off per person.
+MEMORY_SECTION = SettingsSection("memory", MemoryPatchInput, _memory_read, _memory_update)

@@ -269,17 +269,40 @@ IMPORT_MAX_BRANCHES = _positive("IMPORT_MAX_BRANCHES", 1_000, cast=int)
 IMPORT_MAX_ENTRIES = _positive("IMPORT_MAX_ENTRIES", 200_000, cast=int)
 IMPORT_MAX_UNPACKED_BYTES = _positive("IMPORT_MAX_UNPACKED_BYTES", 200 * 1024 * 1024, cast=int)
 
-# USD per million tokens (input, output). Models missing here show tokens with cost unknown.
-MODEL_PRICES_PER_MTOK = {
-    "offline": (0.0, 0.0),
-    "gpt-4o": (2.5, 10.0),
-    "gpt-4o-mini": (0.15, 0.6),
-    "gpt-4.1": (2.0, 8.0),
-    "gpt-4.1-mini": (0.4, 1.6),
-    "claude-sonnet-4-5": (3.0, 15.0),
-    "claude-opus-4-1": (15.0, 75.0),
-    "claude-haiku-4-5": (1.0, 5.0),
-}
+# USD per million tokens over the built-in table (sessions_app/runtime/usage.py), as JSON:
+# {"my-model": {"input": 1.0, "output": 4.0, "cached": 0.25}} ("cached" defaults to the
+# input price). A model priced nowhere shows its tokens with `cost_usd: null` (§22).
+try:
+    MODEL_PRICES = env.json("MODEL_PRICES", default={})
+except ValueError as error:
+    raise ImproperlyConfigured(f"MODEL_PRICES is not JSON: {error}") from error
+
+
+def _check_prices(prices) -> None:
+    if not isinstance(prices, dict):
+        raise ImproperlyConfigured('MODEL_PRICES is a JSON object: {"model": {"input": …}}')
+    for model, price in prices.items():
+        fields = set(price) if isinstance(price, dict) else set()
+        if not {"input", "output"} <= fields or not fields <= {"input", "output", "cached"}:
+            raise ImproperlyConfigured(
+                f"MODEL_PRICES[{model!r}] has input, output and optionally cached, "
+                f"not {price!r:.80}"
+            )
+        for name, value in price.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ImproperlyConfigured(
+                    f"MODEL_PRICES[{model!r}][{name!r}] is a price of 0 or more, not {value!r:.40}"
+                )
+
+
+_check_prices(MODEL_PRICES)
+# What the system prompt may spend on the owner's profile facts and approved procedures
+# (docs/design.md §22), newest first; 0 sends none.
+MEMORY_CONTEXT_TOKENS = env.int("MEMORY_CONTEXT_TOKENS", default=1000)
+if MEMORY_CONTEXT_TOKENS < 0:
+    raise ImproperlyConfigured(
+        f"MEMORY_CONTEXT_TOKENS must be 0 or more, not {MEMORY_CONTEXT_TOKENS}"
+    )
 
 # --- Tasks (consolidation, schedules, notice deliveries) ----------------------------------
 TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}

@@ -10,12 +10,16 @@ class MemoryAppConfig(AppConfig):
         # Imported in AppConfig.ready: apps.py is loaded while Django fills the app registry,
         # before any module that touches a model may be imported.
         from memory_app import receivers
+        from memory_app.context import memory_context_for_owner
         from memory_app.tools import WORKING_MEMORY_TOOLS
         from sessions_app import signals
+        from sessions_app.runtime.memory_context import memory_context_provider_register
         from sessions_app.runtime.tools import tool_register
 
         for tool in WORKING_MEMORY_TOOLS:
             tool_register(tool)
+        # What memory knows about the owner reaches the model's system prompt (§22).
+        memory_context_provider_register(memory_context_for_owner)
 
         signals.turn_finished.connect(receivers.on_turn_finished, dispatch_uid="memory_turn")
         signals.session_ended.connect(receivers.on_session_ended, dispatch_uid="memory_ended")

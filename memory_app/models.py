@@ -198,3 +198,16 @@ class CompactionSummary(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id} compacted before #{self.first_kept_seq}"
+
+
+class MemoryPreference(models.Model):
+    """Whether what memory knows about a person goes into their conversations' system prompt
+    (`PATCH /api/me/ {"memory_in_context": false}`, docs/design.md §22). No row: it does."""
+
+    owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_preference"
+    )
+    in_context = models.BooleanField(default=True)
+
+    def __str__(self) -> str:
+        return f"memory of user {self.owner_id} in context: {self.in_context}"

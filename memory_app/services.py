@@ -22,13 +22,16 @@ from memory_app.llm import model_extract_facts
 from memory_app.models import (
     CompactionSummary,
     Episode,
+    MemoryPreference,
     Procedure,
     ProfileFact,
     ThoughtLog,
     WorkingMemory,
 )
 from sessions_app.ids import is_test_session
+from sessions_app.runtime.providers.oneshot import model_calls_counted
 from sessions_app.store.base import EntryRecord
+from sessions_app.store.usage_ledger import CONSOLIDATION, usage_ledger_add
 
 logger = logging.getLogger(__name__)
 
@@ -406,7 +409,8 @@ def memory_consolidate(*, session_id: str) -> dict[str, int]:
     slots (later statements win), mark them consolidated and draft a procedure for each task
     kind that has now succeeded three times. Running it again finds nothing pending and adds
     nothing. Sessions without an owner teach no user anything: their episodes are only
-    marked. Test sessions teach nothing either and are skipped altogether.
+    marked. Test sessions teach nothing either and are skipped altogether. The model calls
+    of the extraction go to the session's usage ledger (docs/design.md §22).
     """
     result = {"episodes": 0, "facts": 0, "procedures": 0}
     if is_test_session(session_id):
@@ -418,7 +422,8 @@ def memory_consolidate(*, session_id: str) -> dict[str, int]:
     )
     if not pending:
         return result
-    candidates = _fact_candidates([episode for episode in pending if episode.owner_id])
+    with model_calls_counted() as calls:
+        candidates = _fact_candidates([episode for episode in pending if episode.owner_id])
 
     with transaction.atomic():
         # Lock the pending rows: two runs of one session (idle sweep and session end) must
@@ -428,6 +433,15 @@ def memory_consolidate(*, session_id: str) -> dict[str, int]:
             .filter(pk__in=[episode.pk for episode in pending], consolidated_at__isnull=True)
             .order_by("first_seq", "id")
         )
+        # What the question cost is the session's, whichever run keeps the facts (§22).
+        for model, usage in calls:
+            usage_ledger_add(
+                session_id=session_id,
+                source=CONSOLIDATION,
+                model=model,
+                usage=usage,
+                seq=max(episode.last_seq for episode in pending),
+            )
         if not claimed:
             return result
         for episode in claimed:
@@ -470,3 +484,10 @@ def memory_idle_sessions(*, now: datetime) -> list[str]:
 
 def memory_has_pending_episodes(*, session_id: str) -> bool:
     return Episode.objects.filter(session_id=session_id, consolidated_at__isnull=True).exists()
+
+
+# --- memory in the model's context ------------------------------------------------------
+def memory_in_context_set(*, owner_id: int, enabled: bool) -> None:
+    """Let (or stop) the person's profile facts and approved procedures into their
+    conversations' system prompt from the next turn on (docs/design.md §22)."""
+    MemoryPreference.objects.update_or_create(owner_id=owner_id, defaults={"in_context": enabled})

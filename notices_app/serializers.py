@@ -80,6 +80,9 @@ class MeOutput(serializers.Serializer):
     discord_webhook_url = serializers.CharField(allow_blank=True)
     channels = MeChannelsOutput()
     push_subscriptions = MePushSubscriptionOutput(many=True)
+    memory_in_context = serializers.BooleanField(
+        help_text="profile facts and approved procedures go into the model's system prompt"
+    )
 
 
 class MePatchInput(serializers.Serializer):
@@ -89,6 +92,7 @@ class MePatchInput(serializers.Serializer):
     channels = serializers.DictField(
         child=serializers.BooleanField(), required=False, help_text="{webpush, discord}"
     )
+    memory_in_context = serializers.BooleanField(required=False)
 
 
 class PushKeysInput(serializers.Serializer):

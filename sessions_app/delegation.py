@@ -33,8 +33,10 @@ from sessions_app.runtime.tools import (
     TurnAbort,
 )
 from sessions_app.runtime.turns import SessionBusy, TurnResult, turn_abort_async, turn_run_async
+from sessions_app.runtime.usage import usage_add
 from sessions_app.services import broadcasts, deletion
 from sessions_app.store import AgentMismatch, SessionNotFound, get_store
+from sessions_app.store.usage_ledger import SUB_AGENT, usage_ledger_add
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +79,8 @@ async def delegation_run(*, parent_id: str, agent: str, task: str, abort: TurnAb
         if abort.is_set():
             raise ToolAborted(ABORTED_RESULT_TEXT)
         result = await _run_relaying_abort(session_id, task, owner_id=owner_id, abort=abort)
+        # Before a per_task session goes: what its turn spent is the caller's (§22).
+        await in_pool("store", _usage_keep, parent_id, definition.name, result)
     finally:
         if definition.stm == PER_TASK:
             await in_pool("store", _discard, session_id, owner_id=owner_id)
@@ -132,6 +136,32 @@ async def _run_relaying_abort(
         raise RuntimeError(f"{session_id} is busy with another request; try again") from error
     finally:
         parent_aborted.cancel()
+
+
+def _usage_keep(parent_id: str, agent: str, result: TurnResult) -> None:
+    """Keep the sub-agent turn's usage, per model, in the calling session's usage ledger:
+    the sub-agent's session may be deleted (per_task) or serve other callers (per_agent)."""
+    parent = get_store().get_meta(parent_id)
+    if parent is None:
+        return  # deleted while its sub-agent worked: nothing left to bill
+    by_model: dict[str, dict] = {}
+    for entry in result.entries:
+        if isinstance(entry.usage, dict):
+            by_model[entry.model or "unknown"] = usage_add(
+                by_model.get(entry.model or "unknown", {}), entry.usage
+            )
+    for model, usage in by_model.items():
+        if not any(usage.values()):
+            continue  # an answer cut off before the provider counted anything
+        usage_ledger_add(
+            session_id=parent_id,
+            source=SUB_AGENT,
+            agent=agent,
+            model=model,
+            usage=usage,
+            # The parent's last entry now is the call that delegated: its results come later.
+            seq=parent.last_seq,
+        )
 
 
 def _discard(session_id: str, *, owner_id: int | None) -> None:

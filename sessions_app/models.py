@@ -275,3 +275,39 @@ class QueuedPrompt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.id} of {self.session_id}"
+
+
+class ModelUsage(models.Model):
+    """The usage of a model call made for a session that none of its entries carries
+    (docs/design.md §22): a delegated sub-agent's turn (the sub-agent's session may be gone
+    — a per_task one is deleted when the call returns — and a per_agent one serves many
+    callers), and consolidation's questions about the session. A turn's own calls, its
+    compaction and branch summaries keep their usage on their entries.
+
+    A plain session id, not a foreign key: the jsonl backend keeps no session row; the
+    store's `delete` removes a session's rows on both backends; a branch copies the rows
+    up to its cut (`usage_ledger_copy`)."""
+
+    SUB_AGENT = "sub_agent"
+    CONSOLIDATION = "consolidation"
+    SOURCES = [(SUB_AGENT, "sub-agent turn"), (CONSOLIDATION, "consolidation")]
+
+    session_id = models.CharField(max_length=200)
+    source = models.CharField(max_length=16, choices=SOURCES)
+    # The sub-agent's name for a sub-agent turn; "" for consolidation.
+    agent = models.CharField(max_length=64, blank=True, default="")
+    model = models.CharField(max_length=200)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cached_tokens = models.PositiveBigIntegerField(default=0)
+    reasoning_tokens = models.PositiveBigIntegerField(default=0)
+    # The session's last seq when the usage was kept: a branch cut at or after it gets a copy
+    # of the row, counted as inherited (seq ≤ branched_at_seq), as its copied entries are.
+    seq = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["session_id"], name="model_usage_session")]
+
+    def __str__(self) -> str:
+        return f"{self.source} usage of {self.session_id} ({self.model})"

@@ -18,6 +18,7 @@ from django.conf import settings
 from sessions_app import frames, limits
 from sessions_app.ids import validate_session_id
 from sessions_app.runtime import history
+from sessions_app.runtime.memory_context import system_prompt_for
 from sessions_app.runtime.prompts import default_system_prompt
 from sessions_app.runtime.queue import queue_list
 from sessions_app.store import (
@@ -338,7 +339,8 @@ def session_context(*, session_id: str, owner_id: int, fmt: str) -> dict[str, An
     """
     meta = session_get(session_id=session_id, owner_id=owner_id)
     entries = get_store().get_messages(session_id)
-    system_prompt = default_system_prompt(meta.agent)
+    # With what memory adds, as the next turn will send it (docs/design.md §22).
+    system_prompt = system_prompt_for(agent_prompt=default_system_prompt(meta.agent), meta=meta)
     if fmt == "openai":
         messages = history.project_openai(entries, system_prompt)
         history.validate_openai(messages)

@@ -42,6 +42,7 @@ from sessions_app.runtime.lease import (
     lease_acquire,
     lease_request_abort,
 )
+from sessions_app.runtime.memory_context import system_prompt_for
 from sessions_app.runtime.providers import Provider, ProviderError, provider_for
 from sessions_app.runtime.queue import (
     queue_take,
@@ -433,7 +434,9 @@ async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnRe
     started = time.monotonic()
     waited = 0.0  # on the model and on tools: the part of the turn that is not ours
     agent = agent_get(meta.agent)
-    system_prompt = agent.system_prompt
+    system_prompt = await in_pool(
+        "store", system_prompt_for, agent_prompt=agent.system_prompt, meta=meta
+    )
     tools = agent_tools(agent)
     specs = [tool.spec() for tool in tools.values()]
     thinking = meta.thinking

@@ -16,7 +16,12 @@ from collections.abc import Sequence
 
 from django.conf import settings
 
-from sessions_app.runtime.providers.oneshot import model_ask, model_configured
+from sessions_app.runtime.providers.oneshot import (
+    calls_usage,
+    model_ask,
+    model_calls_counted,
+    model_configured,
+)
 from sessions_app.services.compaction import transcript
 from sessions_app.store import EntryRecord, NewEntry
 
@@ -85,13 +90,15 @@ def summarize_abandoned(abandoned: Sequence[EntryRecord]) -> str:
 def branch_summary_entry(
     *, source_id: str, at_seq: int, abandoned: Sequence[EntryRecord]
 ) -> NewEntry:
-    """The entry a branch gets after its copied entries. May ask the model: call it while
+    """The entry a branch gets after its copied entries, with the usage of the model call
+    that wrote it (the branch's own, docs/design.md §22). May ask the model: call it while
     holding no lock."""
+    with model_calls_counted() as calls:
+        summary = summarize_abandoned(abandoned)
+    model, usage = calls_usage(calls)
     return NewEntry(
         kind=BRANCH_SUMMARY_KIND,
-        data={
-            "summary": summarize_abandoned(abandoned),
-            "from_session": source_id,
-            "at_seq": at_seq,
-        },
+        data={"summary": summary, "from_session": source_id, "at_seq": at_seq},
+        model=model,
+        usage=usage,
     )

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
-from sessions_app.runtime.providers.oneshot import model_summarize
+from sessions_app.runtime.providers.oneshot import calls_usage, model_calls_counted, model_summarize
 from sessions_app.signals import session_compacted
 from sessions_app.store import EntryRecord, NewEntry, SessionNotFound, get_store
 
@@ -147,15 +147,20 @@ def session_compact(*, session_id: str) -> EntryRecord:
     summarized = [entry for entry in in_context if entry.seq < first_kept_seq]
     tokens_before = estimate_tokens(in_context, previous_summary)
     # Asked before anything is written: a model call may take seconds and holds no lock.
-    summary = model_summarize(
-        transcript=transcript(summarized), previous=previous_summary
-    ) or extractive_summary(summarized, previous_summary)
+    with model_calls_counted() as calls:
+        summary = model_summarize(
+            transcript=transcript(summarized), previous=previous_summary
+        ) or extractive_summary(summarized, previous_summary)
+    # The summary's own model calls are the session's usage (docs/design.md §22).
+    model, usage = calls_usage(calls)
 
     data = {"summary": summary, "first_kept_seq": first_kept_seq, "tokens_before": tokens_before}
     with transaction.atomic():
         # On the db backend the entry and what the receivers store commit together (they run
         # here, synchronously, and a failing one rolls the entry back); the jsonl backend has
         # written its line durably by the time they run.
-        [record] = store.append(session_id, [NewEntry(kind="compaction", data=data)])
+        [record] = store.append(
+            session_id, [NewEntry(kind="compaction", data=data, model=model, usage=usage)]
+        )
         session_compacted.send(sender=__name__, session_id=session_id, entry_seq=record.seq, **data)
     return record

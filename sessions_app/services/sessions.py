@@ -24,7 +24,7 @@ from sessions_app.ids import (
     safe_filename,
     validate_session_id,
 )
-from sessions_app.runtime import cost
+from sessions_app.runtime import cost, usage
 from sessions_app.runtime.agents import agent_known, model_for_session
 from sessions_app.runtime.history import repair_entries
 from sessions_app.runtime.lease import TurnLease, lease_acquire
@@ -41,6 +41,7 @@ from sessions_app.store import (
     get_store,
 )
 from sessions_app.store.base import THINKING_LEVELS
+from sessions_app.store.usage_ledger import usage_ledger_copy
 
 # The sender of the signals sent here: receivers go by the kwargs, never by the sender.
 SIGNAL_SENDER = "sessions_app.services"
@@ -111,7 +112,8 @@ def session_branch(
     so a branch is always a valid history; when the cut abandons entries, summarize them
     (perhaps by the model, so before anything is locked) into a `branch_summary` entry;
     the store copies the entries and appends the repair and the summary in one step,
-    refusing if the source was deleted (or made anew) since it was read.
+    refusing if the source was deleted (or made anew) since it was read; the source's usage
+    ledger rows up to the cut are copied with them (inherited, docs/design.md §22).
 
     Raises SessionNotFound (missing or not theirs), SessionIdUnavailable (id taken),
     ReservedSessionId (a sub-agent's id), ValueError (at_seq outside the history).
@@ -134,16 +136,20 @@ def session_branch(
                 branch_summary_entry(source_id=session_id, at_seq=cut, abandoned=abandoned)
             )
     try:
-        return store.create_branch(
-            session_id,
-            new_id=new_id,
-            at_seq=cut,
-            owner_id=owner_id,
-            closing=closing,
-            incarnation=source.incarnation,
-        )
+        # On the db backend the copy and its usage rows commit together.
+        with transaction.atomic():
+            branch = store.create_branch(
+                session_id,
+                new_id=new_id,
+                at_seq=cut,
+                owner_id=owner_id,
+                closing=closing,
+                incarnation=source.incarnation,
+            )
+            usage_ledger_copy(source_id=session_id, new_id=branch.id, up_to_seq=cut)
     except SessionExists as error:
         raise SessionIdUnavailable(f"session id {new_id!r} is already taken") from error
+    return branch
 
 
 def session_set_model(*, session_id: str, owner_id: int | None, model: str) -> SessionMeta:
@@ -325,3 +331,10 @@ def session_cost(*, session_id: str, owner_id: int | None) -> dict[str, Any]:
     """Tokens and estimated USD per model of the caller's session (runtime.cost)."""
     _owned_session(session_id=session_id, owner_id=owner_id)
     return cost.session_cost(session_id=session_id)
+
+
+def session_usage(*, session_id: str, owner_id: int | None) -> dict[str, Any]:
+    """What the caller's session used and cost (runtime.usage, docs/design.md §22): its own
+    calls, its sub-agents' turns, and what a branch's copied entries carry (`inherited`)."""
+    meta = _owned_session(session_id=session_id, owner_id=owner_id)
+    return usage.session_usage_of(meta)

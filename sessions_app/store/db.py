@@ -21,7 +21,7 @@ from psycopg.types.datetime import TimestamptzLoader
 
 from sessions_app.ids import new_session_id, validate_session_id
 from sessions_app.models import Entry, ProactiveNotice, Session
-from sessions_app.store import approvals, connections, db_lease, db_search
+from sessions_app.store import approvals, connections, db_lease, db_search, usage_ledger
 from sessions_app.store.base import (
     ENTRY_SCHEMA_VERSION,
     TITLE_MAX,
@@ -470,7 +470,7 @@ class DbSessionStore:
     # --- delete -------------------------------------------------------------------------
     def delete(self, session_id):
         """Remove the session and all it has: entries, notices, connection rows, approval
-        requests. Its branches stay, without a parent."""
+        requests, model usage rows. Its branches stay, without a parent."""
         validate_session_id(session_id)
         tables = self._tables
         with transaction.atomic(), connection.cursor() as cursor:
@@ -479,6 +479,7 @@ class DbSessionStore:
             cursor.execute(f"DELETE FROM {tables['notice']} WHERE session_id = %s", [session_id])
             connections.remove_for_session(session_id)
             approvals.remove_for_session(session_id)
+            usage_ledger.remove_for_session(session_id)
             # Branches outlive their parent (parent is SET_NULL).
             cursor.execute(
                 f"UPDATE {tables['session']} SET parent_id = NULL WHERE parent_id = %s",

@@ -42,7 +42,7 @@ from django.db import transaction
 
 from sessions_app.ids import new_session_id, validate_session_id
 from sessions_app.models import Session
-from sessions_app.store import approvals, connections, file_lease
+from sessions_app.store import approvals, connections, file_lease, usage_ledger
 from sessions_app.store.base import (
     ENTRY_SCHEMA_VERSION,
     TITLE_MAX,
@@ -441,6 +441,7 @@ class JsonlSessionStore:
         # leaves the files, so nothing is half deleted.
         connections.remove_for_session(session_id)
         approvals.remove_for_session(session_id)
+        usage_ledger.remove_for_session(session_id)
         Session.objects.filter(id=session_id).delete()
         with self._locked(session_id):
             # The index first: a crash between the two can leave a conversation unfound,

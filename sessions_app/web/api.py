@@ -476,6 +476,11 @@ class SessionViewSet(ViewSet):
     def cost(self, request, id=None):
         return Response(sessions.session_cost(session_id=id, owner_id=request.user.id))
 
+    @extend_schema(parameters=[SESSION_ID], responses={200: serializers.UsageOutput, **ERRORS})
+    @action(detail=True, methods=["get"])
+    def usage(self, request, id=None):
+        return Response(sessions.session_usage(session_id=id, owner_id=request.user.id))
+
     @extend_schema(
         methods=["GET"],
         parameters=[SESSION_ID],

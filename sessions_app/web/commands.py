@@ -225,18 +225,22 @@ def _export(ctx: _Context) -> CommandResult:
     )
 
 
+def _usage_line(label: str, part: dict) -> str:
+    usd = "price unknown" if part["cost_usd"] is None else f"${part['cost_usd']:.4f}"
+    cached = f" ({part['cached_tokens']} cached)" if part["cached_tokens"] else ""
+    return f"{label}: {part['input_tokens']} in{cached} / {part['output_tokens']} out, {usd}"
+
+
 def _cost(ctx: _Context) -> CommandResult:
-    cost = session_services.session_cost(session_id=ctx.session_id, owner_id=ctx.owner_id)
-    lines = []
-    for row in cost["models"]:
-        usd = "unknown" if row["usd"] is None else f"${row['usd']:.4f}"
-        lines.append(
-            f"{row['model']}: {row['input_tokens']} in / {row['output_tokens']} out, {usd}"
-        )
-    total = cost["total"]
-    usd = "unknown" if total["usd"] is None else f"${total['usd']:.4f}"
-    lines.append(f"total: {total['input_tokens']} in / {total['output_tokens']} out, {usd}")
-    return CommandResult("cost", "\n".join(lines), cost)
+    """The numbers of GET …/usage/ (docs/design.md §22), as lines."""
+    usage = session_services.session_usage(session_id=ctx.session_id, owner_id=ctx.owner_id)
+    lines = [_usage_line(model, row) for model, row in usage["by_model"].items()]
+    lines.append(_usage_line("total", usage))  # the session's own calls
+    for agent, part in usage["sub_agents"].items():
+        lines.append(_usage_line(f"sub-agent {agent}", part))
+    if usage["inherited"]["by_model"]:
+        lines.append(_usage_line("inherited from the parent (not counted)", usage["inherited"]))
+    return CommandResult("cost", "\n".join(lines), usage)
 
 
 COMMANDS: dict[str, tuple[Callable[[_Context], CommandResult], str, str]] = {
@@ -265,7 +269,7 @@ COMMANDS: dict[str, tuple[Callable[[_Context], CommandResult], str, str]] = {
     ),
     "compact": (_compact, "", "summarize older turns so the model's context stays small"),
     "export": (_export, "[md|json]", "export the conversation and show its download link"),
-    "cost": (_cost, "", "tokens and estimated USD per model"),
+    "cost": (_cost, "", "tokens and USD: per model, sub-agents, inherited"),
 }
 
 

@@ -312,6 +312,31 @@ class CostOutput(serializers.Serializer):
     unpriced_models = serializers.ListField(child=serializers.CharField())
 
 
+class UsageCountsOutput(serializers.Serializer):
+    input_tokens = serializers.IntegerField(help_text="every input token, cached ones included")
+    output_tokens = serializers.IntegerField(help_text="reasoning tokens included")
+    cached_tokens = serializers.IntegerField(help_text="input tokens read from the cache")
+    reasoning_tokens = serializers.IntegerField()
+    cost_usd = serializers.FloatField(
+        allow_null=True, help_text="null when a model in the sum has no price (MODEL_PRICES)"
+    )
+
+
+class UsagePartOutput(UsageCountsOutput):
+    by_model = serializers.DictField(child=UsageCountsOutput(), help_text="per model")
+
+
+class UsageOutput(UsagePartOutput):
+    """The session's own calls at the top level (turns, summaries, consolidation)."""
+
+    sub_agents = serializers.DictField(
+        child=UsagePartOutput(), help_text="per sub-agent, the turns delegated from here"
+    )
+    inherited = UsagePartOutput(
+        help_text="what a branch's copied entries carry: its parent's, never its own"
+    )
+
+
 class NoticeOutput(serializers.Serializer):
     message_id = serializers.CharField()
     content = serializers.CharField()

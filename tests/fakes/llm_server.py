@@ -39,6 +39,10 @@ class Reply:
     calls: list[tuple[str, dict]] = field(default_factory=list)
     input_tokens: int = 11
     output_tokens: int = 7
+    # Of input_tokens, read from the provider's cache; of output_tokens, reasoning (OpenAI
+    # reports both inside the totals, Anthropic its cache reads beside input_tokens).
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
     status: int = 200  # anything else: an error response with `error` as its message
     error: str = ""
     delay_per_chunk: float = 0.0
@@ -387,6 +391,8 @@ class FakeLLMServer:
             "prompt_tokens": reply.input_tokens,
             "completion_tokens": reply.output_tokens,
             "total_tokens": reply.input_tokens + reply.output_tokens,
+            "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
+            "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
         }
         finish = "tool_calls" if calls else "stop"
         if not body.get("stream"):
@@ -535,7 +541,11 @@ class FakeLLMServer:
                         "content": [],
                         "stop_reason": None,
                         "stop_sequence": None,
-                        "usage": {"input_tokens": reply.input_tokens, "output_tokens": 1},
+                        "usage": {
+                            "input_tokens": reply.input_tokens - reply.cached_tokens,
+                            "cache_read_input_tokens": reply.cached_tokens,
+                            "output_tokens": 1,
+                        },
                     }
                 },
             )

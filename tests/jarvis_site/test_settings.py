@@ -29,6 +29,10 @@ def start_django(**env) -> subprocess.CompletedProcess:
         ("JARVIS_MODEL", "openai:", "JARVIS_MODEL must be 'offline'"),
         ("BUSY_GRACE_SEC", "-1", "BUSY_GRACE_SEC must be positive"),
         ("MAX_STEPS", "0", "MAX_STEPS must be positive"),
+        ("MODEL_PRICES", "{gpt", "MODEL_PRICES is not JSON"),
+        ("MODEL_PRICES", '{"m": {"input": 1}}', "MODEL_PRICES['m'] has input, output"),
+        ("MODEL_PRICES", '{"m": {"input": 1, "output": -2}}', "is a price of 0 or more"),
+        ("MEMORY_CONTEXT_TOKENS", "-1", "MEMORY_CONTEXT_TOKENS must be 0 or more"),
     ],
 )
 def test_a_bad_value_is_refused_with_its_name(variable, value, message):

@@ -24,6 +24,7 @@ def test_the_defaults(api):
         "retention_days": None,
         "retention_default_days": None,
         "test_session_retention_days": 7,
+        "memory_in_context": True,
     }
 
 

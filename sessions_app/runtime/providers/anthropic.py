@@ -40,7 +40,13 @@ class _Reply:
     def feed(self, event) -> None:
         if event.type == "message_start":
             self.reply.model = event.message.model or self.reply.model
-            self.reply.usage["input_tokens"] = event.message.usage.input_tokens or 0
+            usage = event.message.usage
+            # Anthropic counts cache reads and writes apart from input_tokens; the usage kept
+            # here counts every input token, the cached ones among them (docs/design.md §22).
+            cache_read = getattr(usage, "cache_read_input_tokens", None) or 0
+            cache_write = getattr(usage, "cache_creation_input_tokens", None) or 0
+            self.reply.usage["input_tokens"] = (usage.input_tokens or 0) + cache_read + cache_write
+            self.reply.usage["cached_tokens"] = cache_read
         elif event.type == "content_block_start":
             block = event.content_block
             if block.type == "tool_use":

@@ -30,7 +30,15 @@ class ModelReply:
 
     text: str = ""
     tool_calls: list[dict] = field(default_factory=list)
-    usage: dict = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0})
+    # input_tokens counts cached ones too (cached_tokens), output_tokens reasoning ones.
+    usage: dict = field(
+        default_factory=lambda: {
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cached_tokens": 0,
+            "reasoning_tokens": 0,
+        }
+    )
     model: str = ""
     stopped: bool = False
     # Why the model stopped, in the provider's own words (stop, tool_calls, end_turn,

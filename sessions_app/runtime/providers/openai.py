@@ -30,9 +30,16 @@ class _Reply:
     def feed(self, chunk: dict) -> None:
         usage = chunk.get("usage")
         if usage:
+            # Cached prompt tokens are part of prompt_tokens, reasoning of completion_tokens.
             self.reply.usage = {
                 "input_tokens": usage.get("prompt_tokens") or 0,
                 "output_tokens": usage.get("completion_tokens") or 0,
+                "cached_tokens": (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+                or 0,
+                "reasoning_tokens": (usage.get("completion_tokens_details") or {}).get(
+                    "reasoning_tokens"
+                )
+                or 0,
             }
         if chunk.get("model"):
             self.reply.model = chunk["model"]

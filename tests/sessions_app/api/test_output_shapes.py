@@ -115,6 +115,9 @@ def test_the_answers_about_sessions_are_documented(api):
     cost = answer_of(api.get("/api/sessions/shapes/cost/"), 200)
     assert cost["total"]["usd"] is None
     assert_documented(out.CostOutput, cost)
+    usage = answer_of(api.get("/api/sessions/shapes/usage/"), 200)
+    assert usage["cost_usd"] is None and "researcher" in usage["sub_agents"]
+    assert_documented(out.UsageOutput, usage)
 
     assert_documented(
         out.SessionOutput,

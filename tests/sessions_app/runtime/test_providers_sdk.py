@@ -62,7 +62,9 @@ def tool_results_sent(api, request_body):
 
 
 def test_plain_answer_streams(server, provider, session):
-    server.script(Reply(text="Hello Ada, nice to meet you", input_tokens=21, output_tokens=6))
+    server.script(
+        Reply(text="Hello Ada, nice to meet you", input_tokens=21, output_tokens=6, cached_tokens=5)
+    )
     deltas = []
     result = turn_run(
         session_id=session,
@@ -74,7 +76,14 @@ def test_plain_answer_streams(server, provider, session):
     answer = result.entries[2]
     # Deltas that arrive together may reach listeners as one; none is lost.
     assert answer.content == "Hello Ada, nice to meet you" == "".join(deltas)
-    assert answer.usage == {"input_tokens": 21, "output_tokens": 6}
+    # Every input token counted, the cached ones among them, whichever way the API reports
+    # them (OpenAI inside prompt_tokens, Anthropic beside input_tokens).
+    assert answer.usage == {
+        "input_tokens": 21,
+        "output_tokens": 6,
+        "cached_tokens": 5,
+        "reasoning_tokens": 0,
+    }
     assert answer.model == provider.model
     assert result.entries[0].data["model"] == provider.label
 

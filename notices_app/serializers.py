@@ -8,6 +8,7 @@ from notices_app.models import Schedule
 from notices_app.schedules import (
     MAX_REPEAT_EVERY,
     MAX_TEXT_CHARS,
+    SCHEDULE_OFFSET_MAX,
     SCHEDULE_PAGE_DEFAULT,
     SCHEDULE_PAGE_MAX,
     UNIT_SECONDS,
@@ -19,7 +20,9 @@ class ScheduleListQuery(serializers.Serializer):
     limit = serializers.IntegerField(
         required=False, default=SCHEDULE_PAGE_DEFAULT, min_value=1, max_value=SCHEDULE_PAGE_MAX
     )
-    offset = serializers.IntegerField(required=False, default=0, min_value=0)
+    offset = serializers.IntegerField(
+        required=False, default=0, min_value=0, max_value=SCHEDULE_OFFSET_MAX
+    )
 
 
 class ScheduleCreateInput(serializers.Serializer):

@@ -14,6 +14,7 @@ from sessions_app.selectors import (
     SEARCH_PAGE_MAX,
     SEARCH_QUERY_MAX_CHARS,
 )
+from sessions_app.services import prompt_modes
 from sessions_app.services.sessions import EXPORT_FORMATS
 from sessions_app.store.base import THINKING_LEVELS
 
@@ -42,8 +43,9 @@ class LimitedText(serializers.CharField):
     `max_length` is given for the OpenAPI schema only; the check enforces it.
     """
 
-    def __init__(self, *, check, **kwargs):
+    def __init__(self, *, check, not_text: str = "Not a valid string.", **kwargs):
         self.check = check
+        self.not_text = not_text
         super().__init__(trim_whitespace=False, **kwargs)
         self.validators = []
 
@@ -54,8 +56,11 @@ class LimitedText(serializers.CharField):
         return serializers.Field.run_validation(self, data)
 
     def to_internal_value(self, data):
+        # CharField would take 5 as "5": the schema says string, and so does the WebSocket.
+        if not isinstance(data, str):
+            raise serializers.ValidationError(self.not_text)
         try:
-            return self.check(super().to_internal_value(data))
+            return self.check(data)
         except limits.InputInvalid as error:
             raise serializers.ValidationError(str(error)) from error
 
@@ -131,7 +136,12 @@ class ExportQuery(serializers.Serializer):
 
 
 class MessageInput(serializers.Serializer):
-    text = LimitedText(check=limits.prompt_check, max_length=limits.PROMPT_MAX_CHARS)
+    text = LimitedText(
+        check=limits.prompt_check,
+        not_text=prompt_modes.PROMPT_NOT_TEXT,
+        error_messages={"null": prompt_modes.PROMPT_NOT_TEXT},
+        max_length=limits.PROMPT_MAX_CHARS,
+    )
     # docs/design.md §18: what to do when a turn is running; absent is `reject`.
     mode = serializers.ChoiceField(
         choices=["queue", "steer", "interrupt", "reject"], required=False, default="reject"

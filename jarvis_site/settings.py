@@ -315,6 +315,9 @@ OUTBOUND_URL_ALLOWLIST = env.list(
         "discordapp.com",
     ],
 )
+# Whether the server may send to http:// URLs (push endpoints, Discord, NOTIFY_WEBHOOK_URL);
+# off, https:// only. On for local fakes and tests, never needed in production (§27).
+OUTBOUND_ALLOW_HTTP = env.bool("OUTBOUND_ALLOW_HTTP", default=False)
 
 # --- Schedules (docs/design.md §14) -------------------------------------------------------
 # Active schedules one user may have (more: 429 too_many_schedules).

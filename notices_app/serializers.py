@@ -102,7 +102,8 @@ class PushKeysInput(serializers.Serializer):
 class PushSubscriptionInput(serializers.Serializer):
     """The browser's `PushSubscription.toJSON()` (its `expirationTime` is ignored)."""
 
-    endpoint = serializers.CharField(max_length=2000)
+    # Not trimmed: checked as sent (notices_app.outbound_urls refuses whitespace anywhere).
+    endpoint = serializers.CharField(max_length=2000, trim_whitespace=False)
     keys = PushKeysInput()
 
 

@@ -24,5 +24,7 @@ class AccountDeleteInput(serializers.Serializer):
     # Not trimmed: the confirmation is the username exactly as typed, so " alice\n" (a paste
     # with a stray space or newline) deletes nothing.
     confirm = serializers.CharField(
-        trim_whitespace=False, help_text="the account's username, typed by the person, exactly"
+        trim_whitespace=False,
+        min_length=1,
+        help_text="the account's username, typed by the person, exactly",
     )

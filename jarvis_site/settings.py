@@ -357,6 +357,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Request bodies are documented as JSON, what clients send (the import declares its own
+    # multipart body): form encodings cannot say a nested object or a missing-vs-empty field.
+    "PARSER_WHITELIST": ["sessions_app.web.parsers.LimitedJSONParser"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "sessions_app.web.api.closed_inputs_hook",
+    ],
 }
 
 # --- Auth, i18n, static -------------------------------------------------------------------

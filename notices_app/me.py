@@ -55,9 +55,18 @@ def _account_read(user) -> dict:
 # --- notices ----------------------------------------------------------------------------------
 
 
+class OnOff(serializers.BooleanField):
+    """true or false, as JSON says them: not 0, 1, "yes" or "on" (a form's spellings)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
 class ChannelsPatchInput(serializers.Serializer):
-    webpush = serializers.BooleanField(required=False)
-    discord = serializers.BooleanField(required=False)
+    webpush = OnOff(required=False)
+    discord = OnOff(required=False)
 
     def to_internal_value(self, data):
         # `webhook` is the operator's (NOTIFY_WEBHOOK_URL): saying so beats ignoring it.

@@ -85,25 +85,30 @@ class MeOutput(serializers.Serializer):
     push_subscriptions = MePushSubscriptionOutput(many=True)
 
 
+class MeChannelsPatchInput(serializers.Serializer):
+    """For the schema: the channels a PATCH may turn on or off (no others: a 400)."""
+
+    webpush = serializers.BooleanField(required=False)
+    discord = serializers.BooleanField(required=False)
+
+
 class MePatchInput(serializers.Serializer):
     """For the schema: what a PATCH may send today (every field optional)."""
 
     discord_webhook_url = serializers.CharField(required=False, allow_blank=True)
-    channels = serializers.DictField(
-        child=serializers.BooleanField(), required=False, help_text="{webpush, discord}"
-    )
+    channels = MeChannelsPatchInput(required=False, help_text="{webpush, discord}")
 
 
 class PushKeysInput(serializers.Serializer):
-    p256dh = serializers.CharField(max_length=200)
-    auth = serializers.CharField(max_length=100)
+    p256dh = serializers.CharField(min_length=1, max_length=200)
+    auth = serializers.CharField(min_length=1, max_length=100)
 
 
 class PushSubscriptionInput(serializers.Serializer):
     """The browser's `PushSubscription.toJSON()` (its `expirationTime` is ignored)."""
 
     # Not trimmed: checked as sent (notices_app.outbound_urls refuses whitespace anywhere).
-    endpoint = serializers.CharField(max_length=2000, trim_whitespace=False)
+    endpoint = serializers.CharField(min_length=1, max_length=2000, trim_whitespace=False)
     keys = PushKeysInput()
 
 

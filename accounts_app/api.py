@@ -33,6 +33,9 @@ class ConfirmationMismatch(exceptions.APIException):
 class MeView(SettingsView):
     """`GET/PATCH /api/me/` (the caller's settings) and `DELETE /api/me/` (the account)."""
 
+    # The schema documents DELETE's body, the typed confirmation (sessions_app.web.api.ApiSchema).
+    delete_takes_body = True
+
     @extend_schema(responses={200: MeWithRetentionOutput, 401: ERRORS[401]})
     def get(self, request):
         return super().get(request)

@@ -21,4 +21,10 @@ class MeWithRetentionPatchInput(MePatchInput):
 
 
 class AccountDeleteInput(serializers.Serializer):
-    confirm = serializers.CharField(help_text="the account's username, typed by the person")
+    # Not trimmed: the confirmation is the username exactly as typed, so " alice\n" (a paste
+    # with a stray space or newline) deletes nothing.
+    confirm = serializers.CharField(
+        trim_whitespace=False,
+        min_length=1,
+        help_text="the account's username, typed by the person, exactly",
+    )

@@ -77,7 +77,10 @@ class DrainingServer(Server):
         # autobahn fails a connection by dropping TCP unless told otherwise: an inbound
         # message over Daphne's 1 MiB cap then ended the socket with no close code (1006),
         # and the page could not say why. Failed this way, it closes with 1009 and a reason.
-        self.ws_factory.setProtocolOptions(failByDrop=False)
+        # setProtocolOptions also resets allowNullOrigin to False, and autobahn then refused
+        # `Origin: null` itself with a 400; the origin check (sessions_app.web.origins)
+        # refuses it as any other origin, with a 403.
+        self.ws_factory.setProtocolOptions(failByDrop=False, allowNullOrigin=True)
         loop = asyncio.get_event_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._on_signal, signum)

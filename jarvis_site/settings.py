@@ -349,6 +349,9 @@ OUTBOUND_URL_ALLOWLIST = env.list(
         "discordapp.com",
     ],
 )
+# Whether the server may send to http:// URLs (push endpoints, Discord, NOTIFY_WEBHOOK_URL);
+# off, https:// only. On for local fakes and tests, never needed in production (§27).
+OUTBOUND_ALLOW_HTTP = env.bool("OUTBOUND_ALLOW_HTTP", default=False)
 
 # --- Schedules (docs/design.md §14) -------------------------------------------------------
 # Active schedules one user may have (more: 429 too_many_schedules).
@@ -388,6 +391,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Request bodies are documented as JSON, what clients send (the import declares its own
+    # multipart body): form encodings cannot say a nested object or a missing-vs-empty field.
+    "PARSER_WHITELIST": ["sessions_app.web.parsers.LimitedJSONParser"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "sessions_app.web.api.closed_inputs_hook",
+    ],
 }
 
 # --- Auth, i18n, static -------------------------------------------------------------------

@@ -1,4 +1,6 @@
 from django.apps import AppConfig
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 
 class NoticesAppConfig(AppConfig):
@@ -19,7 +21,7 @@ class NoticesAppConfig(AppConfig):
             receivers,
             tasks,  # noqa: F401 - importing it registers the tasks by name
         )
-        from notices_app.outbound_urls import allowed_hosts
+        from notices_app.outbound_urls import OutboundUrlRefused, allowed_hosts, outbound_target
         from notices_app.tools import SCHEDULE_TOOLS
         from notices_app.vapid import vapid_keys
         from sessions_app import signals
@@ -29,6 +31,11 @@ class NoticesAppConfig(AppConfig):
         # failing every delivery later.
         vapid_keys()
         allowed_hosts()
+        if settings.NOTIFY_WEBHOOK_URL:
+            try:
+                outbound_target(settings.NOTIFY_WEBHOOK_URL, allowlisted=False)
+            except OutboundUrlRefused as refused:
+                raise ImproperlyConfigured(f"NOTIFY_WEBHOOK_URL: {refused}") from refused
 
         for tool in SCHEDULE_TOOLS:
             tool_register(tool)

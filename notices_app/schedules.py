@@ -64,6 +64,9 @@ PROMPT_AGENT = "scratch"
 PROMPT_BUSY_RETRY_SEC = 30
 SCHEDULE_PAGE_DEFAULT = 50
 SCHEDULE_PAGE_MAX = 200
+# Far past any history a person keeps, and far below what the database takes as an OFFSET
+# (a 64-bit integer): a larger one is a 400, not an overflow in the query.
+SCHEDULE_OFFSET_MAX = 1_000_000_000
 
 
 class ScheduleInvalid(ValueError):

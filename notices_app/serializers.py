@@ -8,6 +8,7 @@ from notices_app.models import Schedule
 from notices_app.schedules import (
     MAX_REPEAT_EVERY,
     MAX_TEXT_CHARS,
+    SCHEDULE_OFFSET_MAX,
     SCHEDULE_PAGE_DEFAULT,
     SCHEDULE_PAGE_MAX,
     UNIT_SECONDS,
@@ -19,7 +20,9 @@ class ScheduleListQuery(serializers.Serializer):
     limit = serializers.IntegerField(
         required=False, default=SCHEDULE_PAGE_DEFAULT, min_value=1, max_value=SCHEDULE_PAGE_MAX
     )
-    offset = serializers.IntegerField(required=False, default=0, min_value=0)
+    offset = serializers.IntegerField(
+        required=False, default=0, min_value=0, max_value=SCHEDULE_OFFSET_MAX
+    )
 
 
 class ScheduleCreateInput(serializers.Serializer):
@@ -85,25 +88,31 @@ class MeOutput(serializers.Serializer):
     )
 
 
+class MeChannelsPatchInput(serializers.Serializer):
+    """For the schema: the channels a PATCH may turn on or off (no others: a 400)."""
+
+    webpush = serializers.BooleanField(required=False)
+    discord = serializers.BooleanField(required=False)
+
+
 class MePatchInput(serializers.Serializer):
     """For the schema: what a PATCH may send today (every field optional)."""
 
     discord_webhook_url = serializers.CharField(required=False, allow_blank=True)
-    channels = serializers.DictField(
-        child=serializers.BooleanField(), required=False, help_text="{webpush, discord}"
-    )
+    channels = MeChannelsPatchInput(required=False, help_text="{webpush, discord}")
     memory_in_context = serializers.BooleanField(required=False)
 
 
 class PushKeysInput(serializers.Serializer):
-    p256dh = serializers.CharField(max_length=200)
-    auth = serializers.CharField(max_length=100)
+    p256dh = serializers.CharField(min_length=1, max_length=200)
+    auth = serializers.CharField(min_length=1, max_length=100)
 
 
 class PushSubscriptionInput(serializers.Serializer):
     """The browser's `PushSubscription.toJSON()` (its `expirationTime` is ignored)."""
 
-    endpoint = serializers.CharField(max_length=2000)
+    # Not trimmed: checked as sent (notices_app.outbound_urls refuses whitespace anywhere).
+    endpoint = serializers.CharField(min_length=1, max_length=2000, trim_whitespace=False)
     keys = PushKeysInput()
 
 

@@ -153,9 +153,9 @@ def session_entries(
     """A page of entries in seq order, and the cursors that continue after and before it
     (`next_before_seq` is null when nothing comes before the page).
 
-    With `before_seq`: the latest entries before it, at most `limit` of them and (but for
-    the first) no more than SNAPSHOT_BUDGET_BYTES of JSON, so a page scrolling back through
-    large messages loads a screenful at a time.
+    With `before_seq`: the latest entries before it (and after `after_seq`), at most `limit`
+    of them and (but for the first) no more than SNAPSHOT_BUDGET_BYTES of JSON, so a page
+    scrolling back through large messages loads a screenful at a time.
     """
     meta = session_get(session_id=session_id, owner_id=owner_id)
     limit = MAX_ENTRIES_PAGE if limit is None else min(limit, MAX_ENTRIES_PAGE)
@@ -169,7 +169,7 @@ def session_entries(
     before_seq = min(before_seq, meta.last_seq + 1)
     shown: list[dict[str, Any]] = []
     used = 0
-    for entry in _entries_before(session_id, before_seq=before_seq, floor=0, limit=limit):
+    for entry in _entries_before(session_id, before_seq=before_seq, floor=after_seq, limit=limit):
         data = entry_to_api(entry)
         size = frames.encode(data)[1]
         if shown and used + size > settings.SNAPSHOT_BUDGET_BYTES:

@@ -16,6 +16,8 @@ from datetime import timedelta
 
 from django.conf import settings
 
+from notices_app.outbound_urls import OutboundTarget, OutboundUrlRefused, outbound_address
+
 logger = logging.getLogger(__name__)
 
 
@@ -79,18 +81,35 @@ class Channel(ABC):
         return timedelta(seconds=min(seconds, settings.NOTIFY_WEBHOOK_RETRY_MAX_SEC))
 
 
-def http_post(url: str, **kwargs) -> tuple[SendResult, object | None]:
-    """POST once, never following a redirect; the result and the response (None when none).
+def http_post(target: OutboundTarget, **kwargs) -> tuple[SendResult, object | None]:
+    """POST once to `target`, never following a redirect; the result and the response (None
+    when none).
 
-    A 2xx is success; a 3xx is a failure (a redirect could lead anywhere); a 429 or 503
-    passes on the receiver's Retry-After.
+    The host is resolved here, once, and checked (notices_app.outbound_urls): the request goes
+    to that checked address, with the URL's own name as Host and for TLS (SNI and the
+    certificate), so a second answer from DNS cannot send it elsewhere. A refused address
+    gives up (`gone`). A 2xx is success; a 3xx is a failure (a redirect could lead anywhere);
+    a 429 or 503 passes on the receiver's Retry-After.
     """
     import httpx  # here: every process loads the channels at start-up, few ever send
 
     try:
-        response = httpx.post(
-            url, follow_redirects=False, timeout=settings.NOTIFY_WEBHOOK_TIMEOUT_SEC, **kwargs
-        )
+        address = outbound_address(target)
+    except OutboundUrlRefused as refused:
+        return SendResult(ok=False, detail=str(refused), gone=True), None
+    except OSError as error:  # the name does not resolve (now): try again later
+        return SendResult(ok=False, detail=f"{target.host} does not resolve: {error}"), None
+    headers = {**kwargs.pop("headers", {}), "Host": target.url.netloc.decode("ascii")}
+    try:
+        with httpx.Client(
+            follow_redirects=False, timeout=settings.NOTIFY_WEBHOOK_TIMEOUT_SEC
+        ) as client:
+            response = client.post(
+                target.url.copy_with(host=address),
+                headers=headers,
+                extensions={"sni_hostname": target.host},
+                **kwargs,
+            )
     except httpx.HTTPError as error:
         return SendResult(ok=False, detail=f"{type(error).__name__}: {error}"), None
     if 200 <= response.status_code < 300:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from notices_app.channels.base import Channel, OutboundNotice, SendResult, http_post
-from notices_app.outbound_urls import OutboundUrlRefused, outbound_url_check
+from notices_app.outbound_urls import OutboundUrlRefused, outbound_target
 from notices_app.preferences import notice_settings_of
 
 # Discord refuses a message over 2,000 characters.
@@ -35,13 +35,13 @@ class DiscordChannel(Channel):
         if not url:
             return SendResult(ok=False, detail="no Discord webhook URL any more", gone=True)
         try:
-            outbound_url_check(url)
+            target = outbound_target(url)
         except OutboundUrlRefused as refused:
             return SendResult(ok=False, detail=str(refused), gone=True)
         content = notice.content
         if len(content) > MAX_CONTENT_CHARS:
             content = content[: MAX_CONTENT_CHARS - 1] + "…"
-        result, response = http_post(url, json={"content": content})
+        result, response = http_post(target, json={"content": content})
         if result.ok or response is None:
             return result
         if response.status_code == 429:

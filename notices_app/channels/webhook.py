@@ -1,9 +1,10 @@
 """The operator's webhook: every notice of a non-test session POSTed as JSON to
 NOTIFY_WEBHOOK_URL, retried with back-off until it answers 2xx (docs/design.md §14).
 
-The URL is the operator's own setting, not a user's, so it is not held to
-OUTBOUND_URL_ALLOWLIST. Every attempt carries the same `Idempotency-Key` for one notice, so
-the receiver can drop a repeat.
+The URL is the operator's own setting, not a user's, so its host need not be on
+OUTBOUND_URL_ALLOWLIST; the other rules for outbound URLs hold (https, the address checked at
+send time; notices_app.outbound_urls). Every attempt carries the same `Idempotency-Key` for
+one notice, so the receiver can drop a repeat.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from notices_app.channels.base import Channel, OutboundNotice, SendResult, http_post
+from notices_app.outbound_urls import OutboundUrlRefused, outbound_target
 
 
 class WebhookChannel(Channel):
@@ -23,8 +25,12 @@ class WebhookChannel(Channel):
     def send(self, notice: OutboundNotice, user) -> SendResult:
         if not settings.NOTIFY_WEBHOOK_URL:
             return SendResult(ok=False, detail="NOTIFY_WEBHOOK_URL is not set", gone=True)
+        try:
+            target = outbound_target(settings.NOTIFY_WEBHOOK_URL, allowlisted=False)
+        except OutboundUrlRefused as refused:
+            return SendResult(ok=False, detail=f"NOTIFY_WEBHOOK_URL: {refused}", gone=True)
         result, _ = http_post(
-            settings.NOTIFY_WEBHOOK_URL,
+            target,
             json=notice.wire(),
             headers={"Idempotency-Key": f"{notice.session_id}/{notice.message_id}"},
         )

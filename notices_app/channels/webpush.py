@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import time
-from urllib.parse import urlsplit
 
 from django.conf import settings
 
 from notices_app.channels.base import Channel, OutboundNotice, SendResult, http_post
 from notices_app.models import PushSubscription
-from notices_app.outbound_urls import OutboundUrlRefused, outbound_url_check
+from notices_app.outbound_urls import OutboundTarget, OutboundUrlRefused, outbound_target
 from notices_app.preferences import notice_settings_of
 from notices_app.vapid import vapid_keys
 
@@ -56,17 +55,17 @@ class WebPushChannel(Channel):
         if subscription is None:
             return SendResult(ok=False, detail="the browser unsubscribed", gone=True)
         try:
-            outbound_url_check(subscription.endpoint)
+            target = outbound_target(subscription.endpoint)
         except OutboundUrlRefused as refused:
             return SendResult(ok=False, detail=str(refused), gone=True)
         result, response = http_post(
-            subscription.endpoint,
+            target,
             content=_encrypted(_payload(notice), subscription),
             headers={
                 "Content-Encoding": "aes128gcm",
                 "Content-Type": "application/octet-stream",
                 "TTL": str(settings.WEBPUSH_TTL_SEC),
-                **_vapid_headers(keys[0], subscription.endpoint),
+                **_vapid_headers(keys[0], target),
             },
         )
         status = response.status_code if response is not None else None
@@ -107,13 +106,13 @@ def _encrypted(payload: bytes, subscription: PushSubscription) -> bytes:
     return pusher.encode(payload, content_encoding="aes128gcm")["body"]
 
 
-def _vapid_headers(private_key, endpoint: str) -> dict[str, str]:
+def _vapid_headers(private_key, target: OutboundTarget) -> dict[str, str]:
     from py_vapid import Vapid  # on first use, with pywebpush (see _encrypted)
 
-    parts = urlsplit(endpoint)
     claims = {
         "sub": settings.VAPID_SUBJECT,
-        "aud": f"{parts.scheme}://{parts.netloc}",
+        # The audience is the origin the request goes to, as the sender parsed it.
+        "aud": f"{target.url.scheme}://{target.url.netloc.decode('ascii')}",
         "exp": int(time.time()) + TOKEN_LIFETIME_SEC,
     }
     return Vapid(private_key=private_key).sign(claims)

@@ -106,10 +106,15 @@ def queue_add(
 ) -> Waiting:
     """Store a waiting prompt at the end of the session's queue (or before every other with
     `first`); returns it with its position. The caller holds the session's lock, so two
-    prompts never take the same place. Rows of an earlier incarnation go on the way."""
+    prompts never take the same place. Rows of an earlier incarnation go on the way.
+
+    An interrupt's prompt (`first`) has one place of its own beyond MAX_QUEUED_PER_SESSION:
+    a full queue must not stop the person from stopping the turn, and the queue stays
+    bounded (a second interrupt sent before the first one ran is refused)."""
     QueuedPrompt.objects.filter(session_id=session_id).exclude(incarnation=incarnation).delete()
     current = QueuedPrompt.objects.filter(session_id=session_id)
-    if current.count() >= settings.MAX_QUEUED_PER_SESSION:
+    places = settings.MAX_QUEUED_PER_SESSION + (1 if first else 0)
+    if current.count() >= places:
         raise QueueFull(settings.MAX_QUEUED_PER_SESSION)
     bounds = current.aggregate(low=Min("rank"), high=Max("rank"))
     if first:

@@ -34,6 +34,9 @@ from sessions_app.store import SessionNotFound, get_store
 logger = logging.getLogger(__name__)
 
 QUEUE, STEER, INTERRUPT, REJECT = "queue", "steer", "interrupt", "reject"
+# What a prompt whose text is not a string (a number, null, a list) is told, over the WebSocket
+# and over HTTP alike.
+PROMPT_NOT_TEXT = 'a prompt has a "text" string'
 MODES = (QUEUE, STEER, INTERRUPT, REJECT)
 
 # The event loop of this server process, once a socket has used it: queues started from a

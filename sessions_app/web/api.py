@@ -165,10 +165,26 @@ class ApiSchema(AutoSchema):
     401 without credentials; where it takes a body, 413 for one over
     DATA_UPLOAD_MAX_MEMORY_SIZE and 415 for one in a media type no parser reads."""
 
+    def _get_request_body(self, direction="request"):
+        # drf-spectacular documents bodies of PUT, PATCH and POST only; a view whose DELETE
+        # takes one (the account's typed confirmation) says so with `delete_takes_body`.
+        if self.method == "DELETE" and getattr(self.view, "delete_takes_body", False):
+            self.method = "POST"
+            try:
+                return super()._get_request_body(direction)
+            finally:
+                self.method = "DELETE"
+        return super()._get_request_body(direction)
+
     def get_operation(self, *args, **kwargs):
         operation = super().get_operation(*args, **kwargs)
         if operation is None:
             return None
+        for parameter in operation.get("parameters", []):
+            _empty_is_the_default(parameter)
+        body = operation.get("requestBody")
+        if body and any(f"/{name}" in str(body) for name in NONEMPTY_INPUTS):
+            body["required"] = True  # a PATCH without a body says nothing: a 400
         error = {"$ref": "#/components/schemas/ErrorOutput"}
         common = {"401": "not_authenticated or authentication_failed"}
         if "requestBody" in operation:
@@ -180,6 +196,37 @@ class ApiSchema(AutoSchema):
                 {"content": {"application/json": {"schema": error}}, "description": description},
             )
         return operation
+
+
+# Request bodies whose every unknown key is a 400 (the caller's settings): the schema says so,
+# where for the others an unknown key is ignored.
+CLOSED_INPUTS = ("PatchedMeWithRetentionPatchInput", "MeChannelsPatchInput")
+# Request bodies that must say something (an empty PATCH of a session is a 400).
+NONEMPTY_INPUTS = ("PatchedSessionPatchInput",)
+
+
+def closed_inputs_hook(result, generator, request, public):
+    """drf-spectacular postprocessing hook: CLOSED_INPUTS take no other properties, and
+    NONEMPTY_INPUTS at least one."""
+    schemas = result.get("components", {}).get("schemas", {})
+    for name in CLOSED_INPUTS:
+        if name in schemas:
+            schemas[name]["additionalProperties"] = False
+    for name in NONEMPTY_INPUTS:
+        if name in schemas:
+            schemas[name]["minProperties"] = 1
+    return result
+
+
+def _empty_is_the_default(parameter: dict) -> None:
+    """A query parameter sent empty (`?format=`) is read as absent — its default — as
+    Django reads an empty form field: the schema says so instead of refusing it."""
+    schema = parameter.get("schema", {})
+    if parameter.get("in") != "query" or parameter.get("required") or "minLength" not in schema:
+        return
+    del schema["minLength"]
+    if "enum" in schema:
+        schema["enum"] = [*schema["enum"], ""]
 
 
 @extend_schema(tags=["sessions"])

@@ -297,7 +297,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if kind == "prompt":
             text = frame.get("text")
             if not isinstance(text, str):
-                return await self._error("bad_request", 'a prompt frame has a "text" string')
+                return await self._error("bad_request", prompt_modes.PROMPT_NOT_TEXT)
             try:
                 mode = prompt_modes.prompt_mode_check(frame.get("mode"))
             except prompt_modes.BadMode as error:

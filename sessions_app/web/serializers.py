@@ -4,6 +4,7 @@ No domain rules here: ids are validated by sessions_app.ids inside the services,
 the WebSocket and the commands all refuse the same ids with the same message.
 """
 
+from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
@@ -14,6 +15,7 @@ from sessions_app.selectors import (
     SEARCH_PAGE_MAX,
     SEARCH_QUERY_MAX_CHARS,
 )
+from sessions_app.services import prompt_modes
 from sessions_app.services.sessions import EXPORT_FORMATS
 from sessions_app.store.base import THINKING_LEVELS
 
@@ -30,6 +32,12 @@ SESSION_ID_SCHEMA = {
 class SessionIdField(serializers.CharField):
     """A session id in a body: described with its pattern, validated by the services."""
 
+    def to_internal_value(self, data):
+        # CharField would take 0 as "0": the schema says string.
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Not a valid string.")
+        return super().to_internal_value(data)
+
 
 # --- input --------------------------------------------------------------------------------
 
@@ -39,13 +47,19 @@ class LimitedText(serializers.CharField):
     refuses exactly what the WebSocket and the chat command refuse (length, NUL, lone
     surrogates), with the same words. Counted as sent: no whitespace trimming.
 
-    `max_length` is given for the OpenAPI schema only; the check enforces it.
+    `max_length` (and a `min_length` of 1 unless blank is allowed) are for the OpenAPI schema
+    only: the check enforces them, so the field's own validators never run.
     """
 
-    def __init__(self, *, check, **kwargs):
+    def __init__(self, *, check, not_text: str = "Not a valid string.", **kwargs):
         self.check = check
+        self.not_text = not_text
+        if not kwargs.get("allow_blank", False):
+            kwargs.setdefault("min_length", 1)
         super().__init__(trim_whitespace=False, **kwargs)
-        self.validators = []
+
+    def run_validators(self, value):
+        pass
 
     def run_validation(self, data=serializers.empty):
         # CharField answers "" with its own words; the check has them.
@@ -54,8 +68,11 @@ class LimitedText(serializers.CharField):
         return serializers.Field.run_validation(self, data)
 
     def to_internal_value(self, data):
+        # CharField would take 5 as "5": the schema says string, and so does the WebSocket.
+        if not isinstance(data, str):
+            raise serializers.ValidationError(self.not_text)
         try:
-            return self.check(super().to_internal_value(data))
+            return self.check(data)
         except limits.InputInvalid as error:
             raise serializers.ValidationError(str(error)) from error
 
@@ -87,7 +104,13 @@ class SessionListQuery(serializers.Serializer):
 
 class SessionPatchInput(serializers.Serializer):
     model = serializers.CharField(
-        required=False, max_length=200, help_text="offline, openai:<model> or anthropic:<model>"
+        required=False,
+        min_length=1,
+        max_length=200,
+        # What the model check accepts at least (a provider's model it does not know is
+        # still refused, with the names it knows).
+        validators=[RegexValidator(r"^(offline|(openai|anthropic):.+)$")],
+        help_text="offline, openai:<model> or anthropic:<model>",
     )
     thinking = serializers.ChoiceField(
         required=False,
@@ -112,14 +135,10 @@ class EntriesQuery(serializers.Serializer):
         required=False,
         min_value=1,
         max_value=limits.SEQ_MAX,
-        help_text="instead: the latest entries before this seq (scrolling back), in seq order",
+        help_text="the latest entries before this seq (scrolling back), in seq order; with "
+        "after_seq, only those after it too",
     )
     limit = serializers.IntegerField(required=False, min_value=1, max_value=1000)
-
-    def validate(self, attrs):
-        if "after_seq" in attrs and "before_seq" in attrs:
-            raise serializers.ValidationError("give after_seq or before_seq, not both")
-        return attrs
 
 
 class ContextQuery(serializers.Serializer):
@@ -131,7 +150,12 @@ class ExportQuery(serializers.Serializer):
 
 
 class MessageInput(serializers.Serializer):
-    text = LimitedText(check=limits.prompt_check, max_length=limits.PROMPT_MAX_CHARS)
+    text = LimitedText(
+        check=limits.prompt_check,
+        not_text=prompt_modes.PROMPT_NOT_TEXT,
+        error_messages={"null": prompt_modes.PROMPT_NOT_TEXT},
+        max_length=limits.PROMPT_MAX_CHARS,
+    )
     # docs/design.md §18: what to do when a turn is running; absent is `reject`.
     mode = serializers.ChoiceField(
         choices=["queue", "steer", "interrupt", "reject"], required=False, default="reject"
@@ -149,7 +173,9 @@ class ApprovalInput(serializers.Serializer):
 
 class ProactiveInput(serializers.Serializer):
     message_id = LimitedText(check=limits.message_id_check, max_length=limits.MESSAGE_ID_MAX_CHARS)
-    content = LimitedText(check=limits.notice_check, max_length=limits.NOTICE_MAX_CHARS)
+    content = LimitedText(
+        check=limits.notice_check, allow_blank=True, max_length=limits.NOTICE_MAX_CHARS
+    )
 
 
 # --- output -------------------------------------------------------------------------------

@@ -90,7 +90,14 @@ def test_delete_me_leaves_no_row_naming_the_user_and_keeps_another_users_data(
 
 def test_without_the_username_as_confirmation_nothing_is_deleted(api, alice):
     sessions.session_create(session_id="alice-chat", owner_id=alice.id)
-    for body in ({}, {"confirm": "bob"}, {"confirm": "ALICE"}):
+    for body in (
+        {},
+        {"confirm": "bob"},
+        {"confirm": "ALICE"},
+        {"confirm": " alice\n"},
+        {"confirm": "alice "},
+        {"confirm": "\talice"},
+    ):
         answer = api.delete("/api/me/", body, format="json")
         assert answer.status_code == 400
         assert answer.json()["code"] in ("invalid", "confirmation_mismatch")

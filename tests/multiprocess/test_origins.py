@@ -27,3 +27,19 @@ def test_a_page_on_port_8000_cannot_open_a_socket_of_a_server_on_another_port(al
                 assert (await receive(own_page))["type"] == "session"
 
         asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("serve", [False, True], ids=["daphne", "manage.py serve"])
+def test_a_null_origin_is_refused_like_any_other_origin(alice_token, serve):
+    """`Origin: null` (a sandboxed frame, a file:// page) is a browser page from nowhere the
+    site trusts: 403, as for another site — not a 400 as if the request were malformed."""
+    session_id = f"origin-{uuid.uuid4().hex[:8]}"
+    with daphne(serve=serve) as server:
+
+        async def scenario():
+            for origin in ("null", "NULL", " null "):
+                with pytest.raises(InvalidStatus) as refused:
+                    await ws_connect(server, session_id, alice_token, origin=origin)
+                assert refused.value.response.status_code == 403
+
+        asyncio.run(scenario())

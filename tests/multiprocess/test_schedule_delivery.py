@@ -97,6 +97,9 @@ def test_a_reminder_reaches_the_socket_on_time_and_the_webhook_once(
     receiver = Receiver()
     env = {
         "NOTIFY_WEBHOOK_URL": receiver.url,
+        # The receiver is plain http on loopback: named with its port, so it may be private.
+        "OUTBOUND_ALLOW_HTTP": "true",
+        "OUTBOUND_URL_ALLOWLIST": receiver.host,
         "JARVIS_SESSION__PERSISTENCE_BACKEND": backend,
         **({"REDIS_URL": REDIS_URL} if layer == "redis" else {}),
     }

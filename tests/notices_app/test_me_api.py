@@ -45,7 +45,17 @@ def test_the_discord_url_and_the_channels_are_changed_together(api, settings):
 
 @pytest.mark.parametrize(
     "url",
-    ["http://127.0.0.1:8000/api/sessions/", "http://169.254.169.254/", "https://example.com/x"],
+    [
+        "http://127.0.0.1:8000/api/sessions/",
+        "http://169.254.169.254/",
+        "https://example.com/x",
+        # Allowed host, but: not https; a tab, CR/LF; a backslash (docs/design.md §27).
+        "http://discord.com/api/webhooks/123/secret-token",
+        "https://discord.com/api/webhooks/123/secret-token\t",
+        "https://discord.com/api/webhooks/123/secret-token\r\n",
+        "https://disc\tord.com/api/webhooks/123/secret-token",
+        "https://evil.example\\.discord.com/api/webhooks/1",
+    ],
 )
 def test_a_discord_url_on_another_host_is_refused_and_nothing_changes(api, url):
     api.patch("/api/me/", {"discord_webhook_url": DISCORD}, format="json")
@@ -89,8 +99,9 @@ def test_a_browser_subscribes_and_unsubscribes(api, bob_api):
     assert not PushSubscription.objects.exists()
 
 
-def test_a_push_endpoint_on_another_host_is_refused(api):
-    browser = PushBrowser("http://127.0.0.1:6379/")
+@pytest.mark.parametrize("endpoint", ["http://127.0.0.1:6379/", f"{FCM}\r\n", f"{FCM}\t"])
+def test_a_push_endpoint_on_another_host_is_refused(api, endpoint):
+    browser = PushBrowser(endpoint)
     refused = api.post("/api/me/push-subscriptions/", browser.to_json(), format="json")
     assert (refused.status_code, refused.json()["code"]) == (400, "url_not_allowed")
     assert not PushSubscription.objects.exists()

@@ -128,7 +128,9 @@ def vapid(settings, capsys):
 
 
 def allow(settings, *endpoints: FakeEndpoint) -> None:
-    """Widen OUTBOUND_URL_ALLOWLIST to the fakes (loopback is never allowed by default)."""
+    """Widen OUTBOUND_URL_ALLOWLIST to the fakes, plain http on loopback: each named with its
+    port (a host named so may be private) and OUTBOUND_ALLOW_HTTP on."""
+    settings.OUTBOUND_ALLOW_HTTP = True
     settings.OUTBOUND_URL_ALLOWLIST = [*settings.OUTBOUND_URL_ALLOWLIST] + [
         endpoint.host for endpoint in endpoints
     ]

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def channels(settings, alice, vapid, fake):
     """Alice with all three channels pointed at fakes: (push, browser, webhook, discord)."""
     push, webhook, discord = fake(), fake(), fake()
-    allow(settings, push, discord)
+    allow(settings, push, webhook, discord)
     settings.NOTIFY_WEBHOOK_URL = webhook.url("/notices")
     browser = PushBrowser(push.url("/push/alice-phone"))
     push_subscription_add(owner_id=alice.id, **flat(browser.to_json()))

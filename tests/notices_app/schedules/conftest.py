@@ -93,7 +93,8 @@ class Receiver:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/notices"
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+        self.url = f"http://{self.host}/notices"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -102,10 +103,18 @@ class Receiver:
         self.server.server_close()
 
 
+def let_send_to(settings, receiver: Receiver) -> None:
+    """The operator's webhook pointed at `receiver`, a plain-http server on loopback: allowed
+    by OUTBOUND_ALLOW_HTTP and by naming its host and port on OUTBOUND_URL_ALLOWLIST."""
+    settings.OUTBOUND_ALLOW_HTTP = True
+    settings.OUTBOUND_URL_ALLOWLIST = [*settings.OUTBOUND_URL_ALLOWLIST, receiver.host]
+    settings.NOTIFY_WEBHOOK_URL = receiver.url
+
+
 @pytest.fixture
 def receiver(settings):
     receiver = Receiver()
-    settings.NOTIFY_WEBHOOK_URL = receiver.url
+    let_send_to(settings, receiver)
     settings.NOTIFY_WEBHOOK_RETRY_BASE_SEC = 0.05
     yield receiver
     receiver.close()

@@ -98,3 +98,26 @@ def test_bad_input_is_a_400_and_changes_nothing(api, body, field):
 
 def test_anonymous_callers_are_refused():
     assert APIClient().get("/api/schedules/").status_code == 401
+
+
+@pytest.mark.parametrize(
+    "query, field",
+    [
+        ("offset=9223372036854775808", "offset"),
+        ("offset=1000000001", "offset"),
+        ("offset=-1", "offset"),
+        ("limit=9223372036854775808", "limit"),
+        ("limit=0", "limit"),
+    ],
+)
+def test_a_page_past_what_a_database_can_count_is_a_400(api, query, field):
+    response = api.get(f"/api/schedules/?{query}")
+    assert response.status_code == 400, response.content
+    assert response.json()["code"] == "invalid"
+    assert field in response.json()["detail"]
+
+
+def test_the_largest_offset_allowed_is_an_empty_last_page(api):
+    api.post("/api/schedules/", {"text": "x", "in_seconds": 60}, format="json")
+    response = api.get("/api/schedules/?offset=1000000000")
+    assert response.json() == {"schedules": [], "next_offset": None}

@@ -9,7 +9,14 @@ from notices_app.schedules import schedule_create
 from sessions_app.services import deletion, notices, sessions
 from sessions_app.store import get_store
 
-from .conftest import Receiver, make_due, ready_tasks, run_due_tasks, run_worker_until
+from .conftest import (
+    Receiver,
+    let_send_to,
+    make_due,
+    ready_tasks,
+    run_due_tasks,
+    run_worker_until,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,7 +83,7 @@ def test_a_failing_receiver_gets_retries_and_then_exactly_one_success(backend, a
 def test_an_unreachable_receiver_is_logged_and_retried_with_growing_delays(alice, settings, caplog):
     dead = Receiver()
     dead.close()  # nothing listens on its port any more
-    settings.NOTIFY_WEBHOOK_URL = dead.url
+    let_send_to(settings, dead)
     settings.NOTIFY_WEBHOOK_RETRY_BASE_SEC = 60
     sessions.session_create(owner_id=alice.id, session_id="chat-1")
     notices.proactive_add(session_id="chat-1", message_id="m1", content="hello")
@@ -121,4 +128,35 @@ def test_deleting_the_session_drops_its_queued_posts(alice, receiver):
     deletion.session_delete(session_id="chat-1", owner_id=alice.id)
     assert not NoticeOutbox.objects.exists()
     run_due_tasks()
+    assert receiver.posts == []
+
+
+def test_a_webhook_name_resolving_to_a_private_address_is_refused_at_send_time(
+    alice, settings, receiver
+):
+    """The allowlist names the receiver as 127.0.0.1 with its port; `localhost` is another
+    name, resolved when the notice is sent, to an address inside the machine: nothing goes."""
+    settings.NOTIFY_WEBHOOK_URL = receiver.url.replace("127.0.0.1", "localhost")
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
+    notices.proactive_add(session_id="chat-1", message_id="m1", content="hello")
+    outbox = NoticeOutbox.objects.get()
+
+    assert notice_send(outbox_id=outbox.id) == "failed"
+    outbox.refresh_from_db()
+    assert "localhost resolves to" in outbox.last_error
+    assert "private network" in outbox.last_error
+    assert receiver.posts == []
+
+
+def test_a_webhook_url_that_is_not_https_is_refused_without_outbound_allow_http(
+    alice, settings, receiver
+):
+    settings.OUTBOUND_ALLOW_HTTP = False
+    sessions.session_create(owner_id=alice.id, session_id="chat-1")
+    notices.proactive_add(session_id="chat-1", message_id="m1", content="hello")
+    outbox = NoticeOutbox.objects.get()
+
+    assert notice_send(outbox_id=outbox.id) == "failed"
+    outbox.refresh_from_db()
+    assert "OUTBOUND_ALLOW_HTTP" in outbox.last_error
     assert receiver.posts == []

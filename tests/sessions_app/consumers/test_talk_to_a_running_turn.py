@@ -35,6 +35,10 @@ async def history_valid(session_id: str) -> list:
     return entries
 
 
+def a_tool_call(event) -> bool:
+    return event["type"] == "entry" and bool(event["entry"].get("tool_calls"))
+
+
 async def turns_ended(ws, count: int) -> list:
     seen = []
     for _ in range(count):
@@ -126,6 +130,39 @@ async def test_an_interrupt_aborts_the_turn_and_runs_next(backend, alice_token):
     entries = await history_valid("s1")
     assert [entry.content for entry in entries if entry.role == "user"][-1] == "what is 2+3"
     assert "5" in entries[-2].content
+    await ws.disconnect()
+
+
+async def test_an_interrupt_still_works_when_twenty_prompts_wait(backend, alice_token, settings):
+    settings.MAX_QUEUED_PER_SESSION = 20
+    ws, _ = await open_session("/ws/sessions/s1/", alice_token)
+    # 300 s: longer than the guard, so a turn that ends at all was ended by the test.
+    await ws.send_json_to({"type": "prompt", "text": "wait 300 seconds"})
+    await events_until(ws, a_tool_call)
+    waiting = []
+    for number in range(20):
+        await ws.send_json_to({"type": "prompt", "text": f"what is {number}+1", "mode": "queue"})
+        waiting.append((await events_until(ws, of_type("queued")))[-1]["queue_id"])
+    await ws.send_json_to({"type": "prompt", "text": "one more", "mode": "queue"})
+    assert (await events_until(ws, of_type("error")))[-1]["code"] == "queue_full"
+
+    await ws.send_json_to({"type": "prompt", "text": "wait 299 seconds", "mode": "interrupt"})
+    queued = (await events_until(ws, of_type("queued")))[-1]
+    assert (queued["text"], queued["position"]) == ("wait 299 seconds", 0)
+    assert (await events_until(ws, turn_done))[-1]["status"] == "aborted"
+    # The interrupt's prompt runs next, ahead of the twenty; held in its wait, the test
+    # cancels them and stops it.
+    await events_until(ws, a_tool_call)
+    for queue_id in waiting:
+        await ws.send_json_to({"type": "queue_cancel", "queue_id": queue_id})
+        await events_until(ws, of_type("queue_cancelled"))
+    await ws.send_json_to({"type": "abort"})
+    assert (await events_until(ws, turn_done))[-1]["status"] == "aborted"
+    entries = await history_valid("s1")
+    assert [entry.content for entry in entries if entry.role == "user"] == [
+        "wait 300 seconds",
+        "wait 299 seconds",
+    ]
     await ws.disconnect()
 
 

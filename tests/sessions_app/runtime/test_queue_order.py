@@ -40,3 +40,15 @@ def test_a_full_queue_refuses_and_an_earlier_incarnation_is_neither_listed_nor_c
         add("three")
     assert listed() == [("one", 0), ("two", 1)]
     assert listed("i0") == []
+
+
+def test_a_full_queue_still_takes_one_interrupt_before_every_other(settings):
+    settings.MAX_QUEUED_PER_SESSION = 2
+    add("one")
+    add("two")
+    assert add("stop, do this", first=True).position == 0
+    # One place of its own, not an unbounded one: the next interrupt, or prompt, is refused.
+    for first in (True, False):
+        with pytest.raises(QueueFull):
+            add("again", first=first)
+    assert listed() == [("stop, do this", 0), ("one", 1), ("two", 2)]

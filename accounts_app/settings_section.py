@@ -9,7 +9,7 @@ from rest_framework import serializers
 from accounts_app.retention import retention_days_of, retention_days_set
 from memory_app.context import memory_in_context_of
 from memory_app.services import memory_in_context_set
-from notices_app.me import SettingsSection
+from notices_app.me import OnOff, SettingsSection
 
 
 class RetentionPatchInput(serializers.Serializer):
@@ -35,7 +35,7 @@ RETENTION_SECTION = SettingsSection("retention", RetentionPatchInput, _read, _up
 
 
 class MemoryPatchInput(serializers.Serializer):
-    memory_in_context = serializers.BooleanField(
+    memory_in_context = OnOff(
         required=False,
         help_text="profile facts and approved procedures go into the model's system prompt",
     )

@@ -162,3 +162,24 @@ def test_on_deep_documents_the_check_refuses_exactly_those_deeper_than_the_limit
     text = json.dumps(value, ensure_ascii=ascii)
     assert limits.json_nesting_depth(text) == real_depth(value)
     assert limits.json_too_deep(text) == (real_depth(value) > limits.JSON_MAX_DEPTH)
+
+
+def test_the_text_checks_at_a_megabyte_take_a_bounded_number_of_steps():
+    worst = [" " * MIB, "a" * MIB + "\x00", "\ud800" * MIB, '"\\' * (MIB // 2)]
+    for text in worst:
+        for check in (limits.prompt_check, limits.title_check, limits.notice_check):
+            steps = lines_run(lambda value, check=check: _refusal(check, value), text)
+            assert steps <= 40, (check.__name__, steps)
+    # Every string of a parsed frame is checked once: a few steps for each, however long.
+    strings = 64 * (MIB // 4096)
+    document = [{"k": ["\\" * 64] * 64} for _ in range(MIB // 4096)]
+    steps = lines_run(lambda: limits.strings_check(document, name="the frame"))
+    assert steps <= 12 * strings, steps
+
+
+def _refusal(check, value):
+    try:
+        check(value)
+    except limits.InputInvalid as error:
+        return error
+    return None

@@ -54,13 +54,13 @@ CLOSE_TOO_LARGE = 1009
 CLOSE_SERVICE_RESTART = 1012
 # A received frame this long is parsed and checked in the `sockets` pool, not on the event
 # loop: the checks are linear, but a megabyte still takes tens of milliseconds of CPU, which
-# on the loop every other socket and turn of the worker would wait through (§27).
+# on the loop every other socket and turn of the worker would wait through (§22).
 PARSE_IN_POOL_CHARS = 64 * 1024
 
 
 def frame_checked(text_data: str | None) -> tuple[dict | None, tuple[str, str] | None]:
     """A received frame parsed and checked: (the frame, None), or (None, (code, message)) for
-    the error the client gets. Every check is linear in the frame (docs/design.md §27)."""
+    the error the client gets. Every check is linear in the frame (docs/design.md §22)."""
     try:
         frame = limits.json_loads(text_data) if text_data is not None else None
     except limits.JsonTooDeep as error:

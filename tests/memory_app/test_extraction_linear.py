@@ -1,4 +1,4 @@
-"""Reading facts from a message costs time linear in the message (docs/design.md §27): the
+"""Reading facts from a message costs time linear in the message (docs/design.md §22): the
 worst inputs at a megabyte, where a pattern that retries every start inside a run of spaces
 would take hours and the suite's timeout fails the test; no clock is read here."""
 

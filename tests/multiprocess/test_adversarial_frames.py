@@ -1,4 +1,4 @@
-"""A soak against a real Daphne (docs/design.md §27): one user sends frames of a megabyte
+"""A soak against a real Daphne (docs/design.md §22): one user sends frames of a megabyte
 built to be the worst for the server's checks, again and again, while another user's answer
 streams. The other answer arrives whole and `/healthz` keeps answering; the largest gap
 between two of its deltas and the slowest `/healthz` are printed, not asserted (a busy

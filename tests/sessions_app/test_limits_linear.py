@@ -1,5 +1,5 @@
 """The JSON depth check costs time linear in the text, whatever the text holds, and decides
-as the parser would (docs/design.md §27).
+as the parser would (docs/design.md §22).
 
 It runs on every WebSocket frame and every JSON body, before the parser, so a client chooses
 its input: the worst inputs are fed at the size of the largest frame Daphne takes (1 MiB).

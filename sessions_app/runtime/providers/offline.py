@@ -26,7 +26,7 @@ from sessions_app.runtime.providers.base import AbortFlag, ModelReply, ToolSpec
 from sessions_app.store.base import EntryRecord
 
 # Every pattern reads a whole prompt (up to 100,000 characters) on the event loop, so each
-# is linear in it (docs/design.md §27): runs are possessive (`*+`, `++`), so a failed attempt
+# is linear in it (docs/design.md §22): runs are possessive (`*+`, `++`), so a failed attempt
 # never tries every shorter run again; an attempt cannot begin in the middle of a run of
 # digits or spaces (a lookbehind refuses in O(1) what the run's start refused);
 # a key is at most KEY_CHARS long; a lookahead for " and " is tried only where a run of

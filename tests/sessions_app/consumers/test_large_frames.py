@@ -1,5 +1,5 @@
 """Frames as large as Daphne takes, built to be the worst for the checks, are refused with the
-usual errors and leave the socket serving (docs/design.md §27); a large frame is parsed and
+usual errors and leave the socket serving (docs/design.md §22); a large frame is parsed and
 checked off the event loop."""
 
 import threading

@@ -1,4 +1,4 @@
-"""The offline model reads any prompt in time linear in its length (docs/design.md §27).
+"""The offline model reads any prompt in time linear in its length (docs/design.md §22).
 
 It reads the prompt on the worker's event loop, so a prompt built to make its patterns
 backtrack (20,000 spaces took 4.6 s) stalled every socket of the worker. The worst inputs

@@ -1,5 +1,5 @@
 """Search reads the query and each hit's message in time linear in their length (docs/design.md
-§27): counted in lines of Python run, never by a clock."""
+§22): counted in lines of Python run, never by a clock."""
 
 import pytest
 

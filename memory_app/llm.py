@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 
 from django.conf import settings
 
@@ -27,7 +26,13 @@ user messages. Answer with JSON only:
 likes:tea>", "text": "<one sentence about 'The user'>", "confidence": <0..1>}]}
 Questions and requests are not facts. If there are none, answer {"facts": []}."""
 
-_JSON_OBJECT = re.compile(r"\{.*\}", re.S)
+
+def json_object_text(answer: str) -> str:
+    """The answer from its first `{` to its last `}` (a model may wrap its JSON in prose or a
+    code fence), else the whole answer. Found with two scans: the regular expression `{.*}`
+    did the same but tried each `{` against the rest of the answer, the square of its length."""
+    start, end = answer.find("{"), answer.rfind("}")
+    return answer[start : end + 1] if 0 <= start < end else answer
 
 
 def model_extract_facts(requests: dict[int, str]) -> dict[int, list[FactCandidate]] | None:
@@ -41,8 +46,7 @@ def model_extract_facts(requests: dict[int, str]) -> dict[int, list[FactCandidat
     )
     try:
         answer = model_ask(instructions=FACTS_INSTRUCTIONS, text=text)
-        found = _JSON_OBJECT.search(answer)
-        facts = json.loads(found.group(0) if found else answer)["facts"]
+        facts = json.loads(json_object_text(answer))["facts"]
         result: dict[int, list[FactCandidate]] = {pk: [] for pk in requests}
         for fact in facts:
             episode_pk = numbered[int(fact["message"]) - 1][0]

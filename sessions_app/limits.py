@@ -13,7 +13,9 @@ them, and a page could not be sent one. The API's serializers, the WebSocket's f
 from __future__ import annotations
 
 import json
+import operator
 import re
+from itertools import accumulate, count
 from typing import Any
 
 PROMPT_MAX_CHARS = 100_000
@@ -27,8 +29,10 @@ JSON_MAX_DEPTH = 100
 
 # Characters no store can keep: NUL, and the halves of UTF-16 surrogate pairs on their own.
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_JSON_BRACKET = re.compile(r"[\[\]{}]")
+# Brackets as steps of nesting, for `bytes.translate`: openers 2, closers 0, all else deleted.
+_JSON_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
+_JSON_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+_JSON_STEPS_BLOCK = 65_536
 
 
 class InputInvalid(ValueError):
@@ -113,25 +117,54 @@ def seq_check(value: Any, *, name: str) -> int:
     return number
 
 
+def json_nesting_depth(text: str, *, stop_above: int | None = None) -> int:
+    """How deep the arrays and objects of a JSON text nest (0 for a scalar); once past
+    `stop_above`, the depth reached so far.
+
+    A fixed number of passes over the text, each linear and done in C, with no regular
+    expression at all, so nothing can backtrack whatever the text holds (an unclosed string
+    of `\\"`, a megabyte of `[]`):
+    1. escapes go: `\\\\` pairs first (a run of backslashes pairs up from its left end, as
+       in the parser), then every `\\"`, so a quote left is one that opens or closes a string;
+    2. strings go: of the text split at its quotes, the pieces between a closing and the
+       next opening quote are kept (the first, the third, ...); an unclosed string's tail
+       is dropped with it;
+    3. all but the brackets go, and brackets become steps up and down;
+    4. the running sum of the steps, whose maximum is the depth, taken a block at a time so
+       that a text deep from its start stops early.
+    On text that is not JSON the number means little, and the parser that runs next refuses
+    the text anyway.
+    """
+    unescaped = text.replace("\\\\", "").replace('\\"', "")
+    outside_strings = "".join(unescaped.split('"')[::2])
+    steps = outside_strings.encode("utf-8", "surrogatepass").translate(
+        _JSON_STEPS, _JSON_NOT_BRACKETS
+    )
+    # Openers are 2 and closers 0: after n brackets the sum is 2*opened, and opened minus
+    # closed is that sum minus n.
+    deepest = total = 0
+    for start in range(0, len(steps), _JSON_STEPS_BLOCK):
+        block = steps[start : start + _JSON_STEPS_BLOCK]
+        sums = accumulate(block, initial=total)
+        levels = map(operator.sub, sums, count(start))
+        deepest = max(deepest, max(levels))
+        if stop_above is not None and deepest > stop_above:
+            break
+        total += sum(block)
+    return deepest
+
+
 def json_too_deep(text: str) -> bool:
     """Whether the arrays and objects of a JSON text nest deeper than JSON_MAX_DEPTH.
 
     Python's parser recurses once per level and fails with RecursionError (not ValueError)
-    on deep input, so nesting is measured before parsing: strings are stripped with one
-    regular expression (brackets inside them do not count), then the brackets are counted.
-    Text with too few brackets to nest that deep, nearly every frame, is not scanned at all.
+    on deep input, so nesting is measured before parsing, in time linear in the text
+    (`json_nesting_depth`). Text with too few brackets to nest that deep, nearly every
+    frame, is not scanned at all.
     """
     if text.count("[") + text.count("{") <= JSON_MAX_DEPTH:
         return False
-    depth = 0
-    for bracket in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
-        if bracket.group() in "[{":
-            depth += 1
-            if depth > JSON_MAX_DEPTH:
-                return True
-        else:
-            depth -= 1
-    return False
+    return json_nesting_depth(text, stop_above=JSON_MAX_DEPTH) > JSON_MAX_DEPTH
 
 
 def json_loads(text: str | bytes) -> Any:

@@ -201,19 +201,14 @@ def _prefixes(query: str) -> list[str]:
     return sorted(prefixes)
 
 
-def _next_candidate(lowered: str, prefixes: list[str], start: int) -> int:
-    """Where the next word starting like a wanted term begins, at or after `start`; -1 if
-    none does. A candidate is only a place to look: the engine decides whether it matches.
-    (`str.find` for each prefix: a case-insensitive regular expression over a long message
-    costs thirty times more.)"""
-    found = -1
-    for prefix in prefixes:
-        at = lowered.find(prefix, start)
-        while at > 0 and lowered[at - 1].isalnum():
-            at = lowered.find(prefix, at + 1)
-        if at >= 0 and (found < 0 or at < found):
-            found = at
-    return found
+def _candidates(prefixes: list[str]) -> re.Pattern:
+    """Where a word starting like a wanted term begins: one of the prefixes, not preceded by
+    a letter or digit (`[^\\W_]` is what `str.isalnum` accepts). A candidate is only a place
+    to look: the engine decides whether it matches. One search finds the next place of any
+    prefix, in C and without backtracking (each alternative is a literal), where a loop in
+    Python over the places a prefix is found inside longer words cost a step per place, per
+    prefix and per window."""
+    return re.compile(r"(?<![^\W_])(?:" + "|".join(map(re.escape, prefixes)) + ")")
 
 
 def snippet_windows(text: str, query: str) -> list[tuple[int, int]]:
@@ -229,10 +224,12 @@ def snippet_windows(text: str, query: str) -> list[tuple[int, int]]:
     windows: list[tuple[int, int]] = []
     half = SNIPPET_WINDOW // 2
     searched_from = 0
-    while prefixes and len(windows) < WINDOWS_PER_MESSAGE:
-        at = _next_candidate(lowered, prefixes, searched_from)
-        if at < 0:
+    candidates = _candidates(prefixes) if prefixes else None
+    while candidates and len(windows) < WINDOWS_PER_MESSAGE:
+        found = candidates.search(lowered, searched_from)
+        if found is None:
             break
+        at = found.start()
         # The next window starts where the last one ended (give or take a word at the edge).
         start = _window_start(text, max(at - half, searched_from))
         windows.append((start, _window_end(text, at + half)))

@@ -52,6 +52,32 @@ CLOSE_TOO_LARGE = 1009
 # The worker is restarting (drain, docs/design.md §19): the client reconnects, and the proxy
 # sends it to another worker.
 CLOSE_SERVICE_RESTART = 1012
+# A received frame this long is parsed and checked in the `sockets` pool, not on the event
+# loop: the checks are linear, but a megabyte still takes tens of milliseconds of CPU, which
+# on the loop every other socket and turn of the worker would wait through (§27).
+PARSE_IN_POOL_CHARS = 64 * 1024
+
+
+def frame_checked(text_data: str | None) -> tuple[dict | None, tuple[str, str] | None]:
+    """A received frame parsed and checked: (the frame, None), or (None, (code, message)) for
+    the error the client gets. Every check is linear in the frame (docs/design.md §27)."""
+    try:
+        frame = limits.json_loads(text_data) if text_data is not None else None
+    except limits.JsonTooDeep as error:
+        return None, ("bad_request", str(error))
+    except ValueError:
+        frame = None
+    if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+        return None, ("bad_request", 'a frame is a JSON object with a "type"')
+    try:
+        if frame["type"] == "prompt" and isinstance(frame.get("text"), str):
+            # The API's check of a prompt, with its words, then every string of the frame:
+            # what no store can keep is refused before anything runs.
+            limits.prompt_check(frame["text"])
+        limits.strings_check(frame, name="the frame")
+    except limits.InputInvalid as error:
+        return None, ("invalid", str(error))
+    return frame, None
 
 
 async def _socket_db(function, /, **kwargs):
@@ -272,23 +298,13 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await super().websocket_receive(message)
 
     async def receive(self, text_data=None, bytes_data=None):
-        try:
-            frame = limits.json_loads(text_data) if text_data is not None else None
-        except limits.JsonTooDeep as error:
-            return await self._error("bad_request", str(error))
-        except ValueError:
-            frame = None
-        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
-            return await self._error("bad_request", 'a frame is a JSON object with a "type"')
+        if text_data is not None and len(text_data) >= PARSE_IN_POOL_CHARS:
+            frame, refusal = await in_pool("sockets", frame_checked, text_data)
+        else:
+            frame, refusal = frame_checked(text_data)
+        if refusal is not None:
+            return await self._error(*refusal)
         kind = frame["type"]
-        try:
-            if kind == "prompt" and isinstance(frame.get("text"), str):
-                # The API's check of a prompt, with its words, then every string of the frame:
-                # what no store can keep is refused before anything runs.
-                limits.prompt_check(frame["text"])
-            limits.strings_check(frame, name="the frame")
-        except limits.InputInvalid as error:
-            return await self._error("invalid", str(error))
         if kind == "ping":
             return await self.send_json({"type": "pong"})
         if kind == "abort":

@@ -25,17 +25,40 @@ from sessions_app.runtime.history import (
 from sessions_app.runtime.providers.base import AbortFlag, ModelReply, ToolSpec
 from sessions_app.store.base import EntryRecord
 
+# Every pattern reads a whole prompt (up to 100,000 characters) on the event loop, so each
+# is linear in it (docs/design.md §27): runs are possessive (`*+`, `++`), so a failed attempt
+# never tries every shorter run again; an attempt cannot begin in the middle of a run of
+# digits or spaces (a lookbehind refuses in O(1) what the run's start refused);
+# a key is at most KEY_CHARS long; a lookahead for " and " is tried only where a run of
+# spaces begins; and a pattern whose free text may fail at the end of its line takes the
+# rest of that line instead (`|.*+`, the match then has no text), so the next attempt starts
+# on the next line rather than rescanning this one from each later start.
+KEY_CHARS = 60
+_KEY = rf"([\w][\w ]{{0,{KEY_CHARS - 1}}}?)"
+_AND_OR_END = r"(?=(?<!\s)\s++and\s|[.!?]|$)"
+_AND_OR_CLAUSE_END = r"(?=(?<!\s)\s++and\s|[.!?,]|$)"
+_NUMBER = r"-?+\d++(?:\.\d++)?+"
+# Spaces after the last number or bracket are left out of the match (they are stripped from
+# the expression anyway), so a match ends on a bracket or a digit and the next attempt may
+# always begin at the first character of a run.
 ARITHMETIC = re.compile(
-    r"[(\s]*-?\d+(?:\.\d+)?[)\s]*(?:(?:\*\*|[-+*/%^×÷])[(\s]*-?\d+(?:\.\d+)?[)\s]*)+"
+    rf"(?<![(\s])[(\s]*+(?<!\d){_NUMBER}"
+    rf"(?:[)\s]*+(?:\*\*|[-+*/%^×÷])[(\s]*+{_NUMBER})++(?:\s*+\))*+"
 )
-REMEMBER = re.compile(r"remember that my ([\w][\w ]*?) is ([^.!?]+?)(?=\s+and\s+|[.!?]|$)")
-FORGET = re.compile(r"forget my ([\w][\w ]*?)(?=\s+and\s+|[.!?,]|$)")
-RECALL = re.compile(r"what(?:'s| is) my ([\w][\w ]*?)(?=\s+and\s+|[.!?,]|$)")
+REMEMBER = re.compile(rf"remember that my {_KEY} is ([^.!?]+?){_AND_OR_END}")
+FORGET = re.compile(rf"forget my {_KEY}{_AND_OR_CLAUSE_END}")
+RECALL = re.compile(rf"what(?:'s| is) my {_KEY}{_AND_OR_CLAUSE_END}")
 CLOCK = re.compile(r"\b(?:what time|the time|time is it|clock|what day|today's date|the date)\b")
-WAIT = re.compile(r"\b(?:wait|sleep)(?:\s+for)?\s+(\d+(?:\.\d+)?)\s*(?:s\b|secs?\b|seconds?\b)?")
+WAIT = re.compile(
+    r"\b(?:wait|sleep)(?:\s++for)?+\s++(\d++(?:\.\d++)?+)\s*+(?:s\b|secs?\b|seconds?\b)?"
+)
 PREVIOUS = re.compile(r"what did i (?:just )?(?:say|ask)")
-# "ask researcher to compute 6*7": the task runs to the end of the sentence.
-DELEGATE = re.compile(r"\bask\s+([a-z0-9][a-z0-9_-]*)\s+to\s+(.+?)\s*(?=[.!?](?:\s|$)|$)")
+# "ask researcher to compute 6*7": the task runs to the end of the sentence; on a line with
+# no sentence end (and not the last), there is no task (the `task` group is None).
+DELEGATE = re.compile(
+    r"\bask\s++([a-z0-9][a-z0-9_-]*+)\s++to\s++"
+    r"(?:(?P<task>.+?)(?<!\s)\s*+(?=[.!?](?:\s|$)|$)|.*+)"
+)
 
 # Schedules: "remind me in 10 seconds to stretch", "every 2 hours remind me to drink water",
 # "in 30 seconds, what is 6*7" (a prompt run later), and their cancellation.
@@ -47,7 +70,11 @@ SCHEDULES = [
     ("reminder", True, re.compile(rf"\bevery (?:{_AMOUNT} )?{_UNIT},? remind me {_LINK}{_TEXT}")),
     ("reminder", True, re.compile(rf"\bremind me every (?:{_AMOUNT} )?{_UNIT},? {_LINK}{_TEXT}")),
     ("reminder", False, re.compile(rf"\bremind me in {_AMOUNT} {_UNIT},? {_LINK}{_TEXT}")),
-    ("reminder", False, re.compile(rf"\bremind me {_LINK}(?P<text>.+?) in {_AMOUNT} {_UNIT}\W*$")),
+    (
+        "reminder",
+        False,
+        re.compile(rf"\bremind me {_LINK}(?:(?P<text>.+?) in {_AMOUNT} {_UNIT}\W*+$|.*+)"),
+    ),
     ("prompt", True, re.compile(rf"^\W*every (?:{_AMOUNT} )?{_UNIT},?\s+{_TEXT}")),
     ("prompt", False, re.compile(rf"^\W*in {_AMOUNT} {_UNIT},?\s+{_TEXT}")),
 ]
@@ -101,12 +128,12 @@ def _intents(
     # First: a delegated task is the sub-agent's to read, not a request to act on here.
     for match in DELEGATE.finditer(lowered):
         agent = (agents or {}).get(match.group(1))
-        if agent is not None:
-            task = text[match.start(2) : match.end(2)].strip()
+        if agent is not None and match.group("task") is not None:
+            task = text[match.start("task") : match.end("task")].strip()
             add(match, "delegate", {"agent": agent, "task": task})
 
     for kind, repeats, pattern in SCHEDULES:
-        if match := pattern.search(lowered):
+        if match := _first_with_text(pattern, lowered):
             add(match, "schedule", _schedule_arguments(text, match, kind=kind, repeats=repeats))
             break
     if match := (
@@ -132,6 +159,12 @@ def _intents(
     for match in CLOCK.finditer(lowered):
         add(match, "clock", {})
     return sorted(found, key=lambda item: item[0])
+
+
+def _first_with_text(pattern: re.Pattern, lowered: str) -> re.Match | None:
+    """The first match of a schedule pattern that found a text (one that took the rest of
+    its line instead found none)."""
+    return next((match for match in pattern.finditer(lowered) if match.group("text")), None)
 
 
 def _schedule_arguments(text: str, match: re.Match, *, kind: str, repeats: bool) -> dict:

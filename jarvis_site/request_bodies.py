@@ -24,7 +24,6 @@ from collections.abc import Callable
 
 from daphne.http_protocol import HTTPFactory, WebRequest
 from django.conf import settings
-from twisted.internet import reactor
 
 from sessions_app.web.parsers import RequestTooLarge
 
@@ -109,7 +108,7 @@ class BoundedWebRequest(WebRequest):
         # From here on whatever the client sends is dropped as it arrives.
         channel.dataReceived = _drop
         transport.loseWriteConnection()
-        reactor.callLater(LINGER_SEC, transport.abortConnection)
+        channel.callLater(LINGER_SEC, transport.abortConnection)
 
 
 def _drop(data: bytes) -> None:

@@ -3,6 +3,7 @@ what a client gets for a chunked body, for a multipart body Daphne's HTTP server
 parse, and for a body over its path's cap, which `manage.py serve` refuses before reading it
 (README, "Request bodies"; docs/design.md §27)."""
 
+import contextlib
 import json
 import select
 import socket
@@ -129,6 +130,7 @@ def stream(base: str, head: bytes, body: Iterator[bytes]) -> tuple[int, dict, by
     (status, headers, answer body, bytes of the body sent)."""
     host, port = base.removeprefix("http://").split(":")
     sent = 0
+    stopped_early = True
     with socket.create_connection((host, int(port)), timeout=GUARD_SEC) as sock:
         sock.sendall(head)
         for piece in body:
@@ -140,6 +142,12 @@ def stream(base: str, head: bytes, body: Iterator[bytes]) -> tuple[int, dict, by
             except (BrokenPipeError, ConnectionResetError):
                 break
             sent += len(piece)
+        else:
+            stopped_early = False
+        if stopped_early:
+            # Stopped early: a server lingering for the rest of the body need not wait.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_WR)
         answer = b""
         try:
             while chunk := sock.recv(65536):

@@ -345,6 +345,7 @@ REST_FRAMEWORK = {
         "turns": env.str("TURN_THROTTLE_RATE", default="60/min"),
         "branches": env.str("BRANCH_THROTTLE_RATE", default="30/min"),
         "search": env.str("SEARCH_THROTTLE_RATE", default="120/min"),
+        "exports": env.str("EXPORT_THROTTLE_RATE", default="10/hour"),
     },
     # Every error body is {"code", "detail"} (docs/design.md §7).
     "EXCEPTION_HANDLER": "sessions_app.web.api.exception_handler",

@@ -12,7 +12,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts_app.archive import user_data_filename, user_data_zip
+from accounts_app.archive import user_data_filename, user_data_zip_async
 from accounts_app.deletion import account_delete
 from accounts_app.serializers import (
     AccountDeleteInput,
@@ -21,6 +21,7 @@ from accounts_app.serializers import (
 )
 from notices_app.api import AUTHENTICATION, ERRORS
 from notices_app.api import MeView as SettingsView
+from sessions_app.throttles import ExportRateThrottle
 from sessions_app.web.serializers import ErrorOutput
 
 
@@ -80,11 +81,19 @@ class MeExportView(APIView):
     """`GET /api/me/export/`: a zip of everything the caller owns, streamed."""
 
     authentication_classes = AUTHENTICATION
+    # Every export reads and compresses all the caller has: EXPORT_THROTTLE_RATE.
+    throttle_classes = [ExportRateThrottle]
 
-    @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY, 401: ERRORS[401]})
+    @extend_schema(
+        responses={
+            (200, "application/zip"): OpenApiTypes.BINARY,
+            401: ERRORS[401],
+            429: OpenApiResponse(ErrorOutput, description="throttled (Retry-After)"),
+        }
+    )
     def get(self, request):
         response = StreamingHttpResponse(
-            user_data_zip(owner_id=request.user.pk), content_type="application/zip"
+            user_data_zip_async(owner_id=request.user.pk), content_type="application/zip"
         )
         filename = user_data_filename(request.user.get_username())
         response["Content-Disposition"] = f'attachment; filename="{filename}"'

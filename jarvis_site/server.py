@@ -16,6 +16,9 @@ installed) and drains instead:
    are done (or CLOSE_GRACE_SEC passed), the reactor stops and the process exits 0.
 
 A second signal during the drain ends the grace period at once (step 3).
+
+Its HTTP requests are jarvis_site.request_bodies': a body over the cap for its path is
+refused before it is read, and form bodies are never parsed by the HTTP server itself.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from django.conf import settings
 from twisted.internet import reactor
 
 from jarvis_site.metrics import process_gone
+from jarvis_site.request_bodies import BoundedHTTPFactory
 from sessions_app.runtime import drain
 from sessions_app.runtime.turns import turns_abort_all_local
 
@@ -59,6 +63,16 @@ class RestartingWebSocketProtocol(WebSocketProtocol):
 
 
 class DrainingServer(Server):
+    # Daphne's run() makes its HTTP factory and listens with it straight away, with no hook
+    # in between: the factory is swapped for ours as run() stores it.
+    @property
+    def http_factory(self):
+        return self._http_factory
+
+    @http_factory.setter
+    def http_factory(self, daphne_factory):
+        self._http_factory = BoundedHTTPFactory(self)
+
     def run(self):
         # Twisted would install handlers that stop the reactor; ours drain first.
         self.signal_handlers = False

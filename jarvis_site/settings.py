@@ -331,6 +331,9 @@ VAPID_PRIVATE_KEY = env.str("VAPID_PRIVATE_KEY", default="").replace("\\n", "\n"
 VAPID_SUBJECT = env.str("VAPID_SUBJECT", default="")
 if VAPID_PRIVATE_KEY and not VAPID_SUBJECT.startswith(("mailto:", "https://")):
     raise ImproperlyConfigured("VAPID_SUBJECT must be a mailto: or https:// URL")
+# Browsers one user may subscribe to Web Push (more: 429 too_many_subscriptions); every
+# notice is one push per subscription.
+MAX_PUSH_SUBSCRIPTIONS_PER_USER = _positive("MAX_PUSH_SUBSCRIPTIONS_PER_USER", 10, cast=int)
 # How long a push service keeps a notice for a device that is offline.
 WEBPUSH_TTL_SEC = _positive("WEBPUSH_TTL_SEC", 86400, cast=int)
 
@@ -379,6 +382,7 @@ REST_FRAMEWORK = {
         "turns": env.str("TURN_THROTTLE_RATE", default="60/min"),
         "branches": env.str("BRANCH_THROTTLE_RATE", default="30/min"),
         "search": env.str("SEARCH_THROTTLE_RATE", default="120/min"),
+        "exports": env.str("EXPORT_THROTTLE_RATE", default="10/hour"),
     },
     # Every error body is {"code", "detail"} (docs/design.md §7).
     "EXCEPTION_HANDLER": "sessions_app.web.api.exception_handler",

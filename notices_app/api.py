@@ -44,6 +44,11 @@ class TooManySchedulesError(exceptions.APIException):
     default_code = "too_many_schedules"
 
 
+class TooManySubscriptionsError(exceptions.APIException):
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = preferences.TooManyPushSubscriptions.code
+
+
 class UrlNotAllowed(exceptions.APIException):
     status_code = status.HTTP_400_BAD_REQUEST
     default_code = "url_not_allowed"
@@ -178,6 +183,11 @@ class PushSubscriptionViewSet(ViewSet):
                 ErrorOutput, description="invalid, or url_not_allowed (OUTBOUND_URL_ALLOWLIST)"
             ),
             401: ERRORS[401],
+            429: OpenApiResponse(
+                ErrorOutput,
+                description="too_many_subscriptions: MAX_PUSH_SUBSCRIPTIONS_PER_USER browsers "
+                "subscribed",
+            ),
         },
     )
     def create(self, request):
@@ -190,6 +200,8 @@ class PushSubscriptionViewSet(ViewSet):
             raise UrlNotAllowed(str(refused)) from refused
         except preferences.PushSubscriptionInvalid as error:
             raise exceptions.ValidationError({"keys": [str(error)]}) from error
+        except preferences.TooManyPushSubscriptions as error:
+            raise TooManySubscriptionsError(str(error)) from error
         return Response(
             {"id": subscription.id},
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,

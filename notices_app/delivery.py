@@ -8,9 +8,10 @@
 - `delivered_at` is set on the first delivery: a socket that received the `proactive` frame
   acknowledges it, or a channel's send succeeded.
 - Outbound: a notice of a test session never leaves the process — decided here, once, before
-  any channel is asked. Otherwise each channel of the registry names its destinations for
-  the session's owner, and each (channel, destination) gets one outbox row and one task, in
-  the transaction that adds the notice. A row moves pending -> sending (a conditional update:
+  any channel is asked. Otherwise the transaction that adds the notice queues one task, the
+  fan-out; the task worker then asks each channel of the registry for its destinations for
+  the session's owner, and gives each (channel, destination) one outbox row and one send
+  task, in batches. A row moves pending -> sending (a conditional update:
   one sender at a time) -> sent; a failure goes back to pending with the channel's delay and
   a new task, or to failed when the channel gives up. Rows are independent: one channel's
   failure never holds up another. A process that dies between the receiver's 2xx and the
@@ -34,6 +35,7 @@ from notices_app.channels import CHANNELS
 from notices_app.channels.base import OutboundNotice, SendResult
 from notices_app.models import NoticeOutbox
 from notices_app.task_queue import (
+    FAN_OUT_NOTICE,
     RUNNING_STALE_SEC,
     SEND_NOTICE,
     task_enqueue,
@@ -51,6 +53,8 @@ NEW_CONVERSATION_TITLE = "Reminders"
 # A `sending` row older than an attempt's own time limit plus this margin belongs to a worker
 # that died mid-attempt.
 SENDING_STALE_MARGIN_SEC = 60
+# Outbox rows (and their send tasks) written per transaction by a notice's fan-out.
+FAN_OUT_BATCH = 100
 
 
 # --- the target conversation ----------------------------------------------------------------
@@ -81,46 +85,74 @@ def _enqueue_send(outbox_id: int, run_after: datetime | None = None) -> str:
     return task_enqueue(SEND_NOTICE, outbox_id, run_after=run_after)
 
 
-def notice_outbound_enqueue(*, session_id: str, notice: Notice) -> list[NoticeOutbox]:
-    """Queue a new notice for every channel and destination of its owner; the rows queued.
+def notice_outbound_enqueue(*, session_id: str, notice: Notice) -> str | None:
+    """Queue the fan-out of a new notice (`notice_fan_out`); the task's id, None for a test
+    session's notice, which never leaves the process.
 
-    Called inside the transaction that adds the notice: the outbox rows and their tasks (rows
-    of the database task backend) commit together with it, or not at all. A test session's
-    notice queues nothing, whatever the channels.
+    Called inside the transaction that adds the notice: the one task row commits with it, or
+    not at all. The rows and tasks of each destination are the task worker's work, not the
+    request's nor the turn's: a user with many destinations cost that many rows and tasks
+    here, under the database's write lock.
     """
     if is_test_session(session_id):
-        return []
+        return None
+    return task_enqueue(
+        FAN_OUT_NOTICE,
+        session_id,
+        notice.message_id,
+        notice.content,
+        notice.created_at.isoformat(),
+    )
+
+
+def notice_fan_out(*, session_id: str, message_id: str, content: str, created_at: str) -> int:
+    """Queue a notice for every channel and destination of its session's owner (the body of
+    the `fan_out_notice` task); how many rows were queued.
+
+    Steps: read the session's owner (a session deleted since: nothing, its notices leave
+    nothing behind); ask each channel for its destinations; write one outbox row and one send
+    task per destination, FAN_OUT_BATCH at a time, each batch its own short transaction. A
+    row that exists already is left alone, so running it twice queues nothing more.
+    """
     meta = get_store().get_meta(session_id)
+    if meta is None:
+        return 0
     user = None
-    if meta is not None and meta.owner_id is not None:
+    if meta.owner_id is not None:
         user = get_user_model().objects.filter(pk=meta.owner_id).first()
-    outbound = OutboundNotice(
+    payload = OutboundNotice(
         user=user.get_username() if user is not None else "",
         session_id=session_id,
-        message_id=notice.message_id,
-        content=notice.content,
-        created_at=notice.created_at.isoformat(),
-    )
-    now = timezone.now()
-    queued = []
-    for channel in CHANNELS.values():
-        for destination in channel.destinations(user):
-            row, created = NoticeOutbox.objects.get_or_create(
-                session_id=session_id,
-                message_id=notice.message_id,
-                channel=channel.name,
-                destination=destination,
-                defaults={
-                    "owner": user,
-                    "payload": outbound.wire(),
-                    "next_attempt_at": now,
-                    "created_at": now,
-                },
-            )
-            if created:
-                row.task_id = _enqueue_send(row.id)
-                row.save(update_fields=["task_id"])
-                queued.append(row)
+        message_id=message_id,
+        content=content,
+        created_at=created_at,
+    ).wire()
+    targets = [
+        (channel.name, destination)
+        for channel in CHANNELS.values()
+        for destination in channel.destinations(user)
+    ]
+    queued = 0
+    for start in range(0, len(targets), FAN_OUT_BATCH):
+        with transaction.atomic():
+            for channel_name, destination in targets[start : start + FAN_OUT_BATCH]:
+                now = timezone.now()
+                row, created = NoticeOutbox.objects.get_or_create(
+                    session_id=session_id,
+                    message_id=message_id,
+                    channel=channel_name,
+                    destination=destination,
+                    defaults={
+                        "owner": user,
+                        "payload": payload,
+                        "next_attempt_at": now,
+                        "created_at": now,
+                    },
+                )
+                if created:
+                    row.task_id = _enqueue_send(row.id)
+                    row.save(update_fields=["task_id"])
+                    queued += 1
     return queued
 
 

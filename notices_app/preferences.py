@@ -3,6 +3,8 @@ browsers subscribed to Web Push (docs/design.md §16). Every write is a service 
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -18,6 +20,19 @@ AUTH_BYTES = 16
 
 class PushSubscriptionInvalid(ValueError):
     """Keys that are not a browser's push subscription keys (400)."""
+
+
+class TooManyPushSubscriptions(Exception):
+    """The user already has MAX_PUSH_SUBSCRIPTIONS_PER_USER browsers subscribed (429
+    too_many_subscriptions): each one is a push per notice."""
+
+    code = "too_many_subscriptions"
+
+    def __init__(self, limit: int):
+        super().__init__(
+            f"at most {limit} browsers may be subscribed to push notifications; "
+            "unsubscribe one (DELETE /api/me/push-subscriptions/{id}/) first"
+        )
 
 
 class PushSubscriptionNotFound(LookupError):
@@ -64,16 +79,27 @@ def push_subscription_add(
 ) -> tuple[PushSubscription, bool]:
     """Record a browser's subscription (the same endpoint again updates its keys); whether it
     is new. The endpoint must be on an allowed host (OutboundUrlRefused); the keys must be
-    what a browser gives (PushSubscriptionInvalid)."""
+    what a browser gives (PushSubscriptionInvalid); a new endpoint needs room under
+    MAX_PUSH_SUBSCRIPTIONS_PER_USER (TooManyPushSubscriptions)."""
     outbound_url_check(endpoint)
     _check_key(p256dh, "p256dh", P256DH_BYTES)
     _check_key(auth, "auth", AUTH_BYTES)
-    subscription, created = PushSubscription.objects.update_or_create(
-        owner_id=owner_id,
-        endpoint=endpoint,
-        defaults={"p256dh": p256dh, "auth": auth},
-        create_defaults={"p256dh": p256dh, "auth": auth, "created_at": timezone.now()},
-    )
+    with transaction.atomic():
+        # The owner's row lock makes concurrent subscribes of one user count one after the
+        # other (SQLite's single writer does the same there).
+        get_user_model().objects.select_for_update().filter(pk=owner_id).exists()
+        mine = PushSubscription.objects.filter(owner_id=owner_id)
+        if (
+            not mine.filter(endpoint=endpoint).exists()
+            and mine.count() >= settings.MAX_PUSH_SUBSCRIPTIONS_PER_USER
+        ):
+            raise TooManyPushSubscriptions(settings.MAX_PUSH_SUBSCRIPTIONS_PER_USER)
+        subscription, created = PushSubscription.objects.update_or_create(
+            owner_id=owner_id,
+            endpoint=endpoint,
+            defaults={"p256dh": p256dh, "auth": auth},
+            create_defaults={"p256dh": p256dh, "auth": auth, "created_at": timezone.now()},
+        )
     return subscription, created
 
 

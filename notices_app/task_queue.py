@@ -24,6 +24,7 @@ RUNNING_STALE_SEC = 15 * 60
 # The names the services queue by; tasks.py registers a task under each.
 FIRE_SCHEDULE = "fire_schedule"
 SEND_NOTICE = "send_notice"
+FAN_OUT_NOTICE = "fan_out_notice"
 
 _TASKS: dict[str, Task] = {}
 

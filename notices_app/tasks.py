@@ -1,7 +1,8 @@
 """Background work of notices_app, run by the task worker (`manage.py db_worker`).
 
 Every task here is safe to run twice: a schedule's run is fired once per (schedule, run
-time) by a unique row, and a delivery attempt first claims its outbox row. So a duplicate
+time) by a unique row, a fan-out skips the outbox rows it finds, and a delivery attempt
+first claims its outbox row. So a duplicate
 task — a recovery that queued one more, two workers — costs a no-op, never a second notice.
 
 The services queue these tasks by name through `task_queue` (each registers itself below,
@@ -13,9 +14,9 @@ from datetime import datetime
 
 from django_tasks import task
 
-from notices_app.delivery import notice_send
+from notices_app.delivery import notice_fan_out, notice_send
 from notices_app.schedules import schedule_fire
-from notices_app.task_queue import FIRE_SCHEDULE, SEND_NOTICE, task_register
+from notices_app.task_queue import FAN_OUT_NOTICE, FIRE_SCHEDULE, SEND_NOTICE, task_register
 
 
 @task()
@@ -28,5 +29,13 @@ def send_notice(outbox_id: int) -> str:
     return notice_send(outbox_id=outbox_id)
 
 
+@task()
+def fan_out_notice(session_id: str, message_id: str, content: str, created_at: str) -> int:
+    return notice_fan_out(
+        session_id=session_id, message_id=message_id, content=content, created_at=created_at
+    )
+
+
 task_register(FIRE_SCHEDULE, fire_schedule)
 task_register(SEND_NOTICE, send_notice)
+task_register(FAN_OUT_NOTICE, fan_out_notice)

@@ -174,3 +174,24 @@ def json_loads(text: str | bytes) -> Any:
     if json_too_deep(text):
         raise JsonTooDeep(f"JSON may nest at most {JSON_MAX_DEPTH} levels deep")
     return json.loads(text)
+
+
+def document_storable_check(document: Any, *, name: str) -> Any:
+    """Return a parsed JSON document when none of its strings, keys included, holds NUL or a
+    lone surrogate, else raise naming where (`name.key[2]`): a request body is refused whole,
+    as a WebSocket frame is (`strings_check`), whichever of its fields would be kept.
+
+    One pass over the values with a stack of its own, however deep the document.
+    """
+    pending: list[tuple[Any, str]] = [(document, name)]
+    while pending:
+        value, where = pending.pop()
+        if isinstance(value, str):
+            storable_check(value, name=where)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                storable_check(key, name=f"a key of {where}")
+                pending.append((item, f"{where}.{key}"))
+        elif isinstance(value, list):
+            pending.extend((item, f"{where}[{index}]") for index, item in enumerate(value))
+    return document

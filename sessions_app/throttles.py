@@ -4,7 +4,9 @@ Each is a scope of REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], counted in Django's
 - `turns` (TURN_THROTTLE_RATE): turns cost model calls — HTTP messages and WebSocket prompts;
 - `branches` (BRANCH_THROTTLE_RATE): every branch is a new session holding a copy of a whole
   history — `POST …/branch/` and the `/branch` slash command (chat page and terminal);
-- `search` (SEARCH_THROTTLE_RATE): a query ranks every matching message of the user.
+- `search` (SEARCH_THROTTLE_RATE): a query ranks every matching message of the user;
+- `exports` (EXPORT_THROTTLE_RATE): "download everything" reads and compresses all the user
+  has — `GET /api/me/export/`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ class BranchRateThrottle(UserRateThrottle):
 
 class SearchRateThrottle(UserRateThrottle):
     scope = "search"
+
+
+class ExportRateThrottle(UserRateThrottle):
+    scope = "exports"
 
 
 def _wait(throttle: UserRateThrottle, user) -> float | None:

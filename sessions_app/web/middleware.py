@@ -9,8 +9,8 @@ It also refuses, with 411 `length_required`, an /api/ request whose body is sent
 (`Transfer-Encoding` without `Content-Length`). Django reads a request body only as far as
 its Content-Length says, so it would see such a body as empty and act on the defaults — a
 `POST /api/sessions/` with a chunked `{"id": ...}` would create a session under a server-made
-id. A request body that Daphne's HTTP server (Twisted) cannot parse never gets here: see the
-README's section on request bodies.
+id. A body over its path's cap never gets here: `manage.py serve` refuses it before reading
+it (jarvis_site.request_bodies; the README's section on request bodies).
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 DRF's own parser streams the body straight into `json.load`, so Django's
 DATA_UPLOAD_MAX_MEMORY_SIZE (enforced only by `request.body` and form parsing) never applies
 to JSON, and a deeply nested document ends in RecursionError, a 500. This one reads at most
-one byte more than the limit and measures nesting before it parses.
+one byte more than the limit and measures nesting before it parses. A body with NUL or a
+lone surrogate in any of its strings (keys too) is refused whole (400 `invalid`); the
+top-level fields' own serializers word it for theirs.
 """
 
 from __future__ import annotations
@@ -50,6 +52,22 @@ class LimitedJSONParser(JSONParser):
                     code="bad_request",
                 )
             parse_constant = json.strict_constant if self.strict else None
-            return json.loads(text, parse_constant=parse_constant)
+            document = json.loads(text, parse_constant=parse_constant)
         except ValueError as error:
             raise exceptions.ParseError(f"JSON parse error - {error}") from error
+        return _storable(document)
+
+
+def _storable(document):
+    """The body, when no string in it holds NUL or a lone surrogate; else 400 invalid, as on
+    the WebSocket. PostgreSQL cannot store them, and SQLite would keep what a later move to
+    PostgreSQL refuses. A top-level string field is left to its serializer field, which
+    refuses both in that field's own words (every input field is a CharField or checks
+    through sessions_app.limits); its keys, and everything nested, are checked here."""
+    if not isinstance(document, dict):
+        return limits.document_storable_check(document, name="body")
+    for key, value in document.items():
+        limits.storable_check(key, name="a key of body")
+        if not isinstance(value, str):
+            limits.document_storable_check(value, name=f"body.{key}")
+    return document

@@ -14,6 +14,7 @@ from memory_app.services import memory_consolidate
 from notices_app.schedules import schedule_create
 from sessions_app.runtime.turns import turn_run
 from sessions_app.services import sessions as session_services
+from sessions_app.throttles import ExportRateThrottle
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +42,7 @@ def test_the_zip_holds_every_session_of_the_caller_and_nothing_of_another_user(
     assert isinstance(response, StreamingHttpResponse)
     assert response["Content-Type"] == "application/zip"
     assert "attachment" in response["Content-Disposition"]
-    archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(response)))
     names = set(archive.namelist())
     sessions = {"trip", "test-scratch", "a_1", "a_1-2"}
     assert {f"sessions/{name}.json" for name in sessions} <= names
@@ -72,3 +73,16 @@ def test_the_operators_command_writes_the_same_zip(alice, tmp_path):
 
 def test_the_export_needs_a_login(client):
     assert client.get("/api/me/export/").status_code in (401, 403)
+
+
+def test_exports_are_throttled_per_user(api, bob_api, monkeypatch):
+    # DRF reads the rates when it loads; this stands for EXPORT_THROTTLE_RATE=2/hour.
+    monkeypatch.setattr(ExportRateThrottle, "THROTTLE_RATES", {"exports": "2/hour"})
+    for _ in range(2):
+        assert api.get("/api/me/export/").status_code == 200
+
+    refused = api.get("/api/me/export/")
+
+    assert (refused.status_code, refused.json()["code"]) == (429, "throttled")
+    assert "Retry-After" in refused.headers
+    assert bob_api.get("/api/me/export/").status_code == 200

@@ -9,6 +9,7 @@ from notices_app.schedules import schedule_create
 from sessions_app.services import notices, sessions
 
 from .channels.conftest import PushBrowser
+from .schedules.conftest import fan_out_notices
 
 pytestmark = pytest.mark.django_db
 
@@ -21,6 +22,7 @@ def test_the_pages_list_what_there_is_and_change_nothing(admin_client, alice, se
     sessions.session_create(owner_id=alice.id, session_id="chat-1")
     schedule_create(owner_id=alice.id, session_id="chat-1", text="stretch", in_seconds=60)
     notices.proactive_add(session_id="chat-1", message_id="m1", content="hello")
+    fan_out_notices()
     notice_settings_update(owner_id=alice.id, discord_webhook_url=DISCORD)
     subscription = PushBrowser(ENDPOINT).to_json()
     push_subscription_add(owner_id=alice.id, endpoint=ENDPOINT, **subscription["keys"])

@@ -128,3 +128,36 @@ def test_the_service_worker_is_served_from_the_root(client, settings):
     assert answer.status_code == 200
     assert answer["Content-Type"].startswith("text/javascript")
     assert b"showNotification" in answer.content
+
+
+def test_a_person_may_subscribe_at_most_max_browsers(api, bob_api, settings):
+    settings.MAX_PUSH_SUBSCRIPTIONS_PER_USER = 3
+    browsers = [PushBrowser(f"{FCM}{n}") for n in range(3)]
+    for browser in browsers:
+        assert (
+            api.post("/api/me/push-subscriptions/", browser.to_json(), format="json").status_code
+            == 201
+        )
+    one_more = api.post(
+        "/api/me/push-subscriptions/", PushBrowser(f"{FCM}x").to_json(), format="json"
+    )
+    assert (one_more.status_code, one_more.json()["code"]) == (429, "too_many_subscriptions")
+    assert PushSubscription.objects.count() == 3
+    # A browser already subscribed renews its keys; someone else has their own room.
+    renewed = api.post("/api/me/push-subscriptions/", browsers[0].to_json(), format="json")
+    assert renewed.status_code == 200
+    assert (
+        bob_api.post(
+            "/api/me/push-subscriptions/", PushBrowser(f"{FCM}x").to_json(), format="json"
+        ).status_code
+        == 201
+    )
+    # Unsubscribing one makes room again.
+    (first, *_) = api.get("/api/me/").json()["push_subscriptions"]
+    assert api.delete(f"/api/me/push-subscriptions/{first['id']}/").status_code == 204
+    assert (
+        api.post(
+            "/api/me/push-subscriptions/", PushBrowser(f"{FCM}x").to_json(), format="json"
+        ).status_code
+        == 201
+    )

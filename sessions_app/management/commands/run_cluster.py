@@ -32,6 +32,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connection
 
 from jarvis_site.metrics import process_gone
+from jarvis_site.request_bodies import MULTIPART_ALLOWANCE
 
 TEMPLATE = "deploy/nginx.conf.template"
 POLL_SEC = 0.2
@@ -162,6 +163,10 @@ class Command(BaseCommand):
             USER_DIRECTIVE="user root;" if os.geteuid() == 0 else "",
             RUN_DIR=str(self.run_dir),
             LISTEN=f"127.0.0.1:{port}",
+            # The same caps manage.py serve applies (jarvis_site.request_bodies), so that
+            # nginx refuses what a worker would, before it reads it.
+            BODY_MAX_BYTES=str(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0),
+            IMPORT_BODY_MAX_BYTES=str(settings.IMPORT_MAX_BYTES + MULTIPART_ALLOWANCE),
             UPSTREAM_SERVERS="\n".join(
                 f"        server 127.0.0.1:{worker_port} max_fails=1 fail_timeout=2s;"
                 for worker_port in worker_ports

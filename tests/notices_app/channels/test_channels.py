@@ -7,7 +7,11 @@ from notices_app.delivery import notice_send
 from notices_app.models import NoticeOutbox, PushSubscription
 from notices_app.preferences import notice_settings_update, push_subscription_add
 from sessions_app.services import notices, sessions
-from tests.notices_app.schedules.conftest import run_due_tasks, run_worker_until
+from tests.notices_app.schedules.conftest import (
+    fan_out_notices,
+    run_due_tasks,
+    run_worker_until,
+)
 
 from .conftest import PushBrowser, allow
 
@@ -115,6 +119,7 @@ def test_a_host_no_longer_allowed_is_not_sent_to(settings, alice, vapid, fake):
     allow(settings, push)
     subscribe(alice.id, PushBrowser(push.url("/phone")))
     notify(alice.id)
+    fan_out_notices()
     settings.OUTBOUND_URL_ALLOWLIST = ["fcm.googleapis.com"]  # the operator narrowed it since
 
     assert notice_send(outbox_id=row("webpush").id) == "failed"

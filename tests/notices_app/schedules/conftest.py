@@ -11,6 +11,7 @@ from django.utils import timezone
 from django_tasks_db.management.commands.db_worker import Worker
 from django_tasks_db.models import DBTaskResult
 
+from notices_app.delivery import notice_fan_out
 from notices_app.models import Schedule
 from tests.helpers import GUARD_SEC, eventually
 
@@ -42,6 +43,23 @@ def _run_once():
         worker().run()
     finally:
         connections.close_all()
+
+
+def fan_out_notices() -> None:
+    """Run the queued fan-outs of new notices here, as the worker would, and nothing else:
+    each notice's outbox rows exist afterwards, their sends still queued, for a test that
+    makes each attempt itself."""
+    for queued in ready_tasks("fan_out_notice"):
+        notice_fan_out(
+            **dict(
+                zip(
+                    ("session_id", "message_id", "content", "created_at"),
+                    queued.args_kwargs["args"],
+                    strict=True,
+                )
+            )
+        )
+        queued.delete()
 
 
 def run_worker_until(predicate) -> None:

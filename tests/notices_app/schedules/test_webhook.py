@@ -11,6 +11,7 @@ from sessions_app.store import get_store
 
 from .conftest import (
     Receiver,
+    fan_out_notices,
     let_send_to,
     make_due,
     ready_tasks,
@@ -67,6 +68,7 @@ def test_a_failing_receiver_gets_retries_and_then_exactly_one_success(backend, a
     receiver.failures = 3
     sessions.session_create(owner_id=alice.id, session_id="chat-1")
     notices.proactive_add(session_id="chat-1", message_id="m1", content="hello")
+    fan_out_notices()
     outbox = NoticeOutbox.objects.get()
 
     run_worker_until(lambda: receiver.posts)
@@ -87,6 +89,7 @@ def test_an_unreachable_receiver_is_logged_and_retried_with_growing_delays(alice
     settings.NOTIFY_WEBHOOK_RETRY_BASE_SEC = 60
     sessions.session_create(owner_id=alice.id, session_id="chat-1")
     notices.proactive_add(session_id="chat-1", message_id="m1", content="hello")
+    fan_out_notices()
     outbox = NoticeOutbox.objects.get()
     delays = []
     for _ in range(3):
@@ -104,6 +107,7 @@ def test_an_unreachable_receiver_is_logged_and_retried_with_growing_delays(alice
 def test_an_attempt_cut_off_by_a_dead_worker_is_sent_again(alice, receiver):
     sessions.session_create(owner_id=alice.id, session_id="chat-1")
     notices.proactive_add(session_id="chat-1", message_id="m1", content="hello")
+    fan_out_notices()
     # A worker claimed the row and died before it could say how the POST went.
     from datetime import timedelta
 

@@ -143,6 +143,7 @@ def test_a_webhook_name_resolving_to_a_private_address_is_refused_at_send_time(
     settings.NOTIFY_WEBHOOK_URL = receiver.url.replace("127.0.0.1", "localhost")
     sessions.session_create(owner_id=alice.id, session_id="chat-1")
     notices.proactive_add(session_id="chat-1", message_id="m1", content="hello")
+    fan_out_notices()
     outbox = NoticeOutbox.objects.get()
 
     assert notice_send(outbox_id=outbox.id) == "failed"
@@ -158,6 +159,7 @@ def test_a_webhook_url_that_is_not_https_is_refused_without_outbound_allow_http(
     settings.OUTBOUND_ALLOW_HTTP = False
     sessions.session_create(owner_id=alice.id, session_id="chat-1")
     notices.proactive_add(session_id="chat-1", message_id="m1", content="hello")
+    fan_out_notices()
     outbox = NoticeOutbox.objects.get()
 
     assert notice_send(outbox_id=outbox.id) == "failed"

@@ -493,6 +493,10 @@ async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnRe
         turn_entries.extend(records)
         stored(records)
 
+    def stored_by_turn(records: list[EntryRecord]) -> None:
+        turn_entries.extend(records)
+        stored(records)
+
     stored(turn_entries)
     fit = ContextFit(
         provider=provider,
@@ -502,7 +506,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnRe
         history=history,
         request={"system_prompt": system_prompt, "tools": specs, "parameters": parameters},
         emit=pump.put,
-        on_stored=stored,
+        on_stored=stored_by_turn,
     )
     context = ToolContext(
         session_id=session_id,

@@ -358,7 +358,6 @@ class JsonlSessionStore:
             session_id,
             path,
             blob[offset:],
-            after_seq=first_kept - 1,
             first_line=blob.count(b"\n", 0, offset) + 1,
         )
 

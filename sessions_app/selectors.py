@@ -18,6 +18,8 @@ from django.conf import settings
 from sessions_app import frames, limits
 from sessions_app.ids import validate_session_id
 from sessions_app.runtime import history
+from sessions_app.runtime.agents import model_for_session
+from sessions_app.runtime.context_window import budget_for, request_tokens
 from sessions_app.runtime.prompts import default_system_prompt
 from sessions_app.runtime.queue import queue_list
 from sessions_app.store import (
@@ -326,7 +328,9 @@ def notices_of_sockets(*, sessions: dict[str, int]) -> dict[str, list[dict[str, 
 
 
 def session_context(*, session_id: str, owner_id: int, fmt: str) -> dict[str, Any]:
-    """The projection a model would receive next, checked by the provider's validator.
+    """The projection a model would receive next, checked by the provider's validator, and
+    how much of the session's model's window it takes (`tokens {used, window, reserve}`,
+    docs/design.md §22).
 
     A session with no messages yet has an empty conversation, which is its valid context:
     its next turn starts with the user's message (on OpenAI the system prompt is already a
@@ -337,18 +341,27 @@ def session_context(*, session_id: str, owner_id: int, fmt: str) -> dict[str, An
     would be refused by the provider.
     """
     meta = session_get(session_id=session_id, owner_id=owner_id)
-    entries = get_store().get_messages(session_id)
+    entries = get_store().get_context_entries(session_id)
     system_prompt = default_system_prompt(meta.agent)
     if fmt == "openai":
         messages = history.project_openai(entries, system_prompt)
         history.validate_openai(messages)
-        return {"format": "openai", "messages": messages}
-    if fmt == "anthropic":
+        context = {"format": "openai", "messages": messages}
+    elif fmt == "anthropic":
         system, messages = history.project_anthropic(entries, system_prompt)
         if messages:
             history.validate_anthropic(messages)
-        return {"format": "anthropic", "system": system, "messages": messages}
-    raise ValueError(f"format is openai or anthropic, not {fmt!r}")
+        context = {"format": "anthropic", "system": system, "messages": messages}
+    else:
+        raise ValueError(f"format is openai or anthropic, not {fmt!r}")
+    label = model_for_session(agent=meta.agent, model=meta.model)
+    budget = budget_for(label)
+    context["tokens"] = {
+        "used": request_tokens(label, context),
+        "window": budget.window,
+        "reserve": budget.reserve,
+    }
+    return context
 
 
 # --- export rendering ---------------------------------------------------------------------

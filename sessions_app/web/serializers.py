@@ -215,10 +215,17 @@ class EntriesOutput(serializers.Serializer):
     )
 
 
+class ContextTokensOutput(serializers.Serializer):
+    used = serializers.IntegerField(help_text="tokens the next request's context takes")
+    window = serializers.IntegerField(help_text="the session's model's context window")
+    reserve = serializers.IntegerField(help_text="tokens kept free for the answer")
+
+
 class ContextOutput(serializers.Serializer):
     format = serializers.ChoiceField(choices=["openai", "anthropic"])
     system = serializers.CharField(required=False, help_text="anthropic only")
     messages = serializers.ListField(child=serializers.DictField())
+    tokens = ContextTokensOutput()
 
 
 class TurnOutput(serializers.Serializer):

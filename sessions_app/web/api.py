@@ -330,6 +330,7 @@ class SessionViewSet(ViewSet):
                 "turn_id": result.turn_id,
                 "status": result.status,
                 "error": result.error,
+                "code": result.code,
                 "entries": [selectors.entry_to_api(entry) for entry in result.entries],
             }
         )

@@ -232,6 +232,10 @@ class TurnOutput(serializers.Serializer):
     turn_id = serializers.CharField()
     status = serializers.CharField()
     error = serializers.CharField(allow_blank=True, help_text='"" unless the turn failed')
+    code = serializers.CharField(
+        allow_blank=True,
+        help_text='the error code of a failed turn that has one (context_too_long), else ""',
+    )
     entries = EntryOutput(many=True)
 
 

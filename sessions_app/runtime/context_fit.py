@@ -33,6 +33,7 @@ from sessions_app.runtime.context_window import (
 from sessions_app.runtime.executors import in_pool
 from sessions_app.runtime.history import tool_result_max_chars
 from sessions_app.runtime.providers import ModelReply, Provider, ProviderError
+from sessions_app.runtime.providers.base import AbortFlag
 from sessions_app.runtime.providers.oneshot import question_entry
 from sessions_app.store import EntryRecord
 
@@ -48,6 +49,10 @@ class ContextTooLong(ProviderError):
             "the conversation is too long for the model even after compacting it "
             f"(the provider said: {refusal})"
         )
+
+
+class SummaryStopped(Exception):
+    """The turn was aborted while the model wrote a summary."""
 
 
 class ContextFit:
@@ -77,6 +82,7 @@ class ContextFit:
         self.emit = emit
         self.on_stored = on_stored
         self.counted = 0  # the last request's count, for correcting the next ones
+        self.abort: AbortFlag = threading.Event()  # the turn's, once `call` is made
 
     def body(self, entries: list[EntryRecord] | None = None) -> dict:
         return self.provider.request_body(entries=entries or self.history, **self.request)
@@ -94,6 +100,7 @@ class ContextFit:
         """The model's answer to the turn's next request (`options`: on_delta, abort),
         compacting first when it would not fit, and once more (then trying again once)
         when the provider refuses it for its length."""
+        self.abort = options["abort"]
         await self.before_call()
         try:
             reply = await self._send(options)
@@ -139,8 +146,12 @@ class ContextFit:
             system_prompt=SUMMARY_INSTRUCTIONS,
             tools=[],
             on_delta=lambda _piece: None,
-            abort=threading.Event(),
+            abort=self.abort,
         )
+        if reply.stopped:
+            # Stopped by the user mid-summary: what came is no summary; the extractive one
+            # stands in and the turn ends as aborted at its next check.
+            raise SummaryStopped
         return reply.text
 
     async def _compact(self, reason: str, *, keep_tokens: int, body: dict) -> bool:

@@ -29,6 +29,11 @@ def start_django(**env) -> subprocess.CompletedProcess:
         ("JARVIS_MODEL", "openai:", "JARVIS_MODEL must be 'offline'"),
         ("BUSY_GRACE_SEC", "-1", "BUSY_GRACE_SEC must be positive"),
         ("MAX_STEPS", "0", "MAX_STEPS must be positive"),
+        ("MODEL_LIMITS", "{not json", "MODEL_LIMITS is not JSON"),
+        ("MODEL_LIMITS", '{"m": {"window": 8000}}', "MODEL_LIMITS must map model names"),
+        ("MODEL_LIMITS", '{"m": {"window": 8000, "output": 9000}}', "output below window"),
+        ("CONTEXT_RESERVE_TOKENS", "0", "CONTEXT_RESERVE_TOKENS must be positive"),
+        ("DEFAULT_CONTEXT_WINDOW", "-5", "DEFAULT_CONTEXT_WINDOW must be positive"),
     ],
 )
 def test_a_bad_value_is_refused_with_its_name(variable, value, message):

@@ -327,7 +327,9 @@ def notices_of_sockets(*, sessions: dict[str, int]) -> dict[str, list[dict[str, 
     }
 
 
-def session_context(*, session_id: str, owner_id: int, fmt: str) -> dict[str, Any]:
+def session_context(
+    *, session_id: str, owner_id: int, fmt: str, tokens_only: bool = False
+) -> dict[str, Any]:
     """The projection a model would receive next, checked by the provider's validator, and
     how much of the session's model's window it takes (`tokens {used, window, reserve}`,
     docs/design.md §22).
@@ -336,6 +338,9 @@ def session_context(*, session_id: str, owner_id: int, fmt: str) -> dict[str, An
     its next turn starts with the user's message (on OpenAI the system prompt is already a
     valid list of messages; Anthropic's "at least one message" applies to a request, and
     no request is made from an empty history).
+
+    `tokens_only` leaves the messages (and Anthropic's system) out of the answer: what the
+    page's context meter asks for after every turn.
 
     Raises ValueError for an unknown format and HistoryInvalid when the stored history
     would be refused by the provider.
@@ -361,6 +366,8 @@ def session_context(*, session_id: str, owner_id: int, fmt: str) -> dict[str, An
         "window": budget.window,
         "reserve": budget.reserve,
     }
+    if tokens_only:
+        return {"format": context["format"], "tokens": context["tokens"]}
     return context
 
 

@@ -295,7 +295,12 @@ class SessionViewSet(ViewSet):
     def context(self, request, id=None):
         query = _parse(serializers.ContextQuery, request.query_params)
         return Response(
-            selectors.session_context(session_id=id, owner_id=request.user.id, fmt=query["format"])
+            selectors.session_context(
+                session_id=id,
+                owner_id=request.user.id,
+                fmt=query["format"],
+                tokens_only=query["tokens_only"],
+            )
         )
 
     @extend_schema(

@@ -124,6 +124,9 @@ class EntriesQuery(serializers.Serializer):
 
 class ContextQuery(serializers.Serializer):
     format = serializers.ChoiceField(choices=["openai", "anthropic"], default="openai")
+    tokens_only = serializers.BooleanField(
+        default=False, help_text="answer with `tokens` alone, without the messages (the meter)"
+    )
 
 
 class ExportQuery(serializers.Serializer):
@@ -224,7 +227,9 @@ class ContextTokensOutput(serializers.Serializer):
 class ContextOutput(serializers.Serializer):
     format = serializers.ChoiceField(choices=["openai", "anthropic"])
     system = serializers.CharField(required=False, help_text="anthropic only")
-    messages = serializers.ListField(child=serializers.DictField())
+    messages = serializers.ListField(
+        child=serializers.DictField(), required=False, help_text="left out with tokens_only"
+    )
     tokens = ContextTokensOutput()
 
 

@@ -1368,7 +1368,7 @@ function kiloTokens(count) {
 async function refreshContextMeter() {
   const sessionId = state.sessionId;
   if (!sessionId) return;
-  const result = await api("GET", sessionPath(sessionId) + "context/?format=openai");
+  const result = await api("GET", sessionPath(sessionId) + "context/?format=openai&tokens_only=true");
   if (!result.ok || sessionId !== state.sessionId) return;
   const tokens = result.data.tokens;
   const meter = $("context-meter");

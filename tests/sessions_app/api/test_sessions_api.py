@@ -458,6 +458,9 @@ def test_context_tells_how_much_of_the_models_window_it_takes(api):
     assert api.post("/api/sessions/s1/compact/").status_code == 201
     compacted = api.get("/api/sessions/s1/context/?format=openai").json()["tokens"]
     assert compacted["used"] < grown["used"] // 4
+    # What the page's meter asks for: the count alone, without the messages.
+    meter = api.get("/api/sessions/s1/context/?tokens_only=true").json()
+    assert meter == {"format": "openai", "tokens": compacted}
 
 
 def test_cost_per_model_and_total(api):

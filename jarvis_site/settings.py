@@ -303,6 +303,43 @@ if MEMORY_CONTEXT_TOKENS < 0:
     raise ImproperlyConfigured(
         f"MEMORY_CONTEXT_TOKENS must be 0 or more, not {MEMORY_CONTEXT_TOKENS}"
     )
+# --- Context that fits (docs/design.md §22) -----------------------------------------------
+# Windows and output limits of models the built-in table does not know (or overrides), as
+# JSON: {"my-model": {"window": 32000, "output": 4000}}.
+DEFAULT_CONTEXT_WINDOW = _positive("DEFAULT_CONTEXT_WINDOW", 128000, cast=int)
+
+
+def _model_limits(raw: str) -> dict:
+    import json  # noqa: PLC0415 - only this setting parses JSON
+
+    try:
+        limits = json.loads(raw or "{}")
+    except ValueError as error:
+        raise ImproperlyConfigured(f"MODEL_LIMITS is not JSON: {error}") from error
+    if not isinstance(limits, dict) or not all(
+        isinstance(value, dict)
+        and all(isinstance(value.get(key), int) and value[key] > 0 for key in ("window", "output"))
+        and value["output"] < value["window"]
+        for value in limits.values()
+    ):
+        raise ImproperlyConfigured(
+            'MODEL_LIMITS must map model names to {"window": N, "output": N} with positive '
+            "integers, output below window"
+        )
+    return limits
+
+
+MODEL_LIMITS = _model_limits(env.str("MODEL_LIMITS", default=""))
+# Tokens kept free for the answer; unset: the model's output limit, at most 16384.
+CONTEXT_RESERVE_TOKENS = env.int("CONTEXT_RESERVE_TOKENS", default=None)
+if CONTEXT_RESERVE_TOKENS is not None and CONTEXT_RESERVE_TOKENS <= 0:
+    raise ImproperlyConfigured(
+        f"CONTEXT_RESERVE_TOKENS must be positive (or unset), not {CONTEXT_RESERVE_TOKENS}"
+    )
+# What an automatic compaction keeps verbatim: the newest turns up to this many tokens.
+COMPACTION_KEEP_RECENT_TOKENS = _positive("COMPACTION_KEEP_RECENT_TOKENS", 20000, cast=int)
+# The most of one tool result a model is sent (head and tail); the history keeps it whole.
+TOOL_RESULT_MAX_TOKENS = _positive("TOOL_RESULT_MAX_TOKENS", 8000, cast=int)
 
 # --- Tasks (consolidation, schedules, notice deliveries) ----------------------------------
 TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}

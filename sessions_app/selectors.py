@@ -18,6 +18,8 @@ from django.conf import settings
 from sessions_app import frames, limits
 from sessions_app.ids import validate_session_id
 from sessions_app.runtime import history
+from sessions_app.runtime.agents import model_for_session
+from sessions_app.runtime.context_window import budget_for, request_tokens
 from sessions_app.runtime.memory_context import system_prompt_for
 from sessions_app.runtime.prompts import default_system_prompt
 from sessions_app.runtime.queue import queue_list
@@ -326,31 +328,49 @@ def notices_of_sockets(*, sessions: dict[str, int]) -> dict[str, list[dict[str, 
     }
 
 
-def session_context(*, session_id: str, owner_id: int, fmt: str) -> dict[str, Any]:
-    """The projection a model would receive next, checked by the provider's validator.
+def session_context(
+    *, session_id: str, owner_id: int, fmt: str, tokens_only: bool = False
+) -> dict[str, Any]:
+    """The projection a model would receive next, checked by the provider's validator, and
+    how much of the session's model's window it takes (`tokens {used, window, reserve}`,
+    docs/design.md §22).
 
     A session with no messages yet has an empty conversation, which is its valid context:
     its next turn starts with the user's message (on OpenAI the system prompt is already a
     valid list of messages; Anthropic's "at least one message" applies to a request, and
     no request is made from an empty history).
 
+    `tokens_only` leaves the messages (and Anthropic's system) out of the answer: what the
+    page's context meter asks for after every turn.
+
     Raises ValueError for an unknown format and HistoryInvalid when the stored history
     would be refused by the provider.
     """
     meta = session_get(session_id=session_id, owner_id=owner_id)
-    entries = get_store().get_messages(session_id)
+    entries = get_store().get_context_entries(session_id)
     # With what memory adds, as the next turn will send it (docs/design.md §22).
     system_prompt = system_prompt_for(agent_prompt=default_system_prompt(meta.agent), meta=meta)
     if fmt == "openai":
         messages = history.project_openai(entries, system_prompt)
         history.validate_openai(messages)
-        return {"format": "openai", "messages": messages}
-    if fmt == "anthropic":
+        context = {"format": "openai", "messages": messages}
+    elif fmt == "anthropic":
         system, messages = history.project_anthropic(entries, system_prompt)
         if messages:
             history.validate_anthropic(messages)
-        return {"format": "anthropic", "system": system, "messages": messages}
-    raise ValueError(f"format is openai or anthropic, not {fmt!r}")
+        context = {"format": "anthropic", "system": system, "messages": messages}
+    else:
+        raise ValueError(f"format is openai or anthropic, not {fmt!r}")
+    label = model_for_session(agent=meta.agent, model=meta.model)
+    budget = budget_for(label)
+    context["tokens"] = {
+        "used": request_tokens(label, context),
+        "window": budget.window,
+        "reserve": budget.reserve,
+    }
+    if tokens_only:
+        return {"format": context["format"], "tokens": context["tokens"]}
+    return context
 
 
 # --- export rendering ---------------------------------------------------------------------

@@ -10,6 +10,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from sessions_app.store.base import ENTRY_VERSIONS_KNOWN, EntryRecord, NewEntry
 
 CRASH_RESULT_TEXT = "outcome unknown: the process stopped while this tool ran"
@@ -51,13 +53,15 @@ def repair_entries(
     turn_error: str = CRASH_TURN_ERROR,
     status: str = "interrupted",
     result_texts: Mapping[str, str] | None = None,
+    code: str = "",
 ) -> list[NewEntry]:
     """Entries that close a trailing unfinished turn; empty when the history is already closed.
 
     Steps: an error result for every call of the last assistant message still waiting for one
     (in call order, so results stay contiguous; `result_texts` gives some calls, by id, a
     text of their own), then `turn_end` with `status` (a crash or a cut branch:
-    `interrupted`; the turn loop passes how its own turn ended).
+    `interrupted`; the turn loop passes how its own turn ended, and the error `code` of
+    one that failed for a reason the error table names).
     Applying the result and calling again returns nothing: repair is idempotent.
     """
     turn_id = open_turn_id(entries)
@@ -81,7 +85,7 @@ def repair_entries(
             NewEntry(
                 kind="turn_end",
                 turn_id=turn_id,
-                data={"status": status, "error": turn_error},
+                data={"status": status, "error": turn_error} | ({"code": code} if code else {}),
             )
         )
     return repairs
@@ -93,6 +97,25 @@ SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 MISSING_RESULT_TEXT = "no result was recorded for this tool call"
 EMPTY_RESULT_TEXT = "(no output)"
 CONTINUED_TEXT = "(the conversation continues)"
+# Between the head and the tail of a tool result too long to send whole (docs/design.md §22).
+RESULT_CUT_TEXT = "\n[… {left_out} characters of this tool result left out …]\n"
+# A token is about four characters of English text or JSON: the bound on a result is kept in
+# characters, so that the projection stays a pure function of the entries.
+RESULT_CHARS_PER_TOKEN = 4
+
+
+def tool_result_max_chars() -> int:
+    return settings.TOOL_RESULT_MAX_TOKENS * RESULT_CHARS_PER_TOKEN
+
+
+def bounded_result(text: str, max_chars: int) -> str:
+    """The text when it has at most `max_chars` characters; else its head and its tail
+    around a marker saying how many characters were left out."""
+    if len(text) <= max_chars:
+        return text
+    head = max_chars * 2 // 3
+    tail = max_chars - head
+    return text[:head] + RESULT_CUT_TEXT.format(left_out=len(text) - max_chars) + text[-tail:]
 
 
 class HistoryInvalid(ValueError):
@@ -142,12 +165,14 @@ def _context_entries(entries: Sequence[EntryRecord]) -> tuple[str | None, list[E
 def _conversation(entries: Sequence[EntryRecord]) -> list[_Turn]:
     """The history as a sequence every provider accepts.
 
-    Each assistant message with calls is followed by exactly one result per call, in call
-    order; a call without a recorded result (legacy data, a crash not yet repaired) gets a
-    synthesized error result; results that answer no preceding call are dropped; a call id
+    A tool result longer than TOOL_RESULT_MAX_TOKENS is sent as its head and tail
+    (`bounded_result`). Each assistant message with calls is followed by exactly one
+    result per call, in call order; a call without a recorded result (legacy data, a crash
+    not yet repaired) gets a synthesized error result; results that answer no preceding call are dropped; a call id
     used twice is renamed so ids stay unique; empty messages are left out.
     """
     summary, messages = _context_entries(entries)
+    result_chars = tool_result_max_chars()
     turns: list[_Turn] = []
     if summary:
         turns.append(_Turn(role="user", text=SUMMARY_PREFIX + summary))
@@ -194,7 +219,7 @@ def _conversation(entries: Sequence[EntryRecord]) -> list[_Turn]:
                         role="tool",
                         call_id=unique_id,
                         name=result.name or call["name"],
-                        text=result.content or EMPTY_RESULT_TEXT,
+                        text=bounded_result(result.content, result_chars) or EMPTY_RESULT_TEXT,
                         is_error=result.is_error,
                     )
                 )

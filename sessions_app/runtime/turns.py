@@ -27,6 +27,7 @@ from jarvis_site.log_context import log_context, log_context_set
 from sessions_app.ids import validate_session_id
 from sessions_app.runtime.agents import agent_get, agent_tools, model_for_session
 from sessions_app.runtime.approvals import ApprovalGate, approvals_interrupted
+from sessions_app.runtime.context_fit import ContextFit
 from sessions_app.runtime.drain import turn_admitted
 from sessions_app.runtime.executors import in_pool, in_sync_caller, run_for_sync_caller
 from sessions_app.runtime.history import (
@@ -90,6 +91,7 @@ class TurnResult:
     status: str  # completed | aborted | max_turns | error | interrupted
     entries: list[EntryRecord] = field(default_factory=list)
     error: str = ""
+    code: str = ""  # the error table's code of a failed turn that has one (context_too_long)
 
 
 TITLE_CHARS = 60
@@ -198,6 +200,7 @@ def _close_turn(
     error: str,
     unanswered_text: str,
     unanswered_texts: dict[str, str] | None = None,
+    code: str = "",
 ) -> list[EntryRecord]:
     """Answer every call still waiting with an error result, then store the turn_end.
 
@@ -211,6 +214,7 @@ def _close_turn(
         turn_error=error,
         status=status,
         result_texts=unanswered_texts,
+        code=code,
     )
     with transaction.atomic():
         records = get_store().append(session_id, closing, incarnation=incarnation)
@@ -302,7 +306,8 @@ def _begin(
         raise SessionNotFound(session_id)
     if meta.agent != agent:
         raise SessionNotFound(session_id)  # re-created for another agent: not the one asked
-    history = store.get_messages(session_id)
+    # From the latest compaction on: a turn's start does not grow with the history.
+    history = store.get_context_entries(session_id)
     history.extend(_repair(meta, owner_id, history))
     header_save(header)
     # A queued prompt leaves its row exactly when it becomes the turn's message: a crash
@@ -491,7 +496,21 @@ async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnRe
         turn_entries.extend(records)
         stored(records)
 
+    def stored_by_turn(records: list[EntryRecord]) -> None:
+        turn_entries.extend(records)
+        stored(records)
+
     stored(turn_entries)
+    fit = ContextFit(
+        provider=provider,
+        session_id=session_id,
+        incarnation=incarnation,
+        turn_id=turn_id,
+        history=history,
+        request={"system_prompt": system_prompt, "tools": specs, "parameters": parameters},
+        emit=pump.put,
+        on_stored=stored_by_turn,
+    )
     context = ToolContext(
         session_id=session_id,
         abort=abort,
@@ -507,6 +526,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnRe
 
     status = "max_turns"
     error = f"the turn reached its limit of {settings.MAX_STEPS} model calls"
+    code = ""
     try:
         for _step in range(settings.MAX_STEPS):
             if abort.is_set():
@@ -517,18 +537,16 @@ async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnRe
             model_started = time.monotonic()
             model_clock = Stopwatch()
             try:
-                reply = await provider.acomplete(
-                    entries=history,
-                    system_prompt=system_prompt,
-                    tools=specs,
+                # Compacts first when the request would not fit (docs/design.md §22).
+                reply = await fit.call(
                     on_delta=lambda piece: pump.put(
                         {"type": "delta", "turn_id": turn_id, "text": piece}
                     ),
                     abort=abort,
-                    parameters=parameters,
                 )
             except (ProviderError, HistoryInvalid) as failure:
                 status, error = "error", str(failure)
+                code = getattr(failure, "code", "")
                 break
             finally:
                 model_sec = time.monotonic() - model_started
@@ -597,6 +615,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnRe
         status=status,
         error=error,
         unanswered_text=unanswered,
+        code=code,
     )
     turn_entries.extend(closing)
     stored(closing)
@@ -613,7 +632,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnRe
             "last_seq": turn_entries[-1].seq,
         }
     )
-    return TurnResult(turn_id=turn_id, status=status, entries=turn_entries, error=error)
+    return TurnResult(turn_id=turn_id, status=status, entries=turn_entries, error=error, code=code)
 
 
 def _answer_data(model_call: dict, reasoning: list[dict]) -> dict:

@@ -233,6 +233,13 @@ class SessionStore(Protocol):
         self, session_id: str, after_seq: int = 0, limit: int | None = None
     ) -> list[EntryRecord]: ...
 
+    def get_context_entries(self, session_id: str) -> list[EntryRecord]:
+        """The entries from the latest compaction's `first_kept_seq` on (the compaction
+        entry among them), in seq order; every entry when there is no compaction. All a
+        turn reads to build its context: the cost does not grow with what was compacted
+        (docs/design.md §22)."""
+        ...
+
     def append(
         self, session_id: str, entries: list[NewEntry], incarnation: str | None = None
     ) -> list[EntryRecord]: ...

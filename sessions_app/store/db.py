@@ -339,6 +339,32 @@ class DbSessionStore:
             rows = cursor.fetchall()
         return self._records(session_id, rows)
 
+    def get_context_entries(self, session_id):
+        """From the latest compaction's `first_kept_seq` on: one backwards walk of the
+        (session, seq) index to the newest compaction, then a range read from its cut."""
+        validate_session_id(session_id)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT seq FROM {self._tables['entry']} WHERE session_id = %s "
+                "AND kind = 'compaction' ORDER BY seq DESC LIMIT 1",
+                [session_id],
+            )
+            row = cursor.fetchone()
+        if row is None:
+            return self.get_messages(session_id)
+        [compaction] = self.get_messages(session_id, after_seq=row[0] - 1, limit=1)
+        first_kept = min(int((compaction.data or {}).get("first_kept_seq") or 0), row[0])
+        with connection.cursor() as cursor:
+            # A cut that falls on tool results is moved back by the projection to the call
+            # they answer (history.py): the read starts at the last message that is not one.
+            cursor.execute(
+                f"SELECT seq FROM {self._tables['entry']} WHERE session_id = %s AND seq <= %s "
+                "AND kind = 'message' AND role <> 'tool' ORDER BY seq DESC LIMIT 1",
+                [session_id, first_kept],
+            )
+            row = cursor.fetchone()
+        return self.get_messages(session_id, after_seq=row[0] - 1 if row is not None else 0)
+
     def append(self, session_id, entries, incarnation=None):
         validate_session_id(session_id)
         entries = list(entries)

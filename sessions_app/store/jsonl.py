@@ -293,13 +293,18 @@ class JsonlSessionStore:
                 blob = handle.read()
         except FileNotFoundError:
             return []
+        return self._parse_lines(session_id, path, blob, after_seq=after_seq, limit=limit)
+
+    def _parse_lines(self, session_id, path, blob, *, after_seq=0, limit=None, first_line=1):
+        """The entries of `blob` (whole lines of the file from line `first_line` on) after
+        `after_seq`; a torn last line is ignored and reported, other damage raised."""
         records = []
         lines = blob.split(b"\n")
         expected = None
-        for number, line in enumerate(lines, start=1):
+        for number, line in enumerate(lines, start=first_line):
             if not line:
                 continue
-            is_last = number == len(lines)  # no newline after it: possibly torn
+            is_last = number == len(lines) + first_line - 1  # no newline after it: possibly torn
             try:
                 record = self._parse_line(session_id, line)
             except (ValueError, KeyError, TypeError) as error:
@@ -320,6 +325,41 @@ class JsonlSessionStore:
                 if limit is not None and len(records) >= limit:
                     break
         return records
+
+    def get_context_entries(self, session_id):
+        """From the latest compaction's `first_kept_seq` on: the file is searched backwards
+        for the newest compaction line and only the lines from its cut are parsed."""
+        path = self._path(session_id, ".jsonl")
+        try:
+            with open(path, "rb") as handle:
+                blob = handle.read()
+        except FileNotFoundError:
+            return []
+        line_start = _last_compaction_line(blob)
+        if line_start < 0:
+            return self.get_messages(session_id)
+        line_end = blob.find(b"\n", line_start)
+        if line_end < 0:
+            return self.get_messages(session_id)  # a torn last line: the careful reader
+        compaction = self._parse_line(session_id, blob[line_start:line_end])
+        first_kept = int((compaction.data or {}).get("first_kept_seq") or 0)
+        first_kept = min(first_kept, compaction.seq)
+        offset = blob.rfind(b'\n{"seq": %d, ' % first_kept, 0, line_start + 1) + 1
+        # A cut that falls on tool results is moved back by the projection to the call they
+        # answer (history.py): the read starts at the last message that is not one.
+        while offset > 0:
+            entry = self._parse_line(session_id, blob[offset : blob.find(b"\n", offset)])
+            if entry.kind == "message" and entry.role != "tool":
+                break
+            offset = blob.rfind(b"\n", 0, offset - 1) + 1
+        if offset == 0:
+            return self.get_messages(session_id)  # from the first line (or no cut found)
+        return self._parse_lines(
+            session_id,
+            path,
+            blob[offset:],
+            first_line=blob.count(b"\n", 0, offset) + 1,
+        )
 
     @staticmethod
     def _parse_line(session_id: str, line: bytes) -> EntryRecord:
@@ -732,6 +772,19 @@ def _last_turn_marker(blob: bytes) -> int:
             and prefix[8:].isdigit()
             and blob.startswith((b'start"', b'end"'), after)
         ):
+            return start
+        end = hit
+    return -1
+
+
+def _last_compaction_line(blob: bytes) -> int:
+    """Offset of the last line whose own kind is `compaction`, or -1 (as _last_turn_marker:
+    a hit counts only right after the line's `{"seq": <digits>`)."""
+    end = len(blob)
+    while (hit := blob.rfind(b', "kind": "compaction"', 0, end)) >= 0:
+        start = blob.rfind(b"\n", 0, hit) + 1
+        prefix = blob[start:hit]
+        if prefix.startswith(b'{"seq": ') and prefix[8:].isdigit():
             return start
         end = hit
     return -1

@@ -346,7 +346,12 @@ class SessionViewSet(ViewSet):
     def context(self, request, id=None):
         query = _parse(serializers.ContextQuery, request.query_params)
         return Response(
-            selectors.session_context(session_id=id, owner_id=request.user.id, fmt=query["format"])
+            selectors.session_context(
+                session_id=id,
+                owner_id=request.user.id,
+                fmt=query["format"],
+                tokens_only=query["tokens_only"],
+            )
         )
 
     @extend_schema(
@@ -381,6 +386,7 @@ class SessionViewSet(ViewSet):
                 "turn_id": result.turn_id,
                 "status": result.status,
                 "error": result.error,
+                "code": result.code,
                 "entries": [selectors.entry_to_api(entry) for entry in result.entries],
             }
         )

@@ -143,6 +143,9 @@ class EntriesQuery(serializers.Serializer):
 
 class ContextQuery(serializers.Serializer):
     format = serializers.ChoiceField(choices=["openai", "anthropic"], default="openai")
+    tokens_only = serializers.BooleanField(
+        default=False, help_text="answer with `tokens` alone, without the messages (the meter)"
+    )
 
 
 class ExportQuery(serializers.Serializer):
@@ -241,16 +244,29 @@ class EntriesOutput(serializers.Serializer):
     )
 
 
+class ContextTokensOutput(serializers.Serializer):
+    used = serializers.IntegerField(help_text="tokens the next request's context takes")
+    window = serializers.IntegerField(help_text="the session's model's context window")
+    reserve = serializers.IntegerField(help_text="tokens kept free for the answer")
+
+
 class ContextOutput(serializers.Serializer):
     format = serializers.ChoiceField(choices=["openai", "anthropic"])
     system = serializers.CharField(required=False, help_text="anthropic only")
-    messages = serializers.ListField(child=serializers.DictField())
+    messages = serializers.ListField(
+        child=serializers.DictField(), required=False, help_text="left out with tokens_only"
+    )
+    tokens = ContextTokensOutput()
 
 
 class TurnOutput(serializers.Serializer):
     turn_id = serializers.CharField()
     status = serializers.CharField()
     error = serializers.CharField(allow_blank=True, help_text='"" unless the turn failed')
+    code = serializers.CharField(
+        allow_blank=True,
+        help_text='the error code of a failed turn that has one (context_too_long), else ""',
+    )
     entries = EntryOutput(many=True)
 
 

@@ -13,6 +13,11 @@ thinking block, and a request that continues a tool use must send that block bac
         ... OpenAI(base_url=server.openai_url, api_key="test") ...
         server.requests  # every request body received, in order
 
+`FakeLLMServer(max_request_chars=N)` refuses every request whose body is longer than N
+characters the way each provider refuses a prompt over its model's window (OpenAI: 400
+`context_length_exceeded`; Anthropic: 400 `invalid_request_error` "prompt is too long"),
+before anything else; `length_refused` lists the sizes it refused.
+
 Unscripted requests get `Reply(text="ok")`, or whatever `FakeLLMServer(responder=...)` returns
 for the request body. A reply with `latency` streams its text's words evenly over that many
 seconds, paced against a deadline (thread scheduling delays do not add up), so a load
@@ -242,6 +247,31 @@ def anthropic_check(messages: list[dict], thinking: bool = False) -> None:
                 )
 
 
+def openai_too_long(size: int, limit: int) -> dict:
+    """Chat Completions' body for a prompt over the model's window (sizes in characters
+    here, in tokens there)."""
+    return {
+        "error": {
+            "message": f"This model's maximum context length is {limit} tokens. However, your "
+            f"messages resulted in {size} tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+
+
+def anthropic_too_long(size: int, limit: int) -> dict:
+    """The Messages API's body for a prompt over the model's window."""
+    return {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": f"prompt is too long: {size} tokens > {limit} maximum",
+        },
+    }
+
+
 def paced(pieces: list[str], latency: float, started: float):
     """Yield the pieces so that piece i of n leaves at started + latency * (i + 1) / n."""
     for index, piece in enumerate(pieces):
@@ -259,8 +289,17 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeLLMServer:
-    def __init__(self, responder: Callable[[dict], Reply] | None = None):
+    def __init__(
+        self,
+        responder: Callable[[dict], Reply] | None = None,
+        *,
+        max_request_chars: int | None = None,
+    ):
         self._responder = responder
+        self.max_request_chars = max_request_chars
+        self.length_refused: list[int] = []  # sizes of the requests refused as too long
+        # Size in characters of each answered request, in the order of `requests`.
+        self.request_chars: list[int] = []
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         self.requests: list[dict] = []
@@ -283,6 +322,7 @@ class FakeLLMServer:
                     self.close_connection = True
                     return  # the client went away before sending its whole request
                 body = json.loads(raw)
+                size = len(raw.decode())
                 path = self.path.split("?")[0]
                 # Like the real APIs: a request without a key gets a 401, never an answer.
                 # (Anthropic takes `x-api-key` or a bearer token; its SDK sends either.)
@@ -290,10 +330,18 @@ class FakeLLMServer:
                 if not (bearer or self.headers.get("x-api-key")):
                     server.unauthenticated += 1
                     self._json(401, {"error": {"message": "missing API key"}})
+                elif server.max_request_chars is not None and size > server.max_request_chars:
+                    server.length_refused.append(size)
+                    too_long = (
+                        openai_too_long
+                        if path.endswith("/chat/completions")
+                        else anthropic_too_long
+                    )
+                    self._json(400, too_long(size, server.max_request_chars))
                 elif path.endswith("/chat/completions"):
-                    server._openai(self, body)
+                    server._openai(self, body, size)
                 elif path.endswith("/v1/messages"):
-                    server._anthropic(self, body)
+                    server._anthropic(self, body, size)
                 else:
                     self._json(404, {"error": {"message": f"no route {path}"}})
 
@@ -349,15 +397,16 @@ class FakeLLMServer:
         with self._lock:
             self._replies.extend(replies)
 
-    def _next(self, body: dict) -> Reply:
+    def _next(self, body: dict, size: int) -> Reply:
         with self._lock:
             self.requests.append(body)
+            self.request_chars.append(size)
             if self._replies:
                 return self._replies.popleft()
         return self._responder(body) if self._responder else Reply(text="ok")
 
     # --- OpenAI Chat Completions ----------------------------------------------------------
-    def _openai(self, handler, body):
+    def _openai(self, handler, body, size):
         try:
             openai_parameters_check(body)
             openai_check(body["messages"])
@@ -365,7 +414,7 @@ class FakeLLMServer:
             self.refusals.append(refused.body)
             return handler._json(400, refused.body)
         started = time.monotonic()
-        reply = self._next(body)
+        reply = self._next(body, size)
         if reply.status != 200:
             return handler._json(
                 reply.status,
@@ -472,7 +521,7 @@ class FakeLLMServer:
         handler._sse(events(), reply.delay_per_chunk)
 
     # --- Anthropic Messages ---------------------------------------------------------------
-    def _anthropic(self, handler, body):
+    def _anthropic(self, handler, body, size):
         try:
             thinking = anthropic_thinking(body)
             anthropic_check(body["messages"], thinking=thinking)
@@ -480,7 +529,7 @@ class FakeLLMServer:
             self.refusals.append(refused.body)
             return handler._json(400, refused.body)
         started = time.monotonic()
-        reply = self._next(body)
+        reply = self._next(body, size)
         if reply.status != 200:
             return handler._json(
                 reply.status,

@@ -33,6 +33,11 @@ def start_django(**env) -> subprocess.CompletedProcess:
         ("MODEL_PRICES", '{"m": {"input": 1}}', "MODEL_PRICES['m'] has input, output"),
         ("MODEL_PRICES", '{"m": {"input": 1, "output": -2}}', "is a price of 0 or more"),
         ("MEMORY_CONTEXT_TOKENS", "-1", "MEMORY_CONTEXT_TOKENS must be 0 or more"),
+        ("MODEL_LIMITS", "{not json", "MODEL_LIMITS is not JSON"),
+        ("MODEL_LIMITS", '{"m": {"window": 8000}}', "MODEL_LIMITS must map model names"),
+        ("MODEL_LIMITS", '{"m": {"window": 8000, "output": 9000}}', "output below window"),
+        ("CONTEXT_RESERVE_TOKENS", "0", "CONTEXT_RESERVE_TOKENS must be positive"),
+        ("DEFAULT_CONTEXT_WINDOW", "-5", "DEFAULT_CONTEXT_WINDOW must be positive"),
     ],
 )
 def test_a_bad_value_is_refused_with_its_name(variable, value, message):

@@ -92,7 +92,13 @@ def _sdk_errors() -> Iterator[None]:
     try:
         yield
     except anthropic.APIStatusError as error:
-        raise ProviderError(f"anthropic {error.status_code}: {sdk_error_text(error)}") from error
+        text = sdk_error_text(error)
+        raise ProviderError(
+            f"anthropic {error.status_code}: {text}",
+            # Anthropic's refusal of a request longer than the model's window: a 400
+            # invalid_request_error whose message says "prompt is too long".
+            length_refused=error.status_code == 400 and "prompt is too long" in text.lower(),
+        ) from error
     except anthropic.AnthropicError as error:
         raise ProviderError(f"anthropic: {error}") from error
 

@@ -50,7 +50,14 @@ class ModelReply:
 
 
 class ProviderError(Exception):
-    """The provider refused or failed; the turn ends with status `error` and this text."""
+    """The provider refused or failed; the turn ends with status `error` and this text.
+
+    `length_refused`: the provider refused the request as longer than the model's window
+    (the turn compacts and tries once more, docs/design.md §22)."""
+
+    def __init__(self, message: str, *, length_refused: bool = False):
+        super().__init__(message)
+        self.length_refused = length_refused
 
 
 def sdk_error_text(error: Exception) -> str:

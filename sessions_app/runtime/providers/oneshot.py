@@ -12,7 +12,6 @@ answered call's model and usage without changing what the helpers return.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,15 +22,6 @@ from django.utils import timezone
 
 from sessions_app.runtime.providers import provider_for
 from sessions_app.store.base import EntryRecord
-
-logger = logging.getLogger(__name__)
-
-SUMMARY_INSTRUCTIONS = """\
-You compress the earlier part of a conversation between a user and the assistant Jarvis so
-that Jarvis can continue it without the original messages. Keep names, numbers, decisions,
-facts about the user and open questions; drop small talk. Answer with the summary only, as
-short bullet points, at most 300 words."""
-
 
 # (model, usage) of each call answered inside the innermost `model_calls_counted` block.
 _counted: ContextVar[list[tuple[str, dict]] | None] = ContextVar("oneshot_counted", default=None)
@@ -65,10 +55,9 @@ def model_configured() -> bool:
     return settings.JARVIS_MODEL != "offline"
 
 
-def model_ask(*, instructions: str, text: str) -> str:
-    """The model's answer to one user message under `instructions` (no tools)."""
-    provider = provider_for()
-    question = EntryRecord(
+def question_entry(text: str) -> EntryRecord:
+    """One user message that belongs to no session, for a question asked outside a turn."""
+    return EntryRecord(
         # The question belongs to no session; providers never read this field.
         session_id="",
         seq=1,
@@ -85,8 +74,13 @@ def model_ask(*, instructions: str, text: str) -> str:
         data=None,
         created_at=timezone.now(),
     )
+
+
+def model_ask(*, instructions: str, text: str) -> str:
+    """The configured model's answer to one user message under `instructions` (no tools)."""
+    provider = provider_for()
     reply = provider.complete(
-        entries=[question],
+        entries=[question_entry(text)],
         system_prompt=instructions,
         tools=[],
         on_delta=lambda _piece: None,
@@ -96,20 +90,3 @@ def model_ask(*, instructions: str, text: str) -> str:
     if counted is not None:
         counted.append((reply.model or provider.model, dict(reply.usage)))
     return reply.text
-
-
-def model_summarize(*, transcript: str, previous: str | None) -> str | None:
-    """A summary of the transcript by the model; None when offline or the model failed."""
-    if not model_configured():
-        return None
-    text = transcript if not previous else f"Summary so far:\n{previous}\n\nThen:\n{transcript}"
-    try:
-        summary = model_ask(instructions=SUMMARY_INSTRUCTIONS, text=text).strip()
-    except Exception:  # noqa: BLE001 - any model failure falls back to the extractive summary
-        logger.warning(
-            "summary by %s failed; using the extractive summary",
-            settings.JARVIS_MODEL,
-            exc_info=True,
-        )
-        return None
-    return summary or None

@@ -77,7 +77,11 @@ def _sdk_errors() -> Iterator[None]:
     try:
         yield
     except openai.APIStatusError as error:
-        raise ProviderError(f"openai {error.status_code}: {sdk_error_text(error)}") from error
+        raise ProviderError(
+            f"openai {error.status_code}: {sdk_error_text(error)}",
+            # OpenAI's refusal of a request longer than the model's window.
+            length_refused=error.code == "context_length_exceeded",
+        ) from error
     except openai.OpenAIError as error:
         raise ProviderError(f"openai: {error}") from error
 

@@ -412,12 +412,26 @@ function renderTurnEnd(entry, { live }) {
   if (live) announce(text);
 }
 
+const COMPACTION_REASONS = {
+  auto: "to fit the model's window",
+  overflow: "the model refused a request as too long",
+  manual: "by /compact",
+};
+
+// "Compacted here": from this point on the model sees a summary of the turns above instead of
+// the turns themselves; the summary opens on demand.
 function renderCompaction(entry) {
+  const data = entry.data || {};
   const details = el("details", "compaction");
   const summary = el("summary");
   summary.appendChild(icon("chevron"));
   summary.appendChild(icon("summary"));
-  summary.appendChild(el("span", "", "Earlier turns summarized"));
+  let label = "Compacted here: earlier turns summarized";
+  if (COMPACTION_REASONS[data.reason]) label += " " + COMPACTION_REASONS[data.reason];
+  if (data.tokens_before && data.tokens_after) {
+    label += " (" + kiloTokens(data.tokens_before) + " → " + kiloTokens(data.tokens_after) + " tokens)";
+  }
+  summary.appendChild(el("span", "", label));
   details.appendChild(summary);
   details.appendChild(scrollablePre("", (entry.data && entry.data.summary) || "", "Summary"));
   append(details);
@@ -1095,6 +1109,7 @@ function onSessionSnapshot(event) {
     fillOlder();
   }
   if (state.seen.size === 0 && !state.hasOlder && !state.pendingPrompt) showEmptyState();
+  refreshContextMeter();
   refreshCost();
   if (state.pendingPrompt) {
     // The branch's copied answer must not offer Regenerate while its new request starts.
@@ -1161,7 +1176,15 @@ function handleEvent(event) {
     case "entry":
       renderEntry(event.entry, { live: true });
       break;
+    case "compaction_start":
+      announce("Compacting earlier turns so the conversation fits the model…");
+      break;
+    case "compaction_end":
+      announce("Earlier turns compacted.");
+      refreshContextMeter();
+      break;
     case "agent_end":
+      refreshContextMeter();
       state.turnRunning = false;
       state.liveTurn = null;
       removeLive();
@@ -1335,6 +1358,28 @@ async function deleteFromList(sessionId, item) {
     return;
   }
   item.appendChild(el("p", "row-error", "Not deleted: " + errorText(result)));
+}
+
+function kiloTokens(count) {
+  return count >= 1000 ? (count / 1000).toFixed(count >= 10000 ? 0 : 1) + "k" : String(count);
+}
+
+// The context meter: how much of the model's window the next request takes (docs/design.md §22).
+async function refreshContextMeter() {
+  const sessionId = state.sessionId;
+  if (!sessionId) return;
+  const result = await api("GET", sessionPath(sessionId) + "context/?format=openai&tokens_only=true");
+  if (!result.ok || sessionId !== state.sessionId) return;
+  const tokens = result.data.tokens;
+  const meter = $("context-meter");
+  meter.max = tokens.window;
+  meter.high = tokens.window - tokens.reserve;
+  meter.value = tokens.used;
+  $("context-text").textContent = kiloTokens(tokens.used) + " / " + kiloTokens(tokens.window) + " context";
+  // Past what a request may take: the next turn compacts first.
+  $("context").dataset.over = String(tokens.used > tokens.window - tokens.reserve);
+  $("context").dataset.used = String(tokens.used);
+  $("context").hidden = false;
 }
 
 async function refreshCost() {

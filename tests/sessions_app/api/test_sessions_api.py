@@ -443,6 +443,26 @@ def test_context_is_the_validated_projection_per_provider(api):
     assert_error(api.get("/api/sessions/s1/context/?format=gemini"), 400, "invalid")
 
 
+def test_context_tells_how_much_of_the_models_window_it_takes(api):
+    api.post("/api/sessions/", {"id": "s1"}, format="json")
+    api.patch("/api/sessions/s1/", {"model": "openai:gpt-4o"}, format="json")
+    a_turn("s1")
+    small = api.get("/api/sessions/s1/context/?format=openai").json()["tokens"]
+    assert small["window"] == 128000 and small["reserve"] == 16384
+    assert 0 < small["used"] < 1000
+    get_store().append("s1", turn_entries("word " * 20_000, "Noted.", turn="long"))
+    a_turn("s1", "And now?", "Still here.")
+    grown = api.get("/api/sessions/s1/context/?format=anthropic").json()["tokens"]
+    assert grown["used"] > small["used"] + 15_000
+    # Compacted, the long request gives way to its summary line.
+    assert api.post("/api/sessions/s1/compact/").status_code == 201
+    compacted = api.get("/api/sessions/s1/context/?format=openai").json()["tokens"]
+    assert compacted["used"] < grown["used"] // 4
+    # What the page's meter asks for: the count alone, without the messages.
+    meter = api.get("/api/sessions/s1/context/?tokens_only=true").json()
+    assert meter == {"format": "openai", "tokens": compacted}
+
+
 def test_cost_per_model_and_total(api):
     api.post("/api/sessions/", {"id": "s1"}, format="json")
     a_turn("s1")

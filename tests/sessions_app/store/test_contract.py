@@ -283,6 +283,31 @@ def test_the_turn_tail_holds_the_turn_a_cut_falls_in(store):
     assert store.get_turn_tail("src", 0) == []
 
 
+def test_context_entries_start_at_the_latest_compactions_cut(store):
+    """What a turn reads (docs/design.md §22): from the latest compaction's first kept entry
+    on — the compaction among them — or everything when nothing was compacted."""
+    store.create("long")
+    assert store.get_context_entries("long") == []
+    for number in range(3):
+        store.append("long", [user(f"q{number}"), assistant(f"a{number}")])
+    assert store.get_context_entries("long") == store.get_messages("long")
+    compaction = NewEntry(kind="compaction", data={"summary": "s1", "first_kept_seq": 3})
+    store.append("long", [compaction])
+    assert [e.seq for e in store.get_context_entries("long")] == [3, 4, 5, 6, 7]
+    # A later compaction whose cut falls on tool results: the read starts at their call,
+    # as the projection does.
+    store.append("long", [user("q3"), assistant("", [call("c1")]), result("c1"), result("c1")])
+    store.append(
+        "long", [NewEntry(kind="compaction", data={"summary": "s2", "first_kept_seq": 11})]
+    )
+    context = store.get_context_entries("long")
+    assert [e.seq for e in context] == [9, 10, 11, 12]
+    assert context[-1].data["summary"] == "s2"
+    # Content that merely mentions a compaction is no compaction.
+    store.append("long", [user('{"seq": 1, "kind": "compaction"}')])
+    assert [e.seq for e in store.get_context_entries("long")] == [9, 10, 11, 12, 13]
+
+
 def test_branch_appends_the_closing_entries_after_the_copy(store):
     store.create("src")
     a_finished_turn_with_a_call(store, "src")

@@ -334,21 +334,33 @@ def _begin(
 
 @contextmanager
 def _user_slot(owner_id: int | None):
-    """Count the user's turns in this process; refuse past MAX_TURNS_PER_USER."""
+    """Count the user's turns in this process; refuse past MAX_TURNS_PER_USER. Yields a
+    `release` the turn calls as soon as its last event is queued (idempotent; leaving the
+    block releases too): a person who sends a prompt the moment `agent_end` arrives must
+    not be refused for the turn that just told them it ended."""
     if owner_id is None:
-        yield
+        yield lambda: None
         return
     with _running_lock:
         if _turns_of_user.get(owner_id, 0) >= settings.MAX_TURNS_PER_USER:
             raise TooManyTurns(settings.MAX_TURNS_PER_USER)
         _turns_of_user[owner_id] = _turns_of_user.get(owner_id, 0) + 1
-    try:
-        yield
-    finally:
+    held = True
+
+    def release() -> None:
+        nonlocal held
         with _running_lock:
+            if not held:
+                return
+            held = False
             _turns_of_user[owner_id] -= 1
             if not _turns_of_user[owner_id]:
                 del _turns_of_user[owner_id]
+
+    try:
+        yield release
+    finally:
+        release()
 
 
 def turn_run(**kwargs) -> TurnResult:
@@ -401,7 +413,7 @@ async def _run(session_id, text, owner_id, on_event, provider, queue_id, wait_se
     meta = await in_pool("store", _meta, session_id)
     log_context_set(user_id=meta.owner_id)
     owner = owner_id if owner_id is not None else meta.owner_id
-    with _user_slot(owner):
+    with _user_slot(owner) as release_user_slot:
         if provider is None:
             provider = model_for_session(agent=meta.agent, model=meta.model)
         provider = _resolve(provider)
@@ -416,6 +428,8 @@ async def _run(session_id, text, owner_id, on_event, provider, queue_id, wait_se
             lease.watch(on_abort=abort.set)
             return await _loop(meta, owner_id, text, provider, abort, pump, queue_id)
         finally:
+            # Before the first await: the pump cannot deliver `agent_end` before this.
+            release_user_slot()
             with _running_lock:
                 if _running.get(session_id) is abort:
                     del _running[session_id]

@@ -94,3 +94,38 @@ async def test_socket_prompts_share_the_turn_throttle_with_http(backend, alice_t
     refused = await ws.receive_json_from(timeout=RECEIVE_TIMEOUT)
     assert refused["type"] == "error" and refused["code"] == "throttled", refused
     await ws.disconnect()
+
+
+async def test_a_prompt_sent_the_moment_a_turn_ends_is_not_refused_for_it(
+    backend, alice, alice_token, settings, monkeypatch
+):
+    """`agent_end` tells the person the turn is over: a prompt they send on reading it is
+    never refused with too_many_turns for that turn, however long the turn's last cleanup
+    (its lease's release) takes. The release is held here until the new prompt is answered."""
+    import threading
+
+    from sessions_app.runtime.lease import TurnLease
+
+    settings.MAX_TURNS_PER_USER = 1
+    released = threading.Event()
+    original_release = TurnLease.release
+
+    def held_release(self):
+        if self.session_id == "first":
+            released.wait(RECEIVE_TIMEOUT)
+        original_release(self)
+
+    monkeypatch.setattr(TurnLease, "release", held_release)
+    first, _ = await open_session("/ws/sessions/first/", alice_token)
+    second, _ = await open_session("/ws/sessions/second/", alice_token)
+    try:
+        await first.send_json_to({"type": "prompt", "text": "hello"})
+        assert (await events_until(first, turn_done))[-1]["status"] == "completed"
+        await second.send_json_to({"type": "prompt", "text": "what is 2+3"})
+        events = await events_until(second, lambda e: turn_done(e) or e["type"] == "error")
+        assert events[-1]["type"] == "agent_end", events[-1]
+        assert events[-1]["status"] == "completed"
+    finally:
+        released.set()
+        for ws in (first, second):
+            await ws.disconnect()

@@ -16,7 +16,8 @@ read but not write or begin one (SQLite's IMMEDIATE transactions, PostgreSQL's r
 never picks an actor that would wait. So every round interleaves differently, and a run with
 the same `--seed` interleaves exactly the same way again: the script prints a digest of every
 round's schedule to show it. With `--processes 2` the two actors are real processes and the
-operating system interleaves them: real parallelism, not reproducible.
+operating system interleaves them (a seeded random pause around every storage and memory call
+widens the windows in which they overlap): real parallelism, not reproducible.
 
 After the round the state is classified:
 
@@ -48,6 +49,7 @@ import random
 import sys
 import tempfile
 import threading
+import time
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -164,6 +166,43 @@ class Scheduler:
         return before_each_statement
 
 
+# --- two processes: seeded pauses around every storage and memory call ----------------------
+# Real processes interleave as the operating system runs them; a random pause before and after
+# each storage and memory call widens the windows in which they overlap. Not reproducible.
+MAX_PAUSE_SEC = 0.002
+_pauses = threading.local()
+
+
+def _maybe_pause() -> None:
+    rng = getattr(_pauses, "rng", None)
+    if rng is not None and rng.random() < 0.5:
+        time.sleep(rng.uniform(0, MAX_PAUSE_SEC))
+
+
+def _pausing(function):
+    def wrapper(*args, **kwargs):
+        _maybe_pause()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _maybe_pause()
+
+    return wrapper
+
+
+def install_pauses() -> None:
+    """Wrap the store's methods and memory_app's services (in an actor process)."""
+    from memory_app import receivers
+    from memory_app import services as memory
+    from sessions_app.store import get_store
+
+    store = get_store()
+    for name in ("create", "get_meta", "get_messages", "append", "delete"):
+        setattr(store, name, _pausing(getattr(store, name)))
+    memory.working_memory_remember = _pausing(memory.working_memory_remember)
+    receivers.memory_purge_for_session = _pausing(memory.memory_purge_for_session)
+
+
 def set_lock(no_lock: bool) -> None:
     """The per-session lock switch, which only this script turns off."""
     from sessions_app.services import sessions
@@ -266,11 +305,14 @@ def classify(reopened: dict) -> str:
 def actor_process(role, database_url, no_lock, owner_id, seeds, start, done, results):
     setup_django(database_url)
     set_lock(no_lock)
+    install_pauses()
     from django.db import connections
 
     for seed in seeds:
         start.wait()
+        _pauses.rng = random.Random(seed)
         results.put((role, act(role, owner_id, seed, no_lock)))
+        _pauses.rng = None
         connections.close_all()
         done.wait()
 

@@ -23,20 +23,35 @@ run: $(STAMP)
 # Production-shaped, on this machine: nginx in front of WORKERS Daphne workers, the task
 # worker and the consolidation loop, on PostgreSQL and Redis (docs/deploy.md). `--check` says
 # what is missing (nginx, PostgreSQL, Redis) before anything else touches the database.
+# A fresh PostgreSQL server has no database of DATABASE_URL's name: the check creates it.
 WORKERS ?= 2
+CLUSTER_PORT ?= 8080
 cluster: $(STAMP)
-	$(PY) manage.py run_cluster --check
+	$(PY) manage.py run_cluster --check --create-database
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py ensure_local_user
-	$(PY) manage.py run_cluster --workers $(WORKERS)
+	$(PY) manage.py ensure_local_user --url http://127.0.0.1:$(CLUSTER_PORT)/
+	$(PY) manage.py run_cluster --workers $(WORKERS) --port $(CLUSTER_PORT)
 
-test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+# The suite spread over PYTEST_WORKERS processes (pytest-xdist; docs/testing.md says what each
+# keeps to itself). Most of its time is spent waiting on servers and browsers, so more workers
+# than cores pays. PYTEST_ARGS narrows it (`PYTEST_ARGS="tests/browser -k chat"`); `-n0` in
+# PYTEST_ARGS runs it in one process. The time printed at the end includes the install.
+# `--dist load` hands out tests by index. Not loadscope/loadfile/loadgroup: they key tests by
+# node id, and the 30 schemathesis tests share one (tests/sessions_app/api/
+# test_openapi_conformance.py), so 29 of them would silently not run.
+PYTEST_WORKERS ?= 4
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist load
+test:
+	@start=$$(date +%s); status=0; \
+	$(MAKE) --no-print-directory venv && \
+	$(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS) || status=$$?; \
+	echo "== make test took $$(( $$(date +%s) - start )) s (install included)"; \
+	exit $$status
 
 # The suite three times in a row while busy processes keep every core loaded: a test that
 # passes only on an idle machine fails here. Fails if any run fails; PYTEST_ARGS narrows it.
 test-stress: $(STAMP)
-	$(PY) scripts/cpu_burn.py --runs 3 -- $(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) scripts/cpu_burn.py --runs 3 -- $(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) bench/store_bench.py

@@ -5,12 +5,21 @@ The user fixtures ask for `db`; a test marked `django_db(transaction=True)` gets
 transactional database all the same (the mark decides), which threads and servers need.
 """
 
+import os
+
 import pytest
 from django.conf import settings
 from django.core.cache import cache
 
 from sessions_app.store import get_store
 from tests.builders import make_user, token_client, token_of
+from tests.parallel import redis_url_of_worker
+
+# Each xdist worker gets a Redis database of its own (tests/parallel.py). Set before any test
+# module is imported: they read TEST_REDIS_URL when they load.
+os.environ["TEST_REDIS_URL"] = redis_url_of_worker(
+    os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+)
 
 
 def on_postgres() -> bool:

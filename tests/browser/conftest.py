@@ -7,11 +7,20 @@ from tests.browser.helpers import CHROMIUM, LAUNCH_ARGS, TIMEOUT_MS
 from tests.fakes.llm_server import FakeLLMServer
 from tests.multiprocess.servers import daphne
 
+# The servers a browser test may ask for, by fixture name.
+SERVER_FIXTURES = ("offline_server", "model_server")
+
 
 @pytest.fixture
-def browser(alice, monkeypatch):
+def browser(alice, monkeypatch, request):
     """Chromium. It depends on `alice` so the user is created before Playwright's event loop is
-    set on this thread (ORM calls made after that get a connection nothing closes)."""
+    set on this thread (ORM calls made after that get a connection nothing closes).
+
+    The test's server starts before the browser, so that it stops after it: a server asked
+    to stop while the browser's sockets were still open took up to a minute to exit."""
+    for name in SERVER_FIXTURES:
+        if name in request.fixturenames:
+            request.getfixturevalue(name)
     from playwright.sync_api import expect, sync_playwright
 
     # Playwright's sync API keeps an event loop on this thread; the server helper's own

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,28 +21,12 @@ from tests.multiprocess.servers import (
     _wait_for_its_database_sessions_to_end,
     free_port,
 )
+from tests.parallel import free_ports
 
 NGINX = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
 requires_nginx = pytest.mark.skipif(
     NGINX is None, reason="nginx is not installed (apt-get install -y nginx-light)"
 )
-
-
-def _is_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _consecutive_free_ports(count: int) -> int:
-    """The first of `count` free ports in a row (the cluster numbers its workers' ports)."""
-    while True:
-        first = free_port()
-        if first + count < 65536 and all(_is_free(first + n) for n in range(1, count)):
-            return first
 
 
 class Cluster:
@@ -71,7 +54,7 @@ class Cluster:
 def cluster(tmp_path: Path, workers: int = 2, **env):
     run_dir = tmp_path / "cluster"
     port = free_port()
-    first = _consecutive_free_ports(workers)
+    first = free_ports(workers)  # the cluster numbers its workers' ports from the first
     command = [sys.executable, "manage.py", "run_cluster", "--workers", str(workers)]
     command += ["--port", str(port), "--first-worker-port", str(first), "--run-dir", str(run_dir)]
     output = (tmp_path / "cluster.out").open("w+")

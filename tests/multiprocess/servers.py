@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
 import tempfile
@@ -15,15 +14,15 @@ import urllib.request
 from django.db import connection, connections
 
 from tests.helpers import GUARD_SEC, REPO, child_env
+from tests.parallel import free_ports
 
 # libpq names the servers' database sessions, so shutdown can wait for exactly those.
 APPLICATION_NAME = "jarvis-test-daphne"
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A free port of this xdist worker's own (tests/parallel.py): never another worker's."""
+    return free_ports(1)
 
 
 class Server(str):

@@ -14,8 +14,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--username", default="jarvis")
+        # `make cluster` serves the site through its proxy, not on `make run`'s port.
+        parser.add_argument(
+            "--url", default="http://127.0.0.1:8000/", help="the address people open"
+        )
 
-    def handle(self, *args, username, **options):
+    def handle(self, *args, username, url, **options):
         User = get_user_model()
         login_file = settings.VAR_DIR / FIRST_LOGIN_FILE
         if User.objects.filter(is_superuser=True).exists():
@@ -27,7 +31,7 @@ class Command(BaseCommand):
                 if login_file.exists()
                 else ""
             )
-            self.stdout.write(f"Log in at http://127.0.0.1:8000/ as {names}{hint}.")
+            self.stdout.write(f"Log in at {url} as {names}{hint}.")
             return
         password = secrets.token_urlsafe(12)
         User.objects.create_superuser(username=username, email="", password=password)
@@ -36,7 +40,7 @@ class Command(BaseCommand):
         self.stdout.write(
             self.style.SUCCESS(
                 "\nFirst run: a local user was created.\n"
-                f"  Open      http://127.0.0.1:8000/\n"
+                f"  Open      {url}\n"
                 f"  Username  {username}\n"
                 f"  Password  {password}\n"
                 f"(also saved in {login_file.relative_to(settings.BASE_DIR)}; "

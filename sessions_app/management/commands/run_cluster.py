@@ -62,11 +62,18 @@ class Command(BaseCommand):
             action="store_true",
             help="only say whether nginx, PostgreSQL and Redis are there, and start nothing",
         )
+        parser.add_argument(
+            "--create-database",
+            action="store_true",
+            help="create DATABASE_URL's database when the server is there but the database is not",
+        )
 
-    def handle(self, *args, workers, port, first_worker_port, run_dir, check, **options):
+    def handle(
+        self, *args, workers, port, first_worker_port, run_dir, check, create_database, **options
+    ):
         if workers < 1:
             raise CommandError("--workers must be at least 1")
-        nginx = self._requirements()
+        nginx = self._requirements(create_database=create_database)
         if check:
             self.stdout.write(f"nginx ({nginx}), PostgreSQL and Redis are there.")
             return
@@ -126,7 +133,7 @@ class Command(BaseCommand):
         )
 
     # --- what must be there -----------------------------------------------------------
-    def _requirements(self) -> str:
+    def _requirements(self, *, create_database: bool = False) -> str:
         missing = []
         nginx = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
         if nginx is None:
@@ -137,7 +144,9 @@ class Command(BaseCommand):
             try:
                 connection.ensure_connection()
             except DatabaseError as error:
-                missing.append(f"PostgreSQL cannot be reached ({error}): check DATABASE_URL")
+                problem = self._database_missing(error, create=create_database)
+                if problem:
+                    missing.append(problem)
         if not settings.REDIS_URL:
             missing.append(f"the cluster needs Redis: {INSTALL_HINT['redis']}")
         else:
@@ -155,6 +164,29 @@ class Command(BaseCommand):
         if missing:
             raise CommandError("cannot start the cluster:\n- " + "\n- ".join(missing))
         return nginx
+
+    def _database_missing(self, error: DatabaseError, *, create: bool) -> str | None:
+        """What to say when DATABASE_URL's database cannot be opened; None once `create` made
+        it. A fresh PostgreSQL server has no database of the name `make cluster` uses: the
+        server's own `postgres` database tells a missing one from a server that is not there."""
+        name = connection.settings_dict["NAME"]
+        unreachable = f"PostgreSQL cannot be reached ({error}): check DATABASE_URL"
+        try:
+            with connection._nodb_cursor() as cursor:
+                cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
+                if cursor.fetchone():
+                    return unreachable
+                if not create:
+                    return (
+                        f"the database {name} does not exist on the PostgreSQL server: "
+                        "`manage.py run_cluster --check --create-database` creates it "
+                        "(`make cluster` does)"
+                    )
+                cursor.execute(f"CREATE DATABASE {connection.ops.quote_name(name)}")
+        except DatabaseError:
+            return unreachable
+        self.stdout.write(f"Created the database {name} on the PostgreSQL server.")
+        return None
 
     def _nginx_config(self, port: int, worker_ports: list[int]) -> Path:
         template = string.Template((settings.BASE_DIR / TEMPLATE).read_text())

@@ -12,6 +12,7 @@ from sessions_app.runtime.history import RESULT_CUT_TEXT
 from sessions_app.runtime.providers.anthropic import AnthropicProvider
 from sessions_app.runtime.providers.openai import OpenAIProvider
 from sessions_app.runtime.turns import turn_run
+from sessions_app.services.sessions import session_usage
 from sessions_app.store import get_store
 from sessions_app.turn_selectors import turn_requests
 from tests.builders import turn_entries
@@ -164,3 +165,28 @@ def test_a_big_tool_result_is_sent_as_head_and_tail_and_stored_whole(
     assert server.request_chars[-1] < 10_000
     stored = next(e for e in store.get_messages("test-big-result") if e.role == "tool")
     assert stored.content == big
+
+
+def test_a_summary_the_model_writes_for_an_automatic_compaction_is_counted_as_usage(
+    provider, backend, settings
+):
+    """The model's own summary calls are the session's usage (docs/design.md §22): kept on
+    the `compaction` entry and counted by the session's usage. A window small enough that
+    the seeded history cannot fit makes the turn compact before its first call; the server
+    takes every request, so the summary is the model's."""
+    settings.MODEL_LIMITS = {
+        "gpt-4o": {"window": 8000, "output": 1000},
+        "claude-haiku-4-5": {"window": 8000, "output": 1000},
+    }
+    seed_long_session("test-usage", turns=4, chars=4_000)
+
+    result = turn_run(session_id="test-usage", text="What did we talk about?", provider=provider)
+
+    assert result.status == "completed"
+    [compaction] = [e for e in get_store().get_messages("test-usage") if e.kind == "compaction"]
+    assert compaction.data["reason"] == "auto"
+    assert compaction.model and compaction.usage["input_tokens"] > 0
+    own = session_usage(session_id="test-usage", owner_id=None)
+    answers = [e for e in result.entries if e.kind == "message" and e.role == "assistant"]
+    answered = sum(entry.usage["input_tokens"] for entry in answers)
+    assert own["input_tokens"] == answered + compaction.usage["input_tokens"]

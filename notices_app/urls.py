@@ -1,12 +1,12 @@
 """URLs of notices_app, under /api/ (included by jarvis_site.urls); the service worker is
-served at the site's root."""
+served at the site's root. `me/` itself is accounts_app's route: its view is this app's
+settings view with the account's DELETE added (accounts_app.api.MeView)."""
 
 from django.urls import path
 
-from notices_app.api import MeView, PushSubscriptionViewSet
+from notices_app.api import PushSubscriptionViewSet
 
 urlpatterns = [
-    path("me/", MeView.as_view(), name="me"),
     path(
         "me/push-subscriptions/",
         PushSubscriptionViewSet.as_view({"post": "create"}),

@@ -72,11 +72,6 @@ def worker_is_dead(worker_id: str) -> bool:
     return Worker.objects.filter(id=worker_id, heartbeat_at__lt=dead_cutoff()).exists()
 
 
-def live_workers():
-    """A queryset of the ids of workers heard from within WORKER_DEAD_SEC."""
-    return Worker.objects.filter(heartbeat_at__gte=dead_cutoff()).values("id")
-
-
 def dead_workers():
     return Worker.objects.filter(heartbeat_at__lt=dead_cutoff()).values("id")
 

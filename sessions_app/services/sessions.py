@@ -152,11 +152,6 @@ def session_branch(
     return branch
 
 
-def session_set_model(*, session_id: str, owner_id: int | None, model: str) -> SessionMeta:
-    """Set the model the caller's session uses from its next turn on (`session_configure`)."""
-    return session_configure(session_id=session_id, owner_id=owner_id, model=model)
-
-
 def session_configure(
     *,
     session_id: str,

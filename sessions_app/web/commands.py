@@ -129,7 +129,7 @@ def _model(ctx: _Context) -> CommandResult:
         source = "set for this session" if meta.model else "the default"
         return CommandResult("model", f"model: {model} ({source})", {"model": model})
     try:
-        meta = session_services.session_set_model(
+        meta = session_services.session_configure(
             session_id=ctx.session_id, owner_id=ctx.owner_id, model=ctx.args[0]
         )
     except SessionBusy as error:

@@ -52,7 +52,7 @@ def system_sent(request_body: dict) -> str:
 def first_turn(owner, session_id: str, text: str, model: str) -> str:
     """Run a new conversation's first turn; its turn id."""
     get_store().create(session_id, owner_id=owner.id)
-    sessions.session_set_model(session_id=session_id, owner_id=owner.id, model=model)
+    sessions.session_configure(session_id=session_id, owner_id=owner.id, model=model)
     result = turn_run(session_id=session_id, text=text, owner_id=owner.id)
     assert result.status == "completed", result.error
     return result.turn_id

@@ -39,7 +39,7 @@ def alices_sessions(alice):
     play_turn("taxes", "Say it in French", "quarante-deux")
     # A turn of the real runtime: its turn_start names a stored request header.
     assert turn_run(session_id="taxes", text="what is 9*9").status == "completed"
-    sessions.session_set_model(session_id="taxes", owner_id=alice.id, model="openai:gpt-4o-mini")
+    sessions.session_configure(session_id="taxes", owner_id=alice.id, model="openai:gpt-4o-mini")
     arithmetic_turn("taxes", "2+3", "5")
     sessions.session_compact(session_id="taxes", owner_id=alice.id)
     branch = sessions.session_branch(session_id="taxes", owner_id=alice.id, at_seq=6)

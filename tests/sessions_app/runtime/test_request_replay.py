@@ -56,11 +56,11 @@ def test_every_request_of_every_turn_is_rebuilt_exactly(backend, server, api_nam
         turns.append(result.turn_id)
 
     # A first turn with a tool call, on the other provider.
-    sessions.session_set_model(session_id=session_id, owner_id=alice.id, model=MODELS[other])
+    sessions.session_configure(session_id=session_id, owner_id=alice.id, model=MODELS[other])
     server.script(Reply(calls=[("calculator", {"expression": "2+3"})]), Reply(text="It is 5."))
     turn("what is 2+3?")
     # Then this provider, a plain turn, and a compaction of the turns before the last.
-    sessions.session_set_model(session_id=session_id, owner_id=alice.id, model=MODELS[api_name])
+    sessions.session_configure(session_id=session_id, owner_id=alice.id, model=MODELS[api_name])
     server.script(Reply(text="Hello Ada."))
     turn("I am Ada")
     compaction = sessions.session_compact(session_id=session_id, owner_id=alice.id)

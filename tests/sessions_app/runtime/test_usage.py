@@ -49,7 +49,7 @@ def usage_of(user, session_id: str) -> dict:
 
 def session_on(owner, session_id: str, model: str = "openai:gpt-4o") -> str:
     get_store().create(session_id, owner_id=owner.id)
-    sessions.session_set_model(session_id=session_id, owner_id=owner.id, model=model)
+    sessions.session_configure(session_id=session_id, owner_id=owner.id, model=model)
     return session_id
 
 

@@ -68,6 +68,24 @@ def test_a_malformed_entry_is_a_configuration_error(settings):
         allowed_hosts()
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "a." * (512 * 1024) + "!",
+        "a-" * (512 * 1024) + ":123456",
+        "*." + "a.b" * (350 * 1024) + "..",
+    ],
+    ids=["dotted-then-bang", "dashed-then-long-port", "star-then-double-dot"],
+)
+def test_a_megabyte_entry_that_is_not_a_host_is_refused_in_one_pass(settings, entry):
+    """The entry's pattern is possessive: a megabyte that fails at its last character is
+    refused without backtracking over its labels (the suite's timeout would catch one that
+    did)."""
+    settings.OUTBOUND_URL_ALLOWLIST = [entry]
+    with pytest.raises(ImproperlyConfigured):
+        allowed_hosts()
+
+
 def test_http_is_refused_unless_the_operator_allows_it(settings):
     url = "http://discord.com/api/webhooks/1/token"
     with pytest.raises(OutboundUrlRefused, match="OUTBOUND_ALLOW_HTTP"):

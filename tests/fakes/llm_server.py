@@ -26,6 +26,7 @@ benchmark knows each stream's model time exactly.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -663,3 +664,15 @@ class FakeLLMServer:
             yield event("message_stop", {})
 
         handler._sse(events(), reply.delay_per_chunk)
+
+
+@contextlib.contextmanager
+def serving_both_sdks(settings, **options):
+    """A FakeLLMServer that the OpenAI and Anthropic providers of `settings` (pytest-django's
+    fixture) both talk to, for a test that picks its model by name."""
+    with FakeLLMServer(**options) as running:
+        settings.OPENAI_BASE_URL = running.openai_url
+        settings.OPENAI_API_KEY = "test"
+        settings.ANTHROPIC_BASE_URL = running.base_url
+        settings.ANTHROPIC_API_KEY = "test"
+        yield running

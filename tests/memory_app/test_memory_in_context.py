@@ -17,7 +17,7 @@ from sessions_app.runtime.turns import turn_run
 from sessions_app.services import sessions
 from sessions_app.store import get_store
 from tests.builders import token_client
-from tests.fakes.llm_server import FakeLLMServer
+from tests.fakes.llm_server import serving_both_sdks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,11 +26,7 @@ MODELS = {"openai": "openai:gpt-4o", "anthropic": "anthropic:claude-haiku-4-5"}
 
 @pytest.fixture
 def server(settings):
-    with FakeLLMServer() as running:
-        settings.OPENAI_BASE_URL = running.openai_url
-        settings.OPENAI_API_KEY = "test"
-        settings.ANTHROPIC_BASE_URL = running.base_url
-        settings.ANTHROPIC_API_KEY = "test"
+    with serving_both_sdks(settings) as running:
         yield running
 
 

@@ -12,7 +12,7 @@ from sessions_app.services import sessions
 from sessions_app.store import NewEntry, get_store
 from sessions_app.store.request_headers import header_get
 from tests.builders import assistant, token_client, user
-from tests.fakes.llm_server import FakeLLMServer, Reply
+from tests.fakes.llm_server import Reply, serving_both_sdks
 
 from .conftest import assert_history_valid
 
@@ -23,11 +23,7 @@ MODELS = {"openai": "openai:gpt-4o", "anthropic": "anthropic:claude-haiku-4-5"}
 
 @pytest.fixture
 def server(settings):
-    with FakeLLMServer() as running:
-        settings.OPENAI_BASE_URL = running.openai_url
-        settings.OPENAI_API_KEY = "test"
-        settings.ANTHROPIC_BASE_URL = running.base_url
-        settings.ANTHROPIC_API_KEY = "test"
+    with serving_both_sdks(settings) as running:
         yield running
 
 

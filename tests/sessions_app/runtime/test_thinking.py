@@ -17,7 +17,7 @@ from sessions_app.services import sessions
 from sessions_app.store import NewEntry, get_store
 from sessions_app.turn_selectors import request_header_of
 from tests.builders import assistant, records, result, user
-from tests.fakes.llm_server import FakeLLMServer, Reply
+from tests.fakes.llm_server import Reply, serving_both_sdks
 
 from .conftest import assert_history_valid
 
@@ -28,11 +28,7 @@ SIGNED = {"type": "thinking", "thinking": "2+3 is simple.", "signature": "sig_ab
 
 @pytest.fixture
 def server(settings):
-    with FakeLLMServer() as running:
-        settings.OPENAI_BASE_URL = running.openai_url
-        settings.OPENAI_API_KEY = "test"
-        settings.ANTHROPIC_BASE_URL = running.base_url
-        settings.ANTHROPIC_API_KEY = "test"
+    with serving_both_sdks(settings) as running:
         yield running
 
 

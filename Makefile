@@ -37,7 +37,7 @@ cluster: $(STAMP)
 # than cores pays. PYTEST_ARGS narrows it (`PYTEST_ARGS="tests/browser -k chat"`); `-n0` in
 # PYTEST_ARGS runs it in one process. The time printed at the end includes the install.
 # `--dist load` hands out tests by index. Not loadscope/loadfile/loadgroup: they key tests by
-# node id, and the 30 schemathesis tests share one (tests/sessions_app/api/
+# node id, and the 30 schemathesis tests share one (tests/sessions_app/web/api/
 # test_openapi_conformance.py), so 29 of them would silently not run.
 PYTEST_WORKERS ?= 4
 PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist load
@@ -73,6 +73,7 @@ bench-turns: $(STAMP) $(PEER_STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-logo
+	$(PY) scripts/floors_picture.py --check
 
 migrations-check: $(STAMP)
 	$(PY) manage.py makemigrations --check --dry-run

@@ -21,7 +21,7 @@ from accounts_app.serializers import (
 )
 from notices_app.api import AUTHENTICATION, ERRORS
 from notices_app.api import MeView as SettingsView
-from sessions_app.throttles import ExportRateThrottle
+from sessions_app.core.throttles import ExportRateThrottle
 from sessions_app.web.serializers import ErrorOutput
 
 

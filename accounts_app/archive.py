@@ -27,7 +27,7 @@ from django.utils import timezone
 from memory_app.services import memory_export_for_owner
 from notices_app.schedules import schedules_export_for_owner
 from sessions_app import selectors
-from sessions_app.ids import safe_filename
+from sessions_app.core.ids import safe_filename
 from sessions_app.store import get_store
 
 ARCHIVE_README = """Your data from Jarvis, as of {as_of}.

@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from accounts_app.models import RetentionSetting
-from sessions_app.ids import is_test_session
+from sessions_app.core.ids import is_test_session
 from sessions_app.runtime.lease import SessionBusy
 from sessions_app.services.deletion import SessionConnected, session_delete
 from sessions_app.services.sessions import session_turn_running

@@ -414,7 +414,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    # Per user; sessions_app/throttles.py says which doors share each scope.
+    # Per user; sessions_app/core/throttles.py says which doors share each scope.
     "DEFAULT_THROTTLE_RATES": {
         "turns": env.str("TURN_THROTTLE_RATE", default="60/min"),
         "branches": env.str("BRANCH_THROTTLE_RATE", default="30/min"),

@@ -17,7 +17,7 @@ from memory_app.models import (
     WorkingMemory,
 )
 from memory_app.services import procedure_approve, procedure_reject
-from sessions_app.admin_mixins import ReadOnlyAdminMixin
+from sessions_app.core.admin_mixins import ReadOnlyAdminMixin
 
 
 class ThoughtLogInline(ReadOnlyAdminMixin, admin.TabularInline):

@@ -12,7 +12,7 @@ class MemoryAppConfig(AppConfig):
         from memory_app import receivers
         from memory_app.context import memory_context_for_owner
         from memory_app.tools import WORKING_MEMORY_TOOLS
-        from sessions_app import signals
+        from sessions_app.core import signals
         from sessions_app.runtime.memory_context import memory_context_provider_register
         from sessions_app.runtime.tools import tool_register
 

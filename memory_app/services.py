@@ -28,7 +28,7 @@ from memory_app.models import (
     ThoughtLog,
     WorkingMemory,
 )
-from sessions_app.ids import is_test_session
+from sessions_app.core.ids import is_test_session
 from sessions_app.runtime.providers.oneshot import model_calls_counted
 from sessions_app.store.base import EntryRecord
 from sessions_app.store.usage_ledger import CONSOLIDATION, usage_ledger_add

@@ -21,7 +21,7 @@ from memory_app.services import (
     memory_has_pending_episodes,
     memory_idle_sessions,
 )
-from sessions_app.ids import is_test_session
+from sessions_app.core.ids import is_test_session
 
 
 @task()

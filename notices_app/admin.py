@@ -7,7 +7,7 @@ from django.contrib import admin
 
 from notices_app.models import NoticeOutbox, NoticeSettings, PushSubscription, Schedule, ScheduleRun
 from notices_app.schedules import schedule_cancel
-from sessions_app.admin_mixins import ReadOnlyAdminMixin
+from sessions_app.core.admin_mixins import ReadOnlyAdminMixin
 
 
 class ScheduleRunInline(ReadOnlyAdminMixin, admin.TabularInline):

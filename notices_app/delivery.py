@@ -42,7 +42,7 @@ from notices_app.task_queue import (
     task_is_waiting,
 )
 from sessions_app import selectors
-from sessions_app.ids import is_test_session
+from sessions_app.core.ids import is_test_session
 from sessions_app.services.notices import notice_mark_delivered
 from sessions_app.services.sessions import session_create
 from sessions_app.store import Notice, get_store

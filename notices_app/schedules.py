@@ -38,14 +38,14 @@ from notices_app.task_queue import (
     task_is_waiting,
 )
 from sessions_app import selectors
-from sessions_app.delegation import delegation_run
-from sessions_app.ids import validate_session_id
+from sessions_app.core.ids import validate_session_id
+from sessions_app.core.throttles import turn_throttle_wait
 from sessions_app.runtime.executors import run_for_sync_caller
 from sessions_app.runtime.tools import ToolAborted, TurnAbort
 from sessions_app.runtime.turns import TooManyTurns
+from sessions_app.services.delegation import delegation_run
 from sessions_app.services.notices import proactive_add
 from sessions_app.store import SessionNotFound
-from sessions_app.throttles import turn_throttle_wait
 
 logger = logging.getLogger(__name__)
 

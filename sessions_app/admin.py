@@ -14,7 +14,7 @@ from django.db.models import Count
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from sessions_app.admin_mixins import ReadOnlyAdminMixin
+from sessions_app.core.admin_mixins import ReadOnlyAdminMixin
 from sessions_app.models import (
     Entry,
     LiveConnection,

@@ -14,15 +14,14 @@ class SessionsAppConfig(AppConfig):
     def ready(self):
         # Imported in AppConfig.ready: apps.py is loaded while Django fills the app registry,
         # before any module that touches a model may be imported.
-        from sessions_app import receivers
-        from sessions_app.delegation import DELEGATE_TOOL
         from sessions_app.runtime.agents import agent_registry
         from sessions_app.runtime.approvals import approval_decisions_poll
         from sessions_app.runtime.lease import lease_poll_hook_register
         from sessions_app.runtime.queue import queue_runner_register
         from sessions_app.runtime.tools import tool_register
-        from sessions_app.services import prompt_modes
-        from sessions_app.workers import heartbeat_hook_register
+        from sessions_app.services import prompt_modes, receivers
+        from sessions_app.services.delegation import DELEGATE_TOOL
+        from sessions_app.store.workers import heartbeat_hook_register
 
         # Before the agents are checked: the main agent must hold `delegate`.
         tool_register(DELEGATE_TOOL)

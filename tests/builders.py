@@ -15,7 +15,7 @@ from django.db import transaction
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from sessions_app import signals
+from sessions_app.core import signals
 from sessions_app.store import EntryRecord, NewEntry, get_store
 
 # --- users and tokens ---------------------------------------------------------------------

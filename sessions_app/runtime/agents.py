@@ -32,7 +32,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from sessions_app.ids import SUBAGENT_PREFIX, validate_session_id
+from sessions_app.core.ids import SUBAGENT_PREFIX, validate_session_id
 from sessions_app.runtime.providers import check_model_spec
 from sessions_app.runtime.tools import DELEGATE, TOOLS, Tool
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from sessions_app.core.signals import session_compacted
 from sessions_app.runtime.context_window import ContextBudget
-from sessions_app.signals import session_compacted
 from sessions_app.store import EntryRecord, NewEntry, get_store
 
 logger = logging.getLogger(__name__)

@@ -28,11 +28,11 @@ from django.conf import settings
 from django.db import connection
 
 from jarvis_site import metrics
-from sessions_app.ids import validate_session_id
+from sessions_app.core.ids import validate_session_id
 from sessions_app.runtime.executors import in_pool
 from sessions_app.store import get_store
 from sessions_app.store.lease import TurnLeaseBackend
-from sessions_app.workers import heartbeat_start
+from sessions_app.store.workers import heartbeat_start
 
 logger = logging.getLogger(__name__)
 

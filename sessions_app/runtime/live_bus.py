@@ -36,7 +36,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from django.conf import settings
 
-from sessions_app.workers import current_worker_id
+from sessions_app.store.workers import current_worker_id
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def control_channel(session_id: str) -> str:
     return f"{PREFIX}{session_id}:control"
 
 
-# What the worker does with what arrives, set once by sessions_app.live: the bus knows
+# What the worker does with what arrives, set once by sessions_app.runtime.live: the bus knows
 # nothing of turns or sockets.
 OnEvent = Callable[[str, str, int, str], Awaitable[None]]
 OnAsk = Callable[[str], dict[str, Any] | None]

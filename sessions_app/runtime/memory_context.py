@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 
-from sessions_app.ids import is_test_session
+from sessions_app.core.ids import is_test_session
 from sessions_app.store import SessionMeta
 
 MemoryContextProvider = Callable[..., str]

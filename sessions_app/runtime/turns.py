@@ -24,7 +24,8 @@ from django.db import DatabaseError, transaction
 
 from jarvis_site import metrics
 from jarvis_site.log_context import log_context, log_context_set
-from sessions_app.ids import validate_session_id
+from sessions_app.core.ids import validate_session_id
+from sessions_app.core.signals import turn_finished
 from sessions_app.runtime.agents import agent_get, agent_tools, model_for_session
 from sessions_app.runtime.approvals import ApprovalGate, approvals_interrupted
 from sessions_app.runtime.context_fit import ContextFit
@@ -55,7 +56,6 @@ from sessions_app.runtime.queue import (
 )
 from sessions_app.runtime.timings import Stopwatch, tool_outcome
 from sessions_app.runtime.tools import ToolContext, TurnAbort, tool_run
-from sessions_app.signals import turn_finished
 from sessions_app.store import EntryRecord, NewEntry, SessionMeta, SessionNotFound, get_store
 from sessions_app.store.request_headers import header_digest, header_save
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from sessions_app import limits
-from sessions_app.ids import (
+from sessions_app.core import limits
+from sessions_app.core.ids import (
     validate_session_id,
 )
 from sessions_app.runtime.approvals import approval_resolve

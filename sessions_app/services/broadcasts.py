@@ -12,10 +12,11 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 
 from jarvis_site import metrics
-from sessions_app import live, selectors
-from sessions_app.ids import (
+from sessions_app import selectors
+from sessions_app.core.ids import (
     group_name,
 )
+from sessions_app.runtime import live
 from sessions_app.store import (
     EntryRecord,
 )
@@ -48,7 +49,7 @@ DELTA_INTERVAL_SEC = 0.05
 
 def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
     """An `on_event` coroutine for turn_run that hands the turn's events to every socket of
-    the session (sessions_app.live: numbered, folded into the running state, delivered to
+    the session (sessions_app.runtime.live: numbered, folded into the running state, delivered to
     this worker's sockets directly and published once for the other workers).
 
     - Entries arrive as EntryRecord objects and leave as the API shows them.

@@ -7,21 +7,21 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 
-from sessions_app.ids import (
+from sessions_app.core.ids import (
     is_reserved,
     reserved_refuse,
     validate_session_id,
 )
+from sessions_app.core.signals import session_ended
 from sessions_app.runtime.agents import agent_known
 from sessions_app.services.sessions import SIGNAL_SENDER, _session_locked
-from sessions_app.signals import session_ended
 from sessions_app.store import (
     SessionMeta,
     SessionNotFound,
     connections,
     get_store,
 )
-from sessions_app.workers import heartbeat_start
+from sessions_app.store.workers import heartbeat_start
 
 # A consumer renews its connection row every HEARTBEAT_SEC, well within the registry's
 # LIVE_TIMEOUT_SEC (sessions_app.store.connections) after which a row no longer counts.

@@ -10,16 +10,16 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from sessions_app.ids import (
+from sessions_app.core.ids import (
     safe_filename,
     validate_session_id,
 )
+from sessions_app.core.signals import session_deleted
 from sessions_app.runtime import turns
 from sessions_app.runtime.agents import per_parent_session_ids
 from sessions_app.runtime.lease import SessionBusy, TurnLease, lease_acquire
 from sessions_app.runtime.queue import queue_clear
 from sessions_app.services.sessions import EXPORT_FORMATS, SIGNAL_SENDER, _session_locked
-from sessions_app.signals import session_deleted
 from sessions_app.store import (
     SessionMeta,
     SessionNotFound,

@@ -24,7 +24,8 @@ from django.contrib.auth import get_user_model
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from sessions_app.foreign_formats import (
+from sessions_app.core.ids import new_session_id
+from sessions_app.formats import (
     ForeignConversation,
     ForeignFile,
     ForeignFormatInvalid,
@@ -34,7 +35,6 @@ from sessions_app.foreign_formats import (
     openai_agents_read,
     stored_id,
 )
-from sessions_app.ids import new_session_id
 from sessions_app.models import ImportedSession
 from sessions_app.runtime.history import HistoryInvalid
 from sessions_app.services.transfer import check_history, repair_history

@@ -7,10 +7,11 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from sessions_app import limits, selectors
+from sessions_app import selectors
+from sessions_app.core import limits
+from sessions_app.core.signals import notice_added
 from sessions_app.services.broadcasts import session_broadcast_on_commit
 from sessions_app.services.sessions import SIGNAL_SENDER
-from sessions_app.signals import notice_added
 from sessions_app.store import (
     Notice,
     get_store,

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import connections
 
-from sessions_app import limits
+from sessions_app.core import limits
 from sessions_app.runtime import queue, turns
 from sessions_app.runtime.drain import Draining, session_turn_running
 from sessions_app.runtime.executors import in_pool, in_sync_caller

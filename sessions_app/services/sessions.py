@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import transaction
 
 from sessions_app import selectors
-from sessions_app.ids import (
+from sessions_app.core.ids import (
     is_reserved,
     new_session_id,
     reserved_refuse,

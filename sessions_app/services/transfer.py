@@ -19,16 +19,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from sessions_app.ids import is_reserved, new_session_id
-from sessions_app.models import ImportedSession
-from sessions_app.runtime.history import (
-    HistoryInvalid,
-    project_anthropic,
-    project_openai,
-    validate_anthropic,
-    validate_openai,
-)
-from sessions_app.services.seed_files import (
+from sessions_app.core.ids import is_reserved, new_session_id
+from sessions_app.formats.seed_files import (
     HEADERS_FILE,
     SeedFileError,
     SeedSession,
@@ -36,6 +28,14 @@ from sessions_app.services.seed_files import (
     read_headers,
     write_headers,
     write_session,
+)
+from sessions_app.models import ImportedSession
+from sessions_app.runtime.history import (
+    HistoryInvalid,
+    project_anthropic,
+    project_openai,
+    validate_anthropic,
+    validate_openai,
 )
 from sessions_app.store import AgentMismatch, NewEntry, get_store
 from sessions_app.store.base import record_from_fields

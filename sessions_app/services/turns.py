@@ -9,8 +9,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from sessions_app import live
-from sessions_app.runtime import turns
+from sessions_app.runtime import live, turns
 from sessions_app.runtime.executors import in_pool
 from sessions_app.services.broadcasts import turn_event_broadcaster
 from sessions_app.services.sessions import _owned_session

@@ -17,7 +17,7 @@ from typing import Any
 from django.utils import timezone
 
 from sessions_app.models import ToolApproval
-from sessions_app.workers import current_worker_id, dead_workers
+from sessions_app.store.workers import current_worker_id, dead_workers
 
 PENDING = ToolApproval.PENDING
 ALLOWED = ToolApproval.ALLOWED

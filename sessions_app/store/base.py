@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sessions_app.ids import InvalidSessionId  # re-exported: stores raise it for bad ids
+from sessions_app.core.ids import InvalidSessionId  # re-exported: stores raise it for bad ids
 from sessions_app.store.search import SearchHit  # re-exported: what `search` returns
 
 if TYPE_CHECKING:

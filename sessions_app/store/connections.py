@@ -4,7 +4,7 @@ Rows of the database under both backends, so that every worker process sees ever
 a delete in one worker must know about a tab attached through another. Each row points at
 its session's row in the `Session` table (on the jsonl backend, the anchor row the store
 keeps for the session's lock). A row counts as live while it is renewed within
-LIVE_TIMEOUT_SEC and its worker is not known to be dead (sessions_app.workers); the rows of a
+LIVE_TIMEOUT_SEC and its worker is not known to be dead (sessions_app.store.workers); the rows of a
 session go with its delete (the store backends' `delete`).
 """
 
@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from sessions_app.models import LiveConnection, Session
-from sessions_app.workers import current_worker_id, dead_workers
+from sessions_app.store.workers import current_worker_id, dead_workers
 
 # A consumer renews its row every few seconds (services.connections.HEARTBEAT_SEC); rows not renewed
 # for LIVE_TIMEOUT_SEC belong to a worker that died without closing its sockets.

@@ -19,7 +19,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from psycopg.types.datetime import TimestamptzLoader
 
-from sessions_app.ids import new_session_id, validate_session_id
+from sessions_app.core.ids import new_session_id, validate_session_id
 from sessions_app.models import Entry, ProactiveNotice, Session
 from sessions_app.store import approvals, connections, db_lease, db_search, usage_ledger
 from sessions_app.store.base import (

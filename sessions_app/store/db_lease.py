@@ -3,7 +3,7 @@
 `lease_holder` and `lease_expires_at` are taken with one conditional UPDATE and renewed by
 the runtime's lease keeper while the turn runs. Nothing is held between statements, so no
 model call or tool ever runs under a row lock. A crashed holder's lease is free as soon as
-its worker stops heartbeating for WORKER_DEAD_SEC (sessions_app.workers, wherever the
+its worker stops heartbeating for WORKER_DEAD_SEC (sessions_app.store.workers, wherever the
 worker ran), at once when the holder was a process on this machine that no longer exists,
 and in any case after LEASE_TTL_SEC.
 
@@ -23,7 +23,7 @@ from django.utils import timezone
 from sessions_app.models import Session
 from sessions_app.store.base import SessionNotFound
 from sessions_app.store.lease import TurnLeaseBackend
-from sessions_app.workers import current_worker_id, worker_is_dead
+from sessions_app.store.workers import current_worker_id, worker_is_dead
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ registry (connections.py), approval requests (approvals.py), and, for each sessi
 that connection rows point at. `delete` removes all three.
 
 Session ids never contain '/' and never start with '.', so no id can name a file outside
-the directory (sessions_app.ids).
+the directory (sessions_app.core.ids).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from sessions_app.ids import new_session_id, validate_session_id
+from sessions_app.core.ids import new_session_id, validate_session_id
 from sessions_app.models import Session
 from sessions_app.store import approvals, connections, file_lease, usage_ledger
 from sessions_app.store.base import (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from abc import ABC, abstractmethod
 
-from sessions_app.workers import current_worker_id
+from sessions_app.store.workers import current_worker_id
 
 
 def new_holder() -> str:

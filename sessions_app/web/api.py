@@ -25,9 +25,11 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
-from sessions_app import limits, selectors, turn_selectors
-from sessions_app.foreign_formats import SQLITE_MAGIC
-from sessions_app.ids import ReservedSessionId
+from sessions_app import selectors
+from sessions_app.core import limits
+from sessions_app.core.ids import ReservedSessionId
+from sessions_app.core.throttles import BranchRateThrottle, SearchRateThrottle, TurnRateThrottle
+from sessions_app.formats import SQLITE_MAGIC
 from sessions_app.runtime.agents import UnknownAgent
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.drain import Draining
@@ -43,7 +45,6 @@ from sessions_app.services.foreign_import import (
     history_import,
 )
 from sessions_app.store import AgentMismatch, InvalidSessionId, SessionNotFound
-from sessions_app.throttles import BranchRateThrottle, SearchRateThrottle, TurnRateThrottle
 from sessions_app.web import serializers
 from sessions_app.web.parsers import too_large
 
@@ -68,7 +69,7 @@ DOMAIN_ERRORS: dict[type[Exception], int] = {
     limits.InputInvalid: status.HTTP_400_BAD_REQUEST,
     ApprovalNotFound: status.HTTP_404_NOT_FOUND,
     ApprovalClosed: status.HTTP_409_CONFLICT,
-    turn_selectors.TurnNotFound: status.HTTP_404_NOT_FOUND,
+    selectors.TurnNotFound: status.HTTP_404_NOT_FOUND,
     QueueFull: status.HTTP_409_CONFLICT,
     QueuedPromptNotFound: status.HTTP_404_NOT_FOUND,
 }
@@ -398,7 +399,7 @@ class SessionViewSet(ViewSet):
     @action(detail=True, methods=["get"], url_path=r"turns/(?P<turn_id>[^/]+)")
     def turns(self, request, id=None, turn_id=None):
         return Response(
-            turn_selectors.turn_timeline(session_id=id, owner_id=request.user.id, turn_id=turn_id)
+            selectors.turn_timeline(session_id=id, owner_id=request.user.id, turn_id=turn_id)
         )
 
     @extend_schema(
@@ -408,7 +409,7 @@ class SessionViewSet(ViewSet):
     @action(detail=True, methods=["get"], url_path=r"turns/(?P<turn_id>[^/]+)/requests")
     def turn_requests(self, request, id=None, turn_id=None):
         return Response(
-            turn_selectors.turn_requests(session_id=id, owner_id=request.user.id, turn_id=turn_id)
+            selectors.turn_requests(session_id=id, owner_id=request.user.id, turn_id=turn_id)
         )
 
     @extend_schema(

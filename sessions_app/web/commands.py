@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from sessions_app import selectors
+from sessions_app.core.throttles import branch_throttle_wait
 from sessions_app.runtime.agents import model_for_session
 from sessions_app.runtime.lease import SessionBusy
 from sessions_app.runtime.providers import MODEL_SPEC_HELP
@@ -21,7 +22,6 @@ from sessions_app.services import cleanup
 from sessions_app.services import sessions as session_services
 from sessions_app.store import InvalidSessionId, SessionNotFound
 from sessions_app.store.base import THINKING_LEVELS
-from sessions_app.throttles import branch_throttle_wait
 
 
 @dataclass(frozen=True)

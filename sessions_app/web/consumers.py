@@ -1,7 +1,7 @@
 """The WebSocket of a session (docs/design.md §8): a thin adapter between frames and services.
 
 Every connection of a session joins its worker's list of the session's sockets, which the
-running turn's events reach directly or through the live bus (sessions_app.live, §17), and
+running turn's events reach directly or through the live bus (sessions_app.runtime.live, §17), and
 the session's channel-layer group, where notices and changes made outside a turn arrive; so
 two tabs (in any worker process) show the same conversation as it happens.
 """
@@ -22,9 +22,11 @@ from django.db import connections
 
 from jarvis_site import metrics
 from jarvis_site.log_context import log_context_set, new_request_id
-from sessions_app import frames, limits, live, selectors
-from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
-from sessions_app.runtime import drain
+from sessions_app import selectors
+from sessions_app.core import frames, limits
+from sessions_app.core.ids import InvalidSessionId, group_name, validate_session_id
+from sessions_app.core.throttles import turn_throttle_wait
+from sessions_app.runtime import drain, live
 from sessions_app.runtime.agents import UnknownAgent
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.executors import in_pool
@@ -33,7 +35,6 @@ from sessions_app.runtime.turns import SessionBusy, TooManyTurns
 from sessions_app.services import approvals, notices, prompt_modes, turns
 from sessions_app.services import connections as connection_services
 from sessions_app.store import SessionNotFound
-from sessions_app.throttles import turn_throttle_wait
 from sessions_app.web import commands
 from sessions_app.web.notice_watch import notices_unwatch, notices_watch
 
@@ -433,7 +434,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         return frames.frame_text(content)
 
     async def _send_text(self, text: str) -> None:
-        # A turn's event, encoded once for every socket of the session (sessions_app.live).
+        # A turn's event, encoded once for every socket of the session (sessions_app.runtime.live).
         try:
             await self.send(text_data=text)
         except Exception as error:

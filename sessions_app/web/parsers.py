@@ -15,7 +15,7 @@ from rest_framework import exceptions, status
 from rest_framework.parsers import JSONParser, get_encoding
 from rest_framework.utils import json
 
-from sessions_app import limits
+from sessions_app.core import limits
 
 
 class RequestTooLarge(exceptions.APIException):
@@ -63,7 +63,7 @@ def _storable(document):
     the WebSocket. PostgreSQL cannot store them, and SQLite would keep what a later move to
     PostgreSQL refuses. A top-level string field is left to its serializer field, which
     refuses both in that field's own words (every input field is a CharField or checks
-    through sessions_app.limits); its keys, and everything nested, are checked here."""
+    through sessions_app.core.limits); its keys, and everything nested, are checked here."""
     if not isinstance(document, dict):
         return limits.document_storable_check(document, name="body")
     for key, value in document.items():

@@ -1,6 +1,6 @@
 """API input and output shapes (docs/design.md §7). Input serializers parse; output ones document.
 
-No domain rules here: ids are validated by sessions_app.ids inside the services, so the API,
+No domain rules here: ids are validated by sessions_app.core.ids inside the services, so the API,
 the WebSocket and the commands all refuse the same ids with the same message.
 """
 
@@ -8,7 +8,7 @@ from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from sessions_app import limits
+from sessions_app.core import limits
 from sessions_app.selectors import (
     SEARCH_OFFSET_MAX,
     SEARCH_PAGE_DEFAULT,
@@ -19,7 +19,7 @@ from sessions_app.services import prompt_modes
 from sessions_app.services.sessions import EXPORT_FORMATS
 from sessions_app.store.base import THINKING_LEVELS
 
-# What the OpenAPI schema says a session id is (docs/design.md §6); sessions_app.ids checks.
+# What the OpenAPI schema says a session id is (docs/design.md §6); sessions_app.core.ids checks.
 SESSION_ID_SCHEMA = {
     "type": "string",
     "minLength": 1,
@@ -43,7 +43,7 @@ class SessionIdField(serializers.CharField):
 
 
 class LimitedText(serializers.CharField):
-    """Text checked by one of sessions_app.limits' checks and by nothing else, so that the API
+    """Text checked by one of sessions_app.core.limits' checks and by nothing else, so that the API
     refuses exactly what the WebSocket and the chat command refuse (length, NUL, lone
     surrogates), with the same words. Counted as sent: no whitespace trimming.
 

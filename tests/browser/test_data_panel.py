@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from sessions_app.store import get_store
 from tests.browser.helpers import browser_test, in_thread, new_page, sign_in
 from tests.multiprocess.servers import daphne
-from tests.sessions_app.imports.fixtures import chatgpt_export, regenerated_conversation
+from tests.sessions_app.formats.fixtures import chatgpt_export, regenerated_conversation
 
 pytestmark = browser_test
 

@@ -14,7 +14,7 @@ from memory_app.extraction import extract_facts
 from memory_app.models import Episode, Procedure, ProfileFact
 from memory_app.services import memory_consolidate, procedure_approve, procedure_reject
 from memory_app.tasks import memory_consolidate_idle
-from sessions_app import signals
+from sessions_app.core import signals
 from tests.builders import arithmetic_turn, play_turn
 from tests.helpers import GUARD_SEC, REPO, child_env, eventually
 

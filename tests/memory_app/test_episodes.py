@@ -4,7 +4,7 @@ import pytest
 
 from memory_app.extraction import classify_task
 from memory_app.models import Episode, ThoughtLog
-from sessions_app import signals
+from sessions_app.core import signals
 from tests.builders import arithmetic_turn, play_turn
 
 pytestmark = pytest.mark.django_db

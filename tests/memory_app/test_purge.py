@@ -11,7 +11,7 @@ from memory_app.models import (
     WorkingMemory,
 )
 from memory_app.services import memory_consolidate, working_memory_remember
-from sessions_app import signals
+from sessions_app.core import signals
 from sessions_app.services.compaction import session_compact
 from tests.builders import arithmetic_turn, play_turn
 

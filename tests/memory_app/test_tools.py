@@ -7,8 +7,8 @@ import pytest
 from memory_app.tools import WORKING_MEMORY_TOOLS
 from sessions_app.runtime.tools import TOOLS, tool_register
 from sessions_app.runtime.turns import turn_run
+from sessions_app.selectors.turns import request_header_of
 from sessions_app.store import get_store
-from sessions_app.turn_selectors import request_header_of
 from tests.helpers import run_python
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,7 @@ from tests.helpers import GUARD_SEC
 from tests.multiprocess.clients import receive, ws_connect
 from tests.multiprocess.servers import daphne
 from tests.multiprocess.test_approvals import until_type
-from tests.sessions_app.consumers.test_large_frames import ADVERSARIAL
+from tests.sessions_app.web.consumers.test_large_frames import ADVERSARIAL
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,7 +19,7 @@ from contextlib import ExitStack
 
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions_app import limits
+from sessions_app.core import limits
 from sessions_app.management.commands._owners import owner_id_by_username
 from sessions_app.runtime.agents import UnknownAgent
 from sessions_app.runtime.queue import QueueFull

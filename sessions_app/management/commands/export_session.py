@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions_app.ids import InvalidSessionId
+from sessions_app.core.ids import InvalidSessionId
 from sessions_app.services.sessions import EXPORT_FORMATS, OPERATOR, session_export
 from sessions_app.store import SessionNotFound
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from sessions_app.formats.seed_files import SeedFileError
 from sessions_app.management.commands._owners import owner_id_by_username
 from sessions_app.services.foreign_import import SOURCES, ForeignFormatInvalid, history_import
-from sessions_app.services.seed_files import SeedFileError
 from sessions_app.services.transfer import SeedFilesInvalid, sessions_import
 
 

@@ -10,11 +10,11 @@ from django_tasks_db.models import DBTaskResult
 
 from notices_app.models import Schedule, ScheduleRun
 from notices_app.schedules import schedule_create
+from sessions_app.core.throttles import TurnRateThrottle
 from sessions_app.runtime import turns
 from sessions_app.runtime.turns import turn_run
 from sessions_app.services import sessions
 from sessions_app.store import get_store
-from sessions_app.throttles import TurnRateThrottle
 
 from .conftest import make_due, ready_tasks, run_due_tasks
 

@@ -12,7 +12,7 @@ from notices_app.models import Schedule
 from notices_app.schedules import schedule_fire
 from sessions_app.store import get_store
 from tests.helpers import GUARD_SEC
-from tests.sessions_app.consumers.conftest import (
+from tests.sessions_app.web.consumers.conftest import (
     RECEIVE_TIMEOUT,
     events_until,
     open_session,

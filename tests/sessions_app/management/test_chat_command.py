@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from sessions_app import limits
+from sessions_app.core import limits
 from sessions_app.store import get_store
 from tests.helpers import run_chat
 from tests.sessions_app.runtime.conftest import assert_history_valid

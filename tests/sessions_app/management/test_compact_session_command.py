@@ -3,7 +3,7 @@
 import pytest
 from django.core.management import CommandError, call_command
 
-from tests.sessions_app.test_compaction import three_turns
+from tests.sessions_app.services.test_compaction import three_turns
 
 pytestmark = pytest.mark.django_db
 

@@ -11,9 +11,9 @@ from django.core.management import CommandError, call_command
 from sessions_app.models import RequestHeader
 from sessions_app.runtime.turns import turn_run
 from sessions_app.selectors import session_context
+from sessions_app.selectors.turns import turn_requests
 from sessions_app.services import deletion, sessions, transfer
 from sessions_app.store import NewEntry, get_store
-from sessions_app.turn_selectors import turn_requests
 from tests.builders import arithmetic_turn, assistant, call, play_turn, turn_start, user
 from tests.conftest import requires_postgres
 from tests.helpers import GUARD_SEC, REPO, child_env, run_in_threads

@@ -10,8 +10,8 @@ from django.core.management import CommandError, call_command
 
 from sessions_app.store import get_store
 from tests.builders import assistant, user
-from tests.sessions_app.imports.fixtures import chatgpt_export, regenerated_conversation
-from tests.sessions_app.imports.hostile import zip_bomb
+from tests.sessions_app.formats.fixtures import chatgpt_export, regenerated_conversation
+from tests.sessions_app.formats.hostile import zip_bomb
 
 from .test_export_import_sessions import line, sessions_of, write_files
 

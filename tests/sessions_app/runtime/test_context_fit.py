@@ -12,9 +12,9 @@ from sessions_app.runtime.history import RESULT_CUT_TEXT
 from sessions_app.runtime.providers.anthropic import AnthropicProvider
 from sessions_app.runtime.providers.openai import OpenAIProvider
 from sessions_app.runtime.turns import turn_run
+from sessions_app.selectors.turns import turn_requests
 from sessions_app.services.sessions import session_usage
 from sessions_app.store import get_store
-from sessions_app.turn_selectors import turn_requests
 from tests.builders import turn_entries
 from tests.fakes.llm_server import FakeLLMServer
 

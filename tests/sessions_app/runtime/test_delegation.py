@@ -10,12 +10,12 @@ from django.db import connections
 
 from memory_app.models import Episode, WorkingMemory
 from sessions_app import selectors
-from sessions_app.ids import validate_session_id
+from sessions_app.core.ids import validate_session_id
 from sessions_app.runtime import agents, tools
 from sessions_app.runtime.turns import turn_abort, turn_run
+from sessions_app.selectors.turns import request_header_of
 from sessions_app.services import deletion, sessions
 from sessions_app.store import get_store
-from sessions_app.turn_selectors import request_header_of
 from tests.helpers import run_in_threads
 
 from .conftest import assert_history_valid

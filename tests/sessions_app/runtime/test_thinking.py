@@ -13,9 +13,9 @@ from sessions_app.runtime.history import (
     validate_anthropic,
 )
 from sessions_app.runtime.turns import turn_run
+from sessions_app.selectors.turns import request_header_of
 from sessions_app.services import sessions
 from sessions_app.store import NewEntry, get_store
-from sessions_app.turn_selectors import request_header_of
 from tests.builders import assistant, records, result, user
 from tests.fakes.llm_server import Reply, serving_both_sdks
 

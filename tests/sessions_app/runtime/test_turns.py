@@ -6,6 +6,7 @@ import time
 import pytest
 from django.db import transaction
 
+from sessions_app.core.signals import turn_finished
 from sessions_app.runtime.history import CRASH_RESULT_TEXT
 from sessions_app.runtime.turns import (
     SessionBusy,
@@ -14,9 +15,8 @@ from sessions_app.runtime.turns import (
     turn_abort_local_of_owner,
     turn_run,
 )
-from sessions_app.signals import turn_finished
+from sessions_app.selectors.turns import request_header_of
 from sessions_app.store import SessionNotFound, get_store
-from sessions_app.turn_selectors import request_header_of
 from tests.builders import crash_mid_step
 from tests.handshakes import hold_waits, lease_contention, meeting_waits, signal_waits
 from tests.helpers import GUARD_SEC

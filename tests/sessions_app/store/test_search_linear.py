@@ -4,7 +4,7 @@
 import pytest
 
 from sessions_app.store import search
-from tests.sessions_app.test_limits_linear import lines_run
+from tests.sessions_app.core.test_limits_linear import lines_run
 
 MIB = 1024 * 1024
 # Words whose prefixes are found inside longer words all through the message: each such place

@@ -1,0 +1,82 @@
+"""The read door of sessions_app: every read the API, the sockets, the page, the commands and
+the other apps make, shaped as they show it.
+
+Ownership is checked here: a session that is missing and a session of another user look the
+same to the caller (SessionNotFound -> 404 / close 4404), so ids cannot be probed.
+
+Callers import this package (`from sessions_app import selectors`); its modules group the
+reads by what they read: sessions and their entries, one turn's log, exports, search.
+"""
+
+from sessions_app.selectors.exports import export_json, export_markdown
+from sessions_app.selectors.search import (
+    SEARCH_OFFSET_MAX,
+    SEARCH_PAGE_DEFAULT,
+    SEARCH_PAGE_MAX,
+    SEARCH_QUERY_MAX_CHARS,
+    search_hit_to_api,
+    search_messages,
+    search_snippet_html,
+)
+from sessions_app.selectors.sessions import (
+    ENTRY_API_FIELDS,
+    MAX_ENTRIES_PAGE,
+    SNAPSHOT_FIRST_READ,
+    approvals_pending,
+    entry_to_api,
+    notice_to_api,
+    notices_of_sockets,
+    session_agent_conflict,
+    session_context,
+    session_delivery_target,
+    session_detail,
+    session_entries,
+    session_get,
+    session_list,
+    session_notices,
+    session_snapshot,
+    session_to_api,
+)
+from sessions_app.selectors.turns import (
+    TurnLog,
+    TurnNotFound,
+    request_header_of,
+    turn_log,
+    turn_requests,
+    turn_timeline,
+)
+
+__all__ = [
+    "ENTRY_API_FIELDS",
+    "MAX_ENTRIES_PAGE",
+    "SEARCH_OFFSET_MAX",
+    "SEARCH_PAGE_DEFAULT",
+    "SEARCH_PAGE_MAX",
+    "SEARCH_QUERY_MAX_CHARS",
+    "SNAPSHOT_FIRST_READ",
+    "TurnLog",
+    "TurnNotFound",
+    "approvals_pending",
+    "entry_to_api",
+    "export_json",
+    "export_markdown",
+    "notice_to_api",
+    "notices_of_sockets",
+    "request_header_of",
+    "search_hit_to_api",
+    "search_messages",
+    "search_snippet_html",
+    "session_agent_conflict",
+    "session_context",
+    "session_delivery_target",
+    "session_detail",
+    "session_entries",
+    "session_get",
+    "session_list",
+    "session_notices",
+    "session_snapshot",
+    "session_to_api",
+    "turn_log",
+    "turn_requests",
+    "turn_timeline",
+]

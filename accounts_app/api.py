@@ -19,6 +19,7 @@ from accounts_app.serializers import (
     MeWithRetentionOutput,
     MeWithRetentionPatchInput,
 )
+from jarvis_site.shared.errors import Code, status_of
 from notices_app.api import AUTHENTICATION, ERRORS
 from notices_app.api import MeView as SettingsView
 from sessions_app.core.throttles import ExportRateThrottle
@@ -26,8 +27,8 @@ from sessions_app.web.serializers import ErrorOutput
 
 
 class ConfirmationMismatch(exceptions.APIException):
-    status_code = status.HTTP_400_BAD_REQUEST
-    default_code = "confirmation_mismatch"
+    status_code = status_of(Code.CONFIRMATION_MISMATCH)
+    default_code = Code.CONFIRMATION_MISMATCH
 
 
 @extend_schema(tags=["me"])

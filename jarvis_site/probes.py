@@ -18,7 +18,8 @@ from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpResponse, JsonResponse
 
-from jarvis_site.metrics import metrics_exposition
+from jarvis_site.shared.errors import Code
+from jarvis_site.shared.metrics import metrics_exposition
 from sessions_app.runtime.drain import is_draining
 
 logger = logging.getLogger(__name__)
@@ -121,12 +122,12 @@ def metrics(request) -> HttpResponse:
             or not hmac.compare_digest(token.strip().encode(), expected.encode())
         ):
             return JsonResponse(
-                {"code": "permission_denied", "detail": "wrong metrics token"}, status=403
+                {"code": Code.PERMISSION_DENIED, "detail": "wrong metrics token"}, status=403
             )
     elif not _from_loopback(request):
         response = JsonResponse(
             {
-                "code": "not_authenticated",
+                "code": Code.NOT_AUTHENTICATED,
                 "detail": "metrics need Authorization: Bearer <METRICS_TOKEN> "
                 "from anywhere but this machine",
             },
@@ -150,7 +151,7 @@ class ProbeMiddleware:
             return self.get_response(request)
         if request.method not in ("GET", "HEAD"):
             response = JsonResponse(
-                {"code": "method_not_allowed", "detail": "only GET"}, status=405
+                {"code": Code.METHOD_NOT_ALLOWED, "detail": "only GET"}, status=405
             )
             response["Allow"] = "GET, HEAD"
             return response

@@ -34,8 +34,8 @@ from daphne.ws_protocol import WebSocketProtocol
 from django.conf import settings
 from twisted.internet import reactor
 
-from jarvis_site.metrics import process_gone
 from jarvis_site.request_bodies import BoundedHTTPFactory
+from jarvis_site.shared.metrics import process_gone
 from sessions_app.runtime import drain
 from sessions_app.runtime.turns import turns_abort_all_local
 

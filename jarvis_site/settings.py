@@ -67,7 +67,7 @@ MIDDLEWARE = [
     # Prometheus scrape address a worker by its IP (docs/deploy.md).
     "jarvis_site.probes.ProbeMiddleware",
     # Every log line of a request carries its request_id.
-    "jarvis_site.log_context.RequestContextMiddleware",
+    "jarvis_site.shared.log_context.RequestContextMiddleware",
     # Then the first that sees answers: errors under /api/ are JSON, whoever made them.
     "sessions_app.web.middleware.ApiJsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -178,7 +178,7 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "jarvis_site.layers.InProcessChannelLayer",
+            "BACKEND": "jarvis_site.shared.layers.InProcessChannelLayer",
             "CONFIG": {"capacity": CHANNEL_CAPACITY},
         }
     }
@@ -463,7 +463,7 @@ SERVE_STATIC = env.bool("SERVE_STATIC", default=True)
 DRAIN_TIMEOUT_SEC = _positive("DRAIN_TIMEOUT_SEC", 30.0)
 # /metrics answers loopback without a token; anyone else needs `Authorization: Bearer` it.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
-# Shared by every process of a host so /metrics sums them (jarvis_site.metrics); unset, each
+# Shared by every process of a host so /metrics sums them (jarvis_site.shared.metrics); unset, each
 # process's /metrics shows itself alone. prometheus-client reads it from the environment.
 PROMETHEUS_MULTIPROC_DIR = env.str("PROMETHEUS_MULTIPROC_DIR", default="")
 if PROMETHEUS_MULTIPROC_DIR:
@@ -479,18 +479,18 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {
-        "context": {"()": "jarvis_site.log_context.ContextFilter"},
-        "redis_drops": {"()": "jarvis_site.metrics.RedisDropCounter"},
+        "context": {"()": "jarvis_site.shared.log_context.ContextFilter"},
+        "redis_drops": {"()": "jarvis_site.shared.metrics.RedisDropCounter"},
     },
     "formatters": {
         "json": {
-            "()": "jarvis_site.log_context.JsonLinesFormatter",
+            "()": "jarvis_site.shared.log_context.JsonLinesFormatter",
             "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s "
             "%(request_id)s %(user_id)s %(session_id)s %(turn_id)s",
             "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
         },
         "text": {
-            "()": "jarvis_site.log_context.TextFormatter",
+            "()": "jarvis_site.shared.log_context.TextFormatter",
             "format": "%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s",
         },
     },

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import ViewSet
 
+from jarvis_site.shared.errors import Code, status_of
 from notices_app import me, preferences, schedules, serializers
 from notices_app.outbound_urls import OutboundUrlRefused
 from sessions_app.web.serializers import ErrorOutput
@@ -40,22 +41,22 @@ def _parse(serializer_class, data):
 
 
 class TooManySchedulesError(exceptions.APIException):
-    status_code = status.HTTP_429_TOO_MANY_REQUESTS
-    default_code = "too_many_schedules"
+    status_code = status_of(Code.TOO_MANY_SCHEDULES)
+    default_code = Code.TOO_MANY_SCHEDULES
 
 
 class TooManySubscriptionsError(exceptions.APIException):
-    status_code = status.HTTP_429_TOO_MANY_REQUESTS
-    default_code = preferences.TooManyPushSubscriptions.code
+    status_code = status_of(Code.TOO_MANY_SUBSCRIPTIONS)
+    default_code = Code.TOO_MANY_SUBSCRIPTIONS
 
 
 class UrlNotAllowed(exceptions.APIException):
-    status_code = status.HTTP_400_BAD_REQUEST
-    default_code = "url_not_allowed"
+    status_code = status_of(Code.URL_NOT_ALLOWED)
+    default_code = Code.URL_NOT_ALLOWED
 
 
 def _not_found(what: str) -> Response:
-    return Response({"code": "not_found", "detail": f"no such {what}"}, status=404)
+    return Response({"code": Code.NOT_FOUND, "detail": f"no such {what}"}, status=404)
 
 
 @extend_schema(tags=["schedules"])

@@ -30,7 +30,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from jarvis_site.metrics import NOTICE_DELIVERIES
+from jarvis_site.shared.metrics import NOTICE_DELIVERIES
 from notices_app.channels import CHANNELS
 from notices_app.channels.base import OutboundNotice, SendResult
 from notices_app.models import NoticeOutbox

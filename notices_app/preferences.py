@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from jarvis_site.shared.errors import Code
 from notices_app.models import NoticeOutbox, NoticeSettings, PushSubscription
 from notices_app.outbound_urls import outbound_url_check
 from notices_app.vapid import b64url_decode
@@ -26,7 +27,7 @@ class TooManyPushSubscriptions(Exception):
     """The user already has MAX_PUSH_SUBSCRIPTIONS_PER_USER browsers subscribed (429
     too_many_subscriptions): each one is a push per notice."""
 
-    code = "too_many_subscriptions"
+    code = Code.TOO_MANY_SUBSCRIPTIONS
 
     def __init__(self, limit: int):
         super().__init__(

@@ -3,7 +3,7 @@ from django.conf import settings
 from django.db.backends.signals import connection_created
 from django.db.models.signals import pre_delete
 
-from jarvis_site.sqlite_wal import keep_wal_open
+from jarvis_site.shared.sqlite_wal import keep_wal_open
 
 
 class SessionsAppConfig(AppConfig):

@@ -14,6 +14,8 @@ from typing import Any
 
 from django.conf import settings
 
+from jarvis_site.shared.errors import Code
+
 # How much of a stubbed entry's text the stub shows while the page fetches the rest.
 PREVIEW_CHARS = 500
 # The fields of an entry a stub keeps: all but the ones that can be large.
@@ -102,7 +104,7 @@ def _cut_down(frame: dict[str, Any]) -> dict[str, Any]:
 def _too_large(kind: Any) -> dict[str, Any]:
     return {
         "type": "error",
-        "code": "too_large",
+        "code": Code.TOO_LARGE,
         "message": f"a {kind} event was too large to send; reload to see what it changed",
     }
 

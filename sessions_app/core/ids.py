@@ -14,6 +14,8 @@ import time
 
 from django.conf import settings
 
+from jarvis_site.shared.errors import Code
+
 SESSION_ID_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,200}")
 SAFE_FILENAME_RE = re.compile(r"[^A-Za-z0-9_\-]")
 # Sub-agent sessions (sessions_app.runtime.agents) have ids only the platform makes: a user who could
@@ -24,13 +26,13 @@ SUBAGENT_PREFIX = "agent_"
 class InvalidSessionId(ValueError):
     """The id breaks docs/design.md §6; the API answers 400, the WebSocket closes with 4400."""
 
-    code = "bad_id"
+    code = Code.BAD_ID
 
 
 class ReservedSessionId(InvalidSessionId):
     """A user asked to create a session with a sub-agent's id (400 `reserved_id`, close 4400)."""
 
-    code = "reserved_id"
+    code = Code.RESERVED_ID
 
 
 def validate_session_id(session_id: object) -> str:

@@ -18,6 +18,8 @@ import re
 from itertools import accumulate, count
 from typing import Any
 
+from jarvis_site.shared.errors import Code
+
 PROMPT_MAX_CHARS = 100_000
 NOTICE_MAX_CHARS = 20_000
 TITLE_MAX_CHARS = 200
@@ -38,7 +40,7 @@ _JSON_STEPS_BLOCK = 65_536
 class InputInvalid(ValueError):
     """Input outside the limits: 400 `invalid` on HTTP, an `error` frame on the WebSocket."""
 
-    code = "invalid"
+    code = Code.INVALID
 
 
 class JsonTooDeep(ValueError):

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 
+from jarvis_site.shared.errors import Code
 from sessions_app.store import NewEntry
 
 # The width of the columns an import fills with ids from the file (ImportedSession.source_id,
@@ -31,21 +32,21 @@ _EPOCH = datetime.fromtimestamp(0, tz=UTC)
 class ForeignFormatInvalid(ValueError):
     """The file cannot be imported as it is; nothing was imported."""
 
-    code = "import_refused"
+    code = Code.IMPORT_REFUSED
 
 
 class NotAChatGptExport(ForeignFormatInvalid):
-    code = "not_a_chatgpt_export"
+    code = Code.NOT_A_CHATGPT_EXPORT
 
 
 class NotAnOpenAIAgentsDatabase(ForeignFormatInvalid):
-    code = "not_an_openai_agents_database"
+    code = Code.NOT_AN_OPENAI_AGENTS_DATABASE
 
 
 class ImportTooLarge(ForeignFormatInvalid):
     """More than one import takes (nodes, depth, unpacked bytes, rows, entries): 413."""
 
-    code = "import_too_large"
+    code = Code.IMPORT_TOO_LARGE
 
 
 @dataclass(frozen=True)

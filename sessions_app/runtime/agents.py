@@ -32,6 +32,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from jarvis_site.shared.errors import Code
 from sessions_app.core.ids import SUBAGENT_PREFIX, validate_session_id
 from sessions_app.runtime.providers import check_model_spec
 from sessions_app.runtime.tools import DELEGATE, TOOLS, Tool
@@ -225,7 +226,7 @@ def agent_registry() -> dict[str, AgentDefinition]:
 class UnknownAgent(ValueError):
     """A new session names an agent that is not defined (400 `unknown_agent`, close 4400)."""
 
-    code = "unknown_agent"
+    code = Code.UNKNOWN_AGENT
 
 
 def agent_known(name: str) -> str:

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from django.conf import settings
 
+from jarvis_site.shared.errors import Code
 from sessions_app.runtime.compaction import (
     SUMMARY_INSTRUCTIONS,
     compaction_plan,
@@ -42,7 +43,7 @@ class ContextTooLong(ProviderError):
     """The provider refused the request for its length even after a compaction: the turn
     ends `error` with this code (docs/design.md §22)."""
 
-    code = "context_too_long"
+    code = Code.CONTEXT_TOO_LONG
 
     def __init__(self, refusal: str):
         super().__init__(

@@ -16,6 +16,8 @@ from collections import Counter
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from jarvis_site.shared.errors import Code
+
 # How often a drain looks at the turns still running. Only a draining worker polls, for the
 # few seconds its last turns take.
 DRAIN_POLL_SEC = 0.05
@@ -32,7 +34,7 @@ _inside_turn: ContextVar[bool] = ContextVar("inside_turn", default=False)
 class Draining(Exception):
     """This worker is shutting down: the request should go to another one (HTTP 503)."""
 
-    code = "draining"
+    code = Code.DRAINING
 
     def __init__(self):
         super().__init__("this server is restarting; try again in a moment")

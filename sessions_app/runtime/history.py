@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from jarvis_site.shared.errors import Code
 from sessions_app.store.base import ENTRY_VERSIONS_KNOWN, EntryRecord, NewEntry
 
 CRASH_RESULT_TEXT = "outcome unknown: the process stopped while this tool ran"
@@ -121,7 +122,7 @@ def bounded_result(text: str, max_chars: int) -> str:
 class HistoryInvalid(ValueError):
     """A projected history breaks a provider's rules; the message names the offending index."""
 
-    code = "history_invalid"
+    code = Code.HISTORY_INVALID
 
 
 @dataclass(frozen=True)

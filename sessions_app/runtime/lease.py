@@ -27,7 +27,8 @@ from collections.abc import Callable
 from django.conf import settings
 from django.db import connection
 
-from jarvis_site import metrics
+from jarvis_site.shared import metrics
+from jarvis_site.shared.errors import Code
 from sessions_app.core.ids import validate_session_id
 from sessions_app.runtime.executors import in_pool
 from sessions_app.store import get_store
@@ -54,7 +55,7 @@ def lease_poll_hook_register(hook: Callable[[], None]) -> None:
 class SessionBusy(Exception):
     """Another turn of this session is still running (the API answers 409 session_busy)."""
 
-    code = "session_busy"
+    code = Code.SESSION_BUSY
 
     def __init__(self, message: str = "the previous request is still being processed"):
         super().__init__(message)

@@ -22,7 +22,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from jarvis_site import metrics
+from jarvis_site.shared import metrics
 from sessions_app.core import frames
 from sessions_app.runtime import live_bus
 from sessions_app.runtime.turns import turn_abort_local

@@ -21,7 +21,8 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Max, Min
 
-from jarvis_site import metrics
+from jarvis_site.shared import metrics
+from jarvis_site.shared.errors import Code
 from sessions_app.models import QueuedPrompt
 
 QUEUE = "queue"
@@ -34,7 +35,7 @@ _runner: list[Callable[[str], None]] = []
 class QueueFull(Exception):
     """The session already holds MAX_QUEUED_PER_SESSION waiting prompts (409 queue_full)."""
 
-    code = "queue_full"
+    code = Code.QUEUE_FULL
 
     def __init__(self, limit: int):
         super().__init__(f"at most {limit} prompts can wait for this session's turn")
@@ -43,7 +44,7 @@ class QueueFull(Exception):
 class QueuedPromptNotFound(LookupError):
     """No waiting prompt with this id in the session: it ran or was cancelled (404)."""
 
-    code = "not_found"
+    code = Code.NOT_FOUND
 
     def __init__(self, queue_id: str):
         super().__init__(f"no waiting prompt {queue_id!r}: it already ran or was cancelled")

@@ -22,8 +22,9 @@ from functools import partial
 from django.conf import settings
 from django.db import DatabaseError, transaction
 
-from jarvis_site import metrics
-from jarvis_site.log_context import log_context, log_context_set
+from jarvis_site.shared import metrics
+from jarvis_site.shared.errors import Code
+from jarvis_site.shared.log_context import log_context, log_context_set
 from sessions_app.core.ids import validate_session_id
 from sessions_app.core.signals import turn_finished
 from sessions_app.runtime.agents import agent_get, agent_tools, model_for_session
@@ -109,7 +110,7 @@ def title_from_message(text: str) -> str:
 class TooManyTurns(Exception):
     """The user already runs MAX_TURNS_PER_USER turns (429 / error `too_many_turns`)."""
 
-    code = "too_many_turns"
+    code = Code.TOO_MANY_TURNS
 
     def __init__(self, limit: int):
         super().__init__(f"you already have {limit} requests running; wait for one to finish")

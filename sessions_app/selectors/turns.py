@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from jarvis_site.shared.errors import Code
 from sessions_app.runtime.providers import ToolSpec, provider_for
 from sessions_app.selectors.sessions import session_get
 from sessions_app.store import EntryRecord, SessionMeta, get_store
@@ -20,7 +21,7 @@ from sessions_app.store.request_headers import header_get
 class TurnNotFound(LookupError):
     """No turn with this id in the caller's session (404 not_found)."""
 
-    code = "not_found"
+    code = Code.NOT_FOUND
 
     def __init__(self, turn_id: str):
         super().__init__(f"no turn {turn_id!r} in this session")

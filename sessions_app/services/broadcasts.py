@@ -11,7 +11,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from jarvis_site import metrics
+from jarvis_site.shared import metrics
 from sessions_app import selectors
 from sessions_app.core.ids import (
     group_name,

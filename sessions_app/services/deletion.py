@@ -10,6 +10,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
+from jarvis_site.shared.errors import Code
 from sessions_app.core.ids import (
     safe_filename,
     validate_session_id,
@@ -33,7 +34,7 @@ logger = logging.getLogger(__name__)
 class SessionConnected(Exception):
     """Delete refused: a WebSocket is attached to the session (409 session_connected)."""
 
-    code = "session_connected"
+    code = Code.SESSION_CONNECTED
 
 
 def _turn_stopped(session_id: str) -> TurnLease | None:

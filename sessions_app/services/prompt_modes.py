@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import connections
 
+from jarvis_site.shared.errors import Code
 from sessions_app.core import limits
 from sessions_app.runtime import queue, turns
 from sessions_app.runtime.drain import Draining, session_turn_running
@@ -53,7 +54,7 @@ _watchers: dict[str, tuple[Callable[[dict], object], str | None]] = {}
 class BadMode(ValueError):
     """A prompt's `mode` is none of MODES (400 / error `bad_request`)."""
 
-    code = "bad_request"
+    code = Code.BAD_REQUEST
 
     def __init__(self, mode: object):
         super().__init__(f"mode is one of {', '.join(MODES)}, not {mode!r}")

@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from jarvis_site.shared.errors import Code
 from sessions_app import selectors
 from sessions_app.core.ids import (
     is_reserved,
@@ -53,7 +54,7 @@ EXPORT_FORMATS = ("md", "json")
 class SessionIdUnavailable(Exception):
     """The id belongs to another user, or a branch asked for an id already taken (409)."""
 
-    code = "id_unavailable"
+    code = Code.ID_UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -291,7 +292,7 @@ OwnerId = int | None | Operator
 class NothingToCompact(ValueError):
     """Fewer than two turns in the model's context (409 / error `nothing_to_compact`)."""
 
-    code = "nothing_to_compact"
+    code = Code.NOTHING_TO_COMPACT
 
 
 def _owned_session(*, session_id: str, owner_id: OwnerId) -> SessionMeta:

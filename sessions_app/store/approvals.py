@@ -16,6 +16,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from jarvis_site.shared.errors import Code
 from sessions_app.models import ToolApproval
 from sessions_app.store.workers import current_worker_id, dead_workers
 
@@ -32,13 +33,13 @@ CALL_ID_MAX_CHARS = ToolApproval._meta.get_field("call_id").max_length
 class ApprovalNotFound(Exception):
     """No approval request with this call id in this session (404 not_found)."""
 
-    code = "not_found"
+    code = Code.NOT_FOUND
 
 
 class ApprovalClosed(Exception):
     """The request was already answered, or ended without an answer (409 approval_closed)."""
 
-    code = "approval_closed"
+    code = Code.APPROVAL_CLOSED
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from jarvis_site.shared.errors import Code
 from sessions_app.core.ids import InvalidSessionId  # re-exported: stores raise it for bad ids
 from sessions_app.store.search import SearchHit  # re-exported: what `search` returns
 
@@ -59,13 +60,13 @@ class StoreError(Exception):
 class SessionNotFound(StoreError):
     """No such session, or not the caller's: the same answer (404 not_found)."""
 
-    code = "not_found"
+    code = Code.NOT_FOUND
 
 
 class AgentMismatch(StoreError):
     """`create` of an existing id with another agent (the API answers 409 agent_mismatch)."""
 
-    code = "agent_mismatch"
+    code = Code.AGENT_MISMATCH
 
     def __init__(self, session_id: str, existing: str, requested: str):
         super().__init__(f"session {session_id!r} belongs to agent {existing!r}, not {requested!r}")

@@ -25,6 +25,7 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
+from jarvis_site.shared.errors import Code, detail_of, status_of
 from sessions_app import selectors
 from sessions_app.core import limits
 from sessions_app.core.ids import ReservedSessionId
@@ -34,6 +35,7 @@ from sessions_app.runtime.agents import UnknownAgent
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.drain import Draining
 from sessions_app.runtime.history import HistoryInvalid
+from sessions_app.runtime.providers import BadModel
 from sessions_app.runtime.queue import QueuedPromptNotFound, QueueFull
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
 from sessions_app.services import approvals as approval_services
@@ -50,30 +52,29 @@ from sessions_app.web.parsers import too_large
 
 logger = logging.getLogger(__name__)
 
-# Domain errors -> HTTP status. The code clients branch on is the exception's own `code`,
-# the one the WebSocket's `error` frames carry too.
-DOMAIN_ERRORS: dict[type[Exception], int] = {
-    # Before InvalidSessionId, which it is a kind of.
-    ReservedSessionId: status.HTTP_400_BAD_REQUEST,
-    InvalidSessionId: status.HTTP_400_BAD_REQUEST,
-    UnknownAgent: status.HTTP_400_BAD_REQUEST,
-    SessionNotFound: status.HTTP_404_NOT_FOUND,
-    AgentMismatch: status.HTTP_409_CONFLICT,
-    sessions.SessionIdUnavailable: status.HTTP_409_CONFLICT,
-    deletion.SessionConnected: status.HTTP_409_CONFLICT,
-    SessionBusy: status.HTTP_409_CONFLICT,
-    TooManyTurns: status.HTTP_429_TOO_MANY_REQUESTS,
-    Draining: status.HTTP_503_SERVICE_UNAVAILABLE,
-    HistoryInvalid: status.HTTP_409_CONFLICT,
-    sessions.NothingToCompact: status.HTTP_409_CONFLICT,
-    limits.InputInvalid: status.HTTP_400_BAD_REQUEST,
-    ApprovalNotFound: status.HTTP_404_NOT_FOUND,
-    ApprovalClosed: status.HTTP_409_CONFLICT,
-    selectors.TurnNotFound: status.HTTP_404_NOT_FOUND,
-    QueueFull: status.HTTP_409_CONFLICT,
-    QueuedPromptNotFound: status.HTTP_404_NOT_FOUND,
-}
-NOT_FOUND_DETAIL = "no such session"
+# The exceptions of the services and the store a client is told about. Each names its code
+# (the one the WebSocket's `error` frames carry too); the error table gives the status.
+DOMAIN_ERRORS: tuple[type[Exception], ...] = (
+    ReservedSessionId,
+    InvalidSessionId,
+    UnknownAgent,
+    BadModel,
+    SessionNotFound,
+    AgentMismatch,
+    sessions.SessionIdUnavailable,
+    deletion.SessionConnected,
+    SessionBusy,
+    TooManyTurns,
+    Draining,
+    HistoryInvalid,
+    sessions.NothingToCompact,
+    limits.InputInvalid,
+    ApprovalNotFound,
+    ApprovalClosed,
+    selectors.TurnNotFound,
+    QueueFull,
+    QueuedPromptNotFound,
+)
 
 
 def _flatten(detail) -> str:
@@ -107,16 +108,15 @@ def exception_handler(exc, context):
         # A form body over DATA_UPLOAD_MAX_MEMORY_SIZE (Django's check) answers as a JSON one
         # over the same limit does (sessions_app.web.parsers): 413 too_large.
         exc = too_large()
-    for error_type, http_status in DOMAIN_ERRORS.items():
-        if isinstance(exc, error_type):
-            detail = NOT_FOUND_DETAIL if isinstance(exc, SessionNotFound) else str(exc)
-            return Response({"code": exc.code, "detail": detail}, status=http_status)
+    if isinstance(exc, DOMAIN_ERRORS):
+        detail = detail_of(Code.NOT_FOUND) if isinstance(exc, SessionNotFound) else str(exc)
+        return Response({"code": exc.code, "detail": detail}, status=status_of(exc.code))
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
         body = {
-            "code": "invalid",
+            "code": Code.INVALID,
             "detail": _flatten(exc.detail),
             "fields": _field_messages(exc.detail),
         }
@@ -125,7 +125,7 @@ def exception_handler(exc, context):
         code = codes if isinstance(codes, str) else exc.default_code
         body = {"code": code, "detail": _flatten(exc.detail)}
     else:  # Http404 / PermissionDenied from Django, already turned into a response
-        code = "not_found" if response.status_code == 404 else "permission_denied"
+        code = Code.NOT_FOUND if response.status_code == 404 else Code.PERMISSION_DENIED
         body = {"code": code, "detail": _flatten(response.data.get("detail", ""))}
     response.data = body
     return response
@@ -291,30 +291,25 @@ class SessionViewSet(ViewSet):
         request=serializers.SessionPatchInput,
         responses={
             200: serializers.SessionOutput,
-            409: OpenApiResponse(serializers.ErrorOutput, description="session_busy"),
+            409: OpenApiResponse(serializers.ErrorOutput, description=Code.SESSION_BUSY),
             **ERRORS,
         },
     )
     def partial_update(self, request, id=None):
         data = _parse(serializers.SessionPatchInput, request.data)
-        try:
-            meta = sessions.session_configure(
-                session_id=id,
-                owner_id=request.user.id,
-                model=data.get("model"),
-                thinking=data.get("thinking"),
-            )
-        except ValueError as error:
-            if isinstance(error, InvalidSessionId):
-                raise
-            raise exceptions.ValidationError({"model": [str(error)]}) from error
+        meta = sessions.session_configure(
+            session_id=id,
+            owner_id=request.user.id,
+            model=data.get("model"),
+            thinking=data.get("thinking"),
+        )
         return Response(selectors.session_to_api(meta))
 
     @extend_schema(
         parameters=[SESSION_ID],
         responses={
             200: serializers.DeleteOutput,
-            409: OpenApiResponse(serializers.ErrorOutput, description="session_connected"),
+            409: OpenApiResponse(serializers.ErrorOutput, description=Code.SESSION_CONNECTED),
             **ERRORS,
         },
     )
@@ -472,7 +467,7 @@ class SessionViewSet(ViewSet):
         request=serializers.BranchInput,
         responses={
             201: serializers.SessionOutput,
-            409: OpenApiResponse(serializers.ErrorOutput, description="id_unavailable"),
+            409: OpenApiResponse(serializers.ErrorOutput, description=Code.ID_UNAVAILABLE),
             429: THROTTLED,
             **ERRORS,
         },
@@ -498,7 +493,7 @@ class SessionViewSet(ViewSet):
         request=None,
         responses={
             201: serializers.EntryOutput,
-            409: OpenApiResponse(serializers.ErrorOutput, description="nothing_to_compact"),
+            409: OpenApiResponse(serializers.ErrorOutput, description=Code.NOTHING_TO_COMPACT),
             **ERRORS,
         },
     )
@@ -593,20 +588,20 @@ class SearchViewSet(ViewSet):
 
 
 class ImportRefused(exceptions.APIException):
-    status_code = status.HTTP_400_BAD_REQUEST
-    default_code = "import_refused"
+    status_code = status_of(Code.IMPORT_REFUSED)
+    default_code = Code.IMPORT_REFUSED
 
 
 class ImportOverBudget(ImportRefused):
     """More than one import takes (docs/design.md §27): nodes, depth, unpacked bytes, rows."""
 
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    status_code = status_of(Code.IMPORT_TOO_LARGE)
 
 
 def _import_too_large() -> ImportRefused:
     return ImportRefused(
         f"the file is larger than IMPORT_MAX_BYTES ({settings.IMPORT_MAX_BYTES} bytes)",
-        code="file_too_large",
+        code=Code.FILE_TOO_LARGE,
     )
 
 

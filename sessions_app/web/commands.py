@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from jarvis_site.shared.errors import Code
 from sessions_app import selectors
 from sessions_app.core.throttles import branch_throttle_wait
 from sessions_app.runtime.agents import model_for_session
 from sessions_app.runtime.lease import SessionBusy
-from sessions_app.runtime.providers import MODEL_SPEC_HELP
+from sessions_app.runtime.providers import MODEL_SPEC_HELP, BadModel
 from sessions_app.services import cleanup
 from sessions_app.services import sessions as session_services
 from sessions_app.store import InvalidSessionId, SessionNotFound
@@ -69,7 +70,7 @@ def sessions_text(rows: list[dict[str, Any]], current: str | None = None) -> str
 
 def _sessions(ctx: _Context) -> CommandResult:
     if ctx.args not in ([], ["all"]):
-        raise CommandError("bad_request", "usage: /sessions [all]")
+        raise CommandError(Code.BAD_REQUEST, "usage: /sessions [all]")
     sessions = selectors.session_list(owner_id=ctx.owner_id, include_subagents=ctx.args == ["all"])
     return CommandResult(
         "sessions", sessions_text(sessions, ctx.session_id), {"sessions": sessions}
@@ -84,11 +85,11 @@ def _branch_args(args: list[str]) -> tuple[str | None, int | None]:
     at_seq = None
     if len(args) >= 2 and args[-2] == "at":
         if not args[-1].isdigit():
-            raise CommandError("bad_request", BRANCH_USAGE)
+            raise CommandError(Code.BAD_REQUEST, BRANCH_USAGE)
         at_seq = int(args[-1])
         args = args[:-2]
     if len(args) > 1:
-        raise CommandError("bad_request", BRANCH_USAGE)
+        raise CommandError(Code.BAD_REQUEST, BRANCH_USAGE)
     return (args[0] if args else None), at_seq
 
 
@@ -99,18 +100,18 @@ def _branch(ctx: _Context) -> CommandResult:
     wait = branch_throttle_wait(ctx.owner_id)
     if wait is not None:
         raise CommandError(
-            "throttled", f"too many branches; try again in {math.ceil(wait)} seconds"
+            Code.THROTTLED, f"too many branches; try again in {math.ceil(wait)} seconds"
         )
     try:
         meta = session_services.session_branch(
             session_id=source, owner_id=ctx.owner_id, at_seq=at_seq
         )
     except SessionNotFound as error:
-        raise CommandError("not_found", f"no session {source!r} of yours to branch") from error
+        raise CommandError(Code.NOT_FOUND, f"no session {source!r} of yours to branch") from error
     except InvalidSessionId as error:
-        raise CommandError("bad_id", str(error)) from error
+        raise CommandError(Code.BAD_ID, str(error)) from error
     except ValueError as error:  # a seq outside the history
-        raise CommandError("bad_request", str(error)) from error
+        raise CommandError(Code.BAD_REQUEST, str(error)) from error
     return CommandResult(
         "branch",
         f"branched {source} into {meta.id} (a copy of {meta.branched_at_seq} entries); "
@@ -122,7 +123,7 @@ def _branch(ctx: _Context) -> CommandResult:
 
 def _model(ctx: _Context) -> CommandResult:
     if len(ctx.args) > 1:
-        raise CommandError("bad_request", f"usage: /model [{MODEL_SPEC_HELP}]")
+        raise CommandError(Code.BAD_REQUEST, f"usage: /model [{MODEL_SPEC_HELP}]")
     if not ctx.args:
         meta = selectors.session_get(session_id=ctx.session_id, owner_id=ctx.owner_id)
         model = model_for_session(agent=meta.agent, model=meta.model)
@@ -133,9 +134,9 @@ def _model(ctx: _Context) -> CommandResult:
             session_id=ctx.session_id, owner_id=ctx.owner_id, model=ctx.args[0]
         )
     except SessionBusy as error:
-        raise CommandError("session_busy", str(error)) from error
-    except ValueError as error:
-        raise CommandError("bad_model", str(error)) from error
+        raise CommandError(Code.SESSION_BUSY, str(error)) from error
+    except BadModel as error:
+        raise CommandError(error.code, str(error)) from error
     return CommandResult(
         "model",
         f"model: {meta.model} from the next turn on",
@@ -146,7 +147,7 @@ def _model(ctx: _Context) -> CommandResult:
 def _think(ctx: _Context) -> CommandResult:
     levels = "|".join(THINKING_LEVELS)
     if len(ctx.args) > 1 or (ctx.args and ctx.args[0] not in THINKING_LEVELS):
-        raise CommandError("bad_request", f"usage: /think [{levels}]")
+        raise CommandError(Code.BAD_REQUEST, f"usage: /think [{levels}]")
     if not ctx.args:
         meta = selectors.session_get(session_id=ctx.session_id, owner_id=ctx.owner_id)
         return CommandResult("think", f"thinking: {meta.thinking}", {"thinking": meta.thinking})
@@ -155,7 +156,7 @@ def _think(ctx: _Context) -> CommandResult:
             session_id=ctx.session_id, owner_id=ctx.owner_id, thinking=ctx.args[0]
         )
     except SessionBusy as error:
-        raise CommandError("session_busy", str(error)) from error
+        raise CommandError(Code.SESSION_BUSY, str(error)) from error
     return CommandResult(
         "think",
         f"thinking: {meta.thinking} from the next turn on",
@@ -171,7 +172,7 @@ def _cleanup(ctx: _Context) -> CommandResult:
     category = ctx.args[0]
     if category not in cleanup.CATEGORIES or ctx.args[1:] not in ([], ["confirm"]):
         raise CommandError(
-            "bad_request", f"usage: /cleanup [{'|'.join(cleanup.CATEGORIES)} confirm]"
+            Code.BAD_REQUEST, f"usage: /cleanup [{'|'.join(cleanup.CATEGORIES)} confirm]"
         )
     if ctx.args[1:] != ["confirm"]:
         plan = cleanup.cleanup_plan(owner_id=ctx.owner_id)
@@ -212,7 +213,7 @@ def _compact(ctx: _Context) -> CommandResult:
 def _export(ctx: _Context) -> CommandResult:
     fmt = ctx.args[0] if ctx.args else "md"
     if len(ctx.args) > 1 or fmt not in session_services.EXPORT_FORMATS:
-        raise CommandError("bad_request", "usage: /export [md|json]")
+        raise CommandError(Code.BAD_REQUEST, "usage: /export [md|json]")
     export = session_services.session_export(
         session_id=ctx.session_id, owner_id=ctx.owner_id, fmt=fmt
     )
@@ -277,10 +278,10 @@ def command_run(*, session_id: str, owner_id: int, line: str) -> CommandResult:
     """Run one slash command line (`/name args...`) against the caller's session."""
     parts = line.strip().lstrip("/").split()
     if not parts:
-        raise CommandError("bad_request", "a command name follows the /; /help lists them")
+        raise CommandError(Code.BAD_REQUEST, "a command name follows the /; /help lists them")
     name, *args = parts
     if name not in COMMANDS:
-        raise CommandError("unknown_command", f"unknown command /{name}; /help lists them")
+        raise CommandError(Code.UNKNOWN_COMMAND, f"unknown command /{name}; /help lists them")
     # Every command, even one that only reads (/help, /sessions), needs the caller's own
     # session: in anyone else's each is not_found, the answer its service would give.
     selectors.session_get(session_id=session_id, owner_id=owner_id)

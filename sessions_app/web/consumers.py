@@ -20,8 +20,9 @@ from channels.layers import InMemoryChannelLayer
 from django.conf import settings
 from django.db import connections
 
-from jarvis_site import metrics
-from jarvis_site.log_context import log_context_set, new_request_id
+from jarvis_site.shared import metrics
+from jarvis_site.shared.errors import Code
+from jarvis_site.shared.log_context import log_context_set, new_request_id
 from sessions_app import selectors
 from sessions_app.core import frames, limits
 from sessions_app.core.ids import InvalidSessionId, group_name, validate_session_id
@@ -65,11 +66,11 @@ def frame_checked(text_data: str | None) -> tuple[dict | None, tuple[str, str] |
     try:
         frame = limits.json_loads(text_data) if text_data is not None else None
     except limits.JsonTooDeep as error:
-        return None, ("bad_request", str(error))
+        return None, (Code.BAD_REQUEST, str(error))
     except ValueError:
         frame = None
     if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
-        return None, ("bad_request", 'a frame is a JSON object with a "type"')
+        return None, (Code.BAD_REQUEST, 'a frame is a JSON object with a "type"')
     try:
         if frame["type"] == "prompt" and isinstance(frame.get("text"), str):
             # The API's check of a prompt, with its words, then every string of the frame:
@@ -77,7 +78,7 @@ def frame_checked(text_data: str | None) -> tuple[dict | None, tuple[str, str] |
             limits.prompt_check(frame["text"])
         limits.strings_check(frame, name="the frame")
     except limits.InputInvalid as error:
-        return None, ("invalid", str(error))
+        return None, (Code.INVALID, str(error))
     return frame, None
 
 
@@ -136,7 +137,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             return await self._refuse(CLOSE_BAD_ID)
         self.user_id = user.id
         self.session_id = session_id
-        # This socket's task and the turns it starts log with these (jarvis_site.log_context).
+        # This socket's task and the turns it starts log with these (jarvis_site.shared.log_context).
         log_context_set(request_id=new_request_id(), user_id=user.id, session_id=session_id)
         self.group = group_name(session_id)
         if "agent" in query:
@@ -149,7 +150,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             if existing is not None:
                 await self.accept()
                 await self._error(
-                    "agent_mismatch", f"session {session_id!r} belongs to agent {existing!r}"
+                    Code.AGENT_MISMATCH, f"session {session_id!r} belongs to agent {existing!r}"
                 )
                 return await self.close(code=CLOSE_AGENT_MISMATCH)
         # Join before reading the history: an entry stored in between arrives twice (the
@@ -294,7 +295,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         data = message.get("text") if message.get("text") is not None else message.get("bytes")
         limit = settings.WEBSOCKET_MESSAGE_MAX_BYTES
         if data is not None and frames.inbound_size(data) > limit:
-            await self._error("too_large", f"a frame may be at most {limit} bytes")
+            await self._error(Code.TOO_LARGE, f"a frame may be at most {limit} bytes")
             return await self.close(code=CLOSE_TOO_LARGE, reason="message too big")
         await super().websocket_receive(message)
 
@@ -314,7 +315,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if kind == "prompt":
             text = frame.get("text")
             if not isinstance(text, str):
-                return await self._error("bad_request", prompt_modes.PROMPT_NOT_TEXT)
+                return await self._error(Code.BAD_REQUEST, prompt_modes.PROMPT_NOT_TEXT)
             try:
                 mode = prompt_modes.prompt_mode_check(frame.get("mode"))
             except prompt_modes.BadMode as error:
@@ -324,7 +325,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             wait = turn_throttle_wait(self.scope["user"])
             if wait is not None:
                 return await self._error(
-                    "throttled", f"too many requests; try again in {math.ceil(wait)} seconds"
+                    Code.THROTTLED, f"too many requests; try again in {math.ceil(wait)} seconds"
                 )
             if mode != prompt_modes.REJECT:
                 return await self._enqueue(text, mode)
@@ -333,7 +334,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             return await self._queue_cancel(frame)
         if kind == "approval":
             return await self._approval(frame)
-        return await self._error("bad_request", f"unknown frame type {kind!r}")
+        return await self._error(Code.BAD_REQUEST, f"unknown frame type {kind!r}")
 
     def _spawn(self, coroutine) -> None:
         # Turns and commands run beside the receive loop, so `abort` and `ping` are answered
@@ -348,7 +349,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             # this worker stops at once, whatever else the worker is busy with.
             await turns.turn_abort_async(session_id=self.session_id, owner_id=self.user_id)
         except SessionNotFound:
-            await self._error("not_found", "the session no longer exists")
+            await self._error(Code.NOT_FOUND, "the session no longer exists")
 
     async def _turn(self, text: str):
         try:
@@ -360,10 +361,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         except (SessionBusy, TooManyTurns, drain.Draining) as error:
             await self._error(error.code, str(error))
         except SessionNotFound:
-            await self._error("not_found", "the session no longer exists; reload to start anew")
+            await self._error(Code.NOT_FOUND, "the session no longer exists; reload to start anew")
         except Exception:
             logger.exception("turn failed in session %s", self.session_id)
-            await self._error("turn_failed", "the turn failed; the error is in the server log")
+            await self._error(Code.TURN_FAILED, "the turn failed; the error is in the server log")
 
     async def _enqueue(self, text: str, mode: str):
         # Every tab, this one too, learns the prompt's place from the `queued` event.
@@ -374,20 +375,22 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         except QueueFull as error:
             await self._error(error.code, str(error))
         except SessionNotFound:
-            await self._error("not_found", "the session no longer exists; reload to start anew")
+            await self._error(Code.NOT_FOUND, "the session no longer exists; reload to start anew")
 
     async def _queue_cancel(self, frame: dict):
         queue_id = frame.get("queue_id")
         if not isinstance(queue_id, str) or not queue_id:
-            return await self._error("bad_request", 'a queue_cancel frame has a "queue_id" string')
+            return await self._error(
+                Code.BAD_REQUEST, 'a queue_cancel frame has a "queue_id" string'
+            )
         try:
             await database_sync_to_async(prompt_modes.queue_cancel)(
                 session_id=self.session_id, owner_id=self.user_id, queue_id=queue_id
             )
         except (QueuedPromptNotFound, limits.InputInvalid) as error:
-            await self._error("not_found", str(error))
+            await self._error(Code.NOT_FOUND, str(error))
         except SessionNotFound:
-            await self._error("not_found", "the session no longer exists")
+            await self._error(Code.NOT_FOUND, "the session no longer exists")
 
     async def _command(self, line: str):
         try:
@@ -397,7 +400,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         except commands.CommandError as error:
             return await self._error(error.code, error.message)
         except SessionNotFound:
-            return await self._error("not_found", "the session no longer exists")
+            return await self._error(Code.NOT_FOUND, "the session no longer exists")
         await self.send_json(
             {
                 "type": "command_result",
@@ -411,7 +414,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         call_id, allow = frame.get("call_id"), frame.get("allow")
         if not isinstance(call_id, str) or not call_id or not isinstance(allow, bool):
             return await self._error(
-                "bad_request", 'an approval has a "call_id" (string) and "allow" (true or false)'
+                Code.BAD_REQUEST, 'an approval has a "call_id" (string) and "allow" (true or false)'
             )
         try:
             await database_sync_to_async(approvals.approval_decide)(
@@ -420,9 +423,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         except (ApprovalNotFound, ApprovalClosed) as error:
             await self._error(error.code, str(error))
         except limits.InputInvalid as error:
-            await self._error("invalid", str(error))
+            await self._error(Code.INVALID, str(error))
         except SessionNotFound:
-            await self._error("not_found", "the session no longer exists")
+            await self._error(Code.NOT_FOUND, "the session no longer exists")
 
     async def _error(self, code: str, message: str):
         await self.send_json({"type": "error", "code": code, "message": message})

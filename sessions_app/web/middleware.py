@@ -19,17 +19,9 @@ from http import HTTPStatus
 
 from django.http import JsonResponse
 
+from jarvis_site.shared.errors import CODE_OF_STATUS, Code
+
 API_PREFIX = "/api/"
-CODES = {
-    400: "bad_request",
-    401: "not_authenticated",
-    403: "permission_denied",
-    404: "not_found",
-    405: "method_not_allowed",
-    411: "length_required",
-    413: "too_large",
-    500: "server_error",
-}
 # Headers of the original answer that a client still needs (Allow on 405, the challenge on 401).
 KEPT_HEADERS = ("Allow", "WWW-Authenticate", "Retry-After")
 
@@ -50,7 +42,7 @@ class ApiJsonErrorsMiddleware:
         if request.path.startswith(API_PREFIX) and _body_without_length(request):
             return JsonResponse(
                 {
-                    "code": "length_required",
+                    "code": Code.LENGTH_REQUIRED,
                     "detail": "send the request body with a Content-Length, not chunked",
                 },
                 status=411,
@@ -67,7 +59,7 @@ class ApiJsonErrorsMiddleware:
             phrase = HTTPStatus(status).phrase
         except ValueError:
             phrase = "error"
-        code = CODES.get(status, "server_error" if status >= 500 else "error")
+        code = CODE_OF_STATUS.get(status, Code.SERVER_ERROR if status >= 500 else Code.BAD_REQUEST)
         detail = f"no such API path: {request.path}" if status == 404 else phrase.lower()
         replacement = JsonResponse({"code": code, "detail": detail}, status=status)
         for header in KEPT_HEADERS:

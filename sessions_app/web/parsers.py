@@ -11,16 +11,17 @@ top-level fields' own serializers word it for theirs.
 from __future__ import annotations
 
 from django.conf import settings
-from rest_framework import exceptions, status
+from rest_framework import exceptions
 from rest_framework.parsers import JSONParser, get_encoding
 from rest_framework.utils import json
 
+from jarvis_site.shared.errors import Code, status_of
 from sessions_app.core import limits
 
 
 class RequestTooLarge(exceptions.APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_code = "too_large"
+    status_code = status_of(Code.TOO_LARGE)
+    default_code = Code.TOO_LARGE
     default_detail = "the request body is too large"
 
 
@@ -49,7 +50,7 @@ class LimitedJSONParser(JSONParser):
             if limits.json_too_deep(text):
                 raise exceptions.ParseError(
                     f"JSON may nest at most {limits.JSON_MAX_DEPTH} levels deep",
-                    code="bad_request",
+                    code=Code.BAD_REQUEST,
                 )
             parse_constant = json.strict_constant if self.strict else None
             document = json.loads(text, parse_constant=parse_constant)

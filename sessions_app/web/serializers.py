@@ -4,7 +4,6 @@ No domain rules here: ids are validated by sessions_app.core.ids inside the serv
 the WebSocket and the commands all refuse the same ids with the same message.
 """
 
-from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
@@ -37,6 +36,27 @@ class SessionIdField(serializers.CharField):
         if not isinstance(data, str):
             raise serializers.ValidationError("Not a valid string.")
         return super().to_internal_value(data)
+
+
+# What the schema says a model is; the service checks it (400 bad_model, as /model answers).
+MODEL_SPEC_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 200,
+    "pattern": r"^(offline|(openai|anthropic):\S+)$",
+}
+
+
+@extend_schema_field(MODEL_SPEC_SCHEMA)
+class ModelSpecField(serializers.CharField):
+    """A model in a body: described with its pattern, checked by the service, so the API and
+    the /model command refuse a model with the same code and the same words."""
+
+    def run_validation(self, data=serializers.empty):
+        # Every string, "" and over-long ones included, goes to the service's check.
+        if isinstance(data, str):
+            return data
+        return super().run_validation(data)
 
 
 # --- input --------------------------------------------------------------------------------
@@ -103,13 +123,8 @@ class SessionListQuery(serializers.Serializer):
 
 
 class SessionPatchInput(serializers.Serializer):
-    model = serializers.CharField(
+    model = ModelSpecField(
         required=False,
-        min_length=1,
-        max_length=200,
-        # What the model check accepts at least (a provider's model it does not know is
-        # still refused, with the names it knows).
-        validators=[RegexValidator(r"^(offline|(openai|anthropic):.+)$")],
         help_text="offline, openai:<model> or anthropic:<model>",
     )
     thinking = serializers.ChoiceField(

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 from channels.exceptions import ChannelFull
 
-from jarvis_site import layers
+from jarvis_site.shared import layers
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""SQLite's write-ahead log stays open between connections (jarvis_site/sqlite_wal.py).
+"""SQLite's write-ahead log stays open between connections (jarvis_site/shared/sqlite_wal.py).
 
 Without the keeper, closing the only connection checkpoints and deletes the log, and every
 request and turn paid for that. What is observable: after a write and closing every Django

@@ -31,8 +31,8 @@ from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connection
 
-from jarvis_site.metrics import process_gone
 from jarvis_site.request_bodies import MULTIPART_ALLOWANCE
+from jarvis_site.shared.metrics import process_gone
 
 TEMPLATE = "deploy/nginx.conf.template"
 POLL_SEC = 0.2

@@ -22,7 +22,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, bind, port, proxy_headers, **options):
-        # Daphne's own access log is plain text on stdout; jarvis_site.log_context logs each
+        # Daphne's own access log is plain text on stdout; jarvis_site.shared.log_context logs each
         # request in the configured format instead.
         daphne_args = ["--bind", bind, "--port", str(port), "--verbosity", "0"]
         if proxy_headers:

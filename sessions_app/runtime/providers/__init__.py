@@ -4,10 +4,12 @@ from functools import lru_cache
 
 from django.conf import settings
 
+from jarvis_site.shared.errors import Code
 from sessions_app.runtime.providers.base import ModelReply, Provider, ProviderError, ToolSpec
 from sessions_app.runtime.providers.offline import OfflineProvider
 
 __all__ = [
+    "BadModel",
     "ModelReply",
     "Provider",
     "ProviderError",
@@ -20,15 +22,21 @@ __all__ = [
 MODEL_SPEC_HELP = "offline, openai:<model> or anthropic:<model>"
 
 
+class BadModel(ValueError):
+    """Not a model a turn can use: the same answer through /model and PATCH."""
+
+    code = Code.BAD_MODEL
+
+
 def check_model_spec(spec: object) -> str:
-    """`spec` if it names a model a turn can use, else ValueError saying what would."""
+    """`spec` if it names a model a turn can use, else BadModel saying what would."""
     if isinstance(spec, str) and len(spec) <= 200:
         kind, _, model = spec.partition(":")
         if spec == "offline" or (
             kind in {"openai", "anthropic"} and model and not any(c.isspace() for c in model)
         ):
             return spec
-    raise ValueError(f"unknown model {spec!r:.80}: use {MODEL_SPEC_HELP}")
+    raise BadModel(f"unknown model {spec!r:.80}: use {MODEL_SPEC_HELP}")
 
 
 def provider_for(spec: str | None = None) -> Provider:

@@ -49,7 +49,8 @@ def test_a_bad_model_is_refused_and_changes_nothing(api, alice, model):
     api.post("/api/sessions/", {"id": "work"}, format="json")
     response = api.patch("/api/sessions/work/", {"model": model}, format="json")
     assert response.status_code == 400
-    assert response.json()["code"] == "invalid"
+    # The code /model answers too (tests/sessions_app/management/test_slash_commands.py).
+    assert response.json()["code"] == "bad_model"
     assert get_store().get_meta("work").model == ""
     assert get_store().get_messages("work") == []
 

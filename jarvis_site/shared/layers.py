@@ -19,7 +19,7 @@ import time
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer
 
-from jarvis_site.metrics import EVENTS_DROPPED
+from jarvis_site.shared.metrics import EVENTS_DROPPED
 
 CLEAN_EVERY_SEC = 1.0
 

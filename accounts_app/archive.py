@@ -28,7 +28,6 @@ from memory_app.services import memory_export_for_owner
 from notices_app.schedules import schedules_export_for_owner
 from sessions_app import selectors
 from sessions_app.core.ids import safe_filename
-from sessions_app.store import get_store
 
 ARCHIVE_README = """Your data from Jarvis, as of {as_of}.
 
@@ -106,14 +105,12 @@ def _unique(name: str, taken: set[str]) -> str:
 
 def _files(owner_id: int) -> Iterator[tuple[str, Iterator[bytes]]]:
     yield "README.txt", _text(ARCHIVE_README.format(as_of=timezone.now().isoformat()))
-    store = get_store()
     taken: set[str] = set()
-    for meta in store.list(owner_id=owner_id):
-        entries = store.get_messages(meta.id)
-        notices = store.get_proactive(meta.id)
+    for meta in selectors.sessions_of_owner(owner_id=owner_id):
+        as_json, as_markdown = selectors.session_export_documents(meta)
         name = _unique(safe_filename(meta.id), taken)
-        yield f"sessions/{name}.json", _json(selectors.export_json(meta, entries, notices))
-        yield f"sessions/{name}.md", _text(selectors.export_markdown(meta, entries, notices))
+        yield f"sessions/{name}.json", _json(as_json)
+        yield f"sessions/{name}.md", _text(as_markdown)
     yield "memory.json", _json(memory_export_for_owner(owner_id=owner_id))
     yield "schedules.json", _json(schedules_export_for_owner(owner_id=owner_id))
 

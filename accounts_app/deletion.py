@@ -19,10 +19,10 @@ from rest_framework.authtoken.models import Token
 from memory_app.services import memory_purge_for_owner
 from notices_app.preferences import notice_channels_purge_for_owner
 from notices_app.schedules import schedules_purge_for_owner
-from sessions_app.runtime.lease import SessionBusy
+from sessions_app import selectors
 from sessions_app.services.deletion import sessions_delete_for_owner
+from sessions_app.services.extensions import SessionBusy
 from sessions_app.services.sessions import session_turn_running
-from sessions_app.store import get_store
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class AccountBusy(SessionBusy):
 
 def account_running_turn(*, owner_id: int) -> str | None:
     """The id of a session of the user whose turn runs now, if any."""
-    for meta in get_store().list(owner_id=owner_id):
+    for meta in selectors.sessions_of_owner(owner_id=owner_id):
         if session_turn_running(session_id=meta.id):
             return meta.id
     return None

@@ -18,11 +18,11 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from accounts_app.models import RetentionSetting
+from sessions_app import selectors
 from sessions_app.core.ids import is_test_session
-from sessions_app.runtime.lease import SessionBusy
 from sessions_app.services.deletion import SessionConnected, session_delete
+from sessions_app.services.extensions import SessionBusy
 from sessions_app.services.sessions import session_turn_running
-from sessions_app.store import get_store
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +84,6 @@ def retention_expired(*, as_of: datetime) -> list[Expired]:
     A sub-agent session whose calling session still exists is left to that session: it
     goes with it (per_parent_session) or outlives it (per_agent), never before it.
     """
-    store = get_store()
     own_days = dict(
         RetentionSetting.objects.exclude(retention_days=None).values_list(
             "owner_id", "retention_days"
@@ -93,7 +92,7 @@ def retention_expired(*, as_of: datetime) -> list[Expired]:
     expired = []
     for owner_id in get_user_model().objects.order_by("pk").values_list("pk", flat=True):
         owner_days = own_days.get(owner_id, settings.RETENTION_DAYS)
-        metas = store.list(owner_id=owner_id)
+        metas = selectors.sessions_of_owner(owner_id=owner_id)
         present = {meta.id for meta in metas}
         for meta in metas:
             if meta.spawned_by and meta.spawned_by in present:

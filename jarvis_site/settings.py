@@ -5,6 +5,7 @@ channel layer, offline model) make `make run` work on a bare machine; production
 DATABASE_URL, REDIS_URL, SECRET_KEY, DEBUG and ALLOWED_HOSTS explicitly.
 """
 
+import os
 import secrets
 from pathlib import Path
 
@@ -351,13 +352,23 @@ if NOTIFY_WEBHOOK_URL and not NOTIFY_WEBHOOK_URL.startswith(("http://", "https:/
     raise ImproperlyConfigured(
         f"NOTIFY_WEBHOOK_URL must be an http:// or https:// URL, not {NOTIFY_WEBHOOK_URL!r}"
     )
-NOTIFY_WEBHOOK_TIMEOUT_SEC = _positive("NOTIFY_WEBHOOK_TIMEOUT_SEC", 10.0)
-# A failed attempt (any channel) is retried after RETRY_BASE, then twice as long each time,
-# at most RETRY_MAX.
-NOTIFY_WEBHOOK_RETRY_BASE_SEC = _positive("NOTIFY_WEBHOOK_RETRY_BASE_SEC", 5.0)
-NOTIFY_WEBHOOK_RETRY_MAX_SEC = _positive("NOTIFY_WEBHOOK_RETRY_MAX_SEC", 3600.0)
+
+
+def _notify(name: str, default: float) -> float:
+    """A delivery setting of every channel, NOTIFY_<name>. Its older name NOTIFY_WEBHOOK_<name>
+    (from when the webhook was the only channel) is still read when the new one is unset."""
+    if f"NOTIFY_{name}" not in os.environ and f"NOTIFY_WEBHOOK_{name}" in os.environ:
+        return _positive(f"NOTIFY_WEBHOOK_{name}", default)
+    return _positive(f"NOTIFY_{name}", default)
+
+
+# Every channel (webhook, Web Push, Discord): one attempt's time limit; a failed attempt is
+# retried after RETRY_BASE, then twice as long each time, at most RETRY_MAX.
+NOTIFY_TIMEOUT_SEC = _notify("TIMEOUT_SEC", 10.0)
+NOTIFY_RETRY_BASE_SEC = _notify("RETRY_BASE_SEC", 5.0)
+NOTIFY_RETRY_MAX_SEC = _notify("RETRY_MAX_SEC", 3600.0)
 # The webhook retries until it answers; a user's own channels (webpush, discord) give up after
-# this many attempts. Every channel uses the webhook's time limit and back-off above.
+# this many attempts.
 NOTIFY_MAX_ATTEMPTS = _positive("NOTIFY_MAX_ATTEMPTS", 10, cast=int)
 
 # Web Push (docs/design.md §16). Unset: the webpush channel is off. `manage.py make_vapid_keys`

@@ -13,8 +13,7 @@ class MemoryAppConfig(AppConfig):
         from memory_app.context import memory_context_for_owner
         from memory_app.tools import WORKING_MEMORY_TOOLS
         from sessions_app.core import signals
-        from sessions_app.runtime.memory_context import memory_context_provider_register
-        from sessions_app.runtime.tools import tool_register
+        from sessions_app.services.extensions import memory_context_provider_register, tool_register
 
         for tool in WORKING_MEMORY_TOOLS:
             tool_register(tool)

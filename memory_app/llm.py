@@ -14,7 +14,7 @@ import logging
 from django.conf import settings
 
 from memory_app.extraction import FactCandidate, normalize_key
-from sessions_app.runtime.providers.oneshot import model_ask, model_configured
+from sessions_app.services.extensions import model_ask, model_configured
 
 logger = logging.getLogger(__name__)
 

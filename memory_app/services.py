@@ -29,9 +29,8 @@ from memory_app.models import (
     WorkingMemory,
 )
 from sessions_app.core.ids import is_test_session
-from sessions_app.runtime.providers.oneshot import model_calls_counted
-from sessions_app.store.base import EntryRecord
-from sessions_app.store.usage_ledger import CONSOLIDATION, usage_ledger_add
+from sessions_app.selectors import EntryRecord
+from sessions_app.services.extensions import CONSOLIDATION, model_calls_counted, usage_ledger_add
 
 logger = logging.getLogger(__name__)
 

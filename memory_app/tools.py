@@ -13,7 +13,7 @@ from memory_app.services import (
     working_memory_recall,
     working_memory_remember,
 )
-from sessions_app.runtime.tools import Tool, ToolContext
+from sessions_app.services.extensions import Tool, ToolContext
 
 
 def _remember(context: ToolContext, arguments: dict) -> str:

@@ -25,7 +25,7 @@ class NoticesAppConfig(AppConfig):
         from notices_app.tools import SCHEDULE_TOOLS
         from notices_app.vapid import vapid_keys
         from sessions_app.core import signals
-        from sessions_app.runtime.tools import tool_register
+        from sessions_app.services.extensions import tool_register
 
         # A bad VAPID key or allowlist entry stops start-up with what is wrong, instead of
         # failing every delivery later.

@@ -43,9 +43,9 @@ from notices_app.task_queue import (
 )
 from sessions_app import selectors
 from sessions_app.core.ids import is_test_session
+from sessions_app.selectors import Notice
 from sessions_app.services.notices import notice_mark_delivered
 from sessions_app.services.sessions import session_create
-from sessions_app.store import Notice, get_store
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def schedule_target_session(*, owner_id: int, session_id: str) -> str | None:
     None means "drop it": the schedule was made in a test session that no longer exists.
     """
     if session_id:
-        meta = get_store().get_meta(session_id)
+        meta = selectors.session_find(session_id=session_id)
         if meta is not None and meta.owner_id == owner_id:
             return meta.id
         if is_test_session(session_id):
@@ -114,7 +114,7 @@ def notice_fan_out(*, session_id: str, message_id: str, content: str, created_at
     task per destination, FAN_OUT_BATCH at a time, each batch its own short transaction. A
     row that exists already is left alone, so running it twice queues nothing more.
     """
-    meta = get_store().get_meta(session_id)
+    meta = selectors.session_find(session_id=session_id)
     if meta is None:
         return 0
     user = None
@@ -239,7 +239,7 @@ def notice_outbox_recover(*, now: datetime | None = None, workers_stopped: bool 
     `workers_stopped` says no worker runs now: every `sending` row and RUNNING task is dead.
     """
     now = now or timezone.now()
-    stale_sec = settings.NOTIFY_WEBHOOK_TIMEOUT_SEC + SENDING_STALE_MARGIN_SEC
+    stale_sec = settings.NOTIFY_TIMEOUT_SEC + SENDING_STALE_MARGIN_SEC
     stale = now if workers_stopped else now - timedelta(seconds=stale_sec)
     running_stale_sec = 0 if workers_stopped else RUNNING_STALE_SEC
     NoticeOutbox.objects.filter(state=NoticeOutbox.SENDING, claimed_at__lte=stale).update(

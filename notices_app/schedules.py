@@ -40,12 +40,15 @@ from notices_app.task_queue import (
 from sessions_app import selectors
 from sessions_app.core.ids import validate_session_id
 from sessions_app.core.throttles import turn_throttle_wait
-from sessions_app.runtime.executors import run_for_sync_caller
-from sessions_app.runtime.tools import ToolAborted, TurnAbort
-from sessions_app.runtime.turns import TooManyTurns
+from sessions_app.selectors import SessionNotFound
 from sessions_app.services.delegation import delegation_run
+from sessions_app.services.extensions import (
+    ToolAborted,
+    TooManyTurns,
+    TurnAbort,
+    run_for_sync_caller,
+)
 from sessions_app.services.notices import proactive_add
-from sessions_app.store import SessionNotFound
 
 logger = logging.getLogger(__name__)
 

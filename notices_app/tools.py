@@ -13,12 +13,12 @@ from notices_app.schedules import (
     schedule_describe,
     schedules_cancel_matching,
 )
-from sessions_app.runtime.tools import Tool, ToolContext
-from sessions_app.store import get_store
+from sessions_app import selectors
+from sessions_app.services.extensions import Tool, ToolContext
 
 
 def _schedule_owner(context: ToolContext) -> int:
-    meta = get_store().get_meta(context.session_id)
+    meta = selectors.session_find(session_id=context.session_id)
     if meta is None or meta.owner_id is None:
         raise ValueError("schedules belong to a user, and this conversation has none")
     return meta.owner_id

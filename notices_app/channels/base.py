@@ -77,8 +77,8 @@ class Channel(ABC):
         """The wait before attempt `attempts + 1`; None: give up. Doubling back-off."""
         if self.max_attempts is not None and attempts >= self.max_attempts:
             return None
-        seconds = settings.NOTIFY_WEBHOOK_RETRY_BASE_SEC * 2 ** max(attempts - 1, 0)
-        return timedelta(seconds=min(seconds, settings.NOTIFY_WEBHOOK_RETRY_MAX_SEC))
+        seconds = settings.NOTIFY_RETRY_BASE_SEC * 2 ** max(attempts - 1, 0)
+        return timedelta(seconds=min(seconds, settings.NOTIFY_RETRY_MAX_SEC))
 
 
 def http_post(target: OutboundTarget, **kwargs) -> tuple[SendResult, object | None]:
@@ -101,9 +101,7 @@ def http_post(target: OutboundTarget, **kwargs) -> tuple[SendResult, object | No
         return SendResult(ok=False, detail=f"{target.host} does not resolve: {error}"), None
     headers = {**kwargs.pop("headers", {}), "Host": target.url.netloc.decode("ascii")}
     try:
-        with httpx.Client(
-            follow_redirects=False, timeout=settings.NOTIFY_WEBHOOK_TIMEOUT_SEC
-        ) as client:
+        with httpx.Client(follow_redirects=False, timeout=settings.NOTIFY_TIMEOUT_SEC) as client:
             response = client.post(
                 target.url.copy_with(host=address),
                 headers=headers,

@@ -8,7 +8,7 @@ Callers import this package (`from sessions_app import selectors`); its modules 
 reads by what they read: sessions and their entries, one turn's log, exports, search.
 """
 
-from sessions_app.selectors.exports import export_json, export_markdown
+from sessions_app.selectors.exports import export_json, export_markdown, session_export_documents
 from sessions_app.selectors.search import (
     SEARCH_OFFSET_MAX,
     SEARCH_PAGE_DEFAULT,
@@ -31,11 +31,13 @@ from sessions_app.selectors.sessions import (
     session_delivery_target,
     session_detail,
     session_entries,
+    session_find,
     session_get,
     session_list,
     session_notices,
     session_snapshot,
     session_to_api,
+    sessions_of_owner,
 )
 from sessions_app.selectors.turns import (
     TurnLog,
@@ -45,8 +47,13 @@ from sessions_app.selectors.turns import (
     turn_requests,
     turn_timeline,
 )
+from sessions_app.store import EntryRecord, Notice, SessionMeta, SessionNotFound
 
 __all__ = [
+    "EntryRecord",
+    "Notice",
+    "SessionMeta",
+    "SessionNotFound",
     "ENTRY_API_FIELDS",
     "MAX_ENTRIES_PAGE",
     "SEARCH_OFFSET_MAX",
@@ -71,11 +78,14 @@ __all__ = [
     "session_delivery_target",
     "session_detail",
     "session_entries",
+    "session_export_documents",
+    "session_find",
     "session_get",
     "session_list",
     "session_notices",
     "session_snapshot",
     "session_to_api",
+    "sessions_of_owner",
     "turn_log",
     "turn_requests",
     "turn_timeline",

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sessions_app.selectors.sessions import notice_to_api, session_to_api
-from sessions_app.store import EntryRecord, Notice, SessionMeta
+from sessions_app.store import EntryRecord, Notice, SessionMeta, get_store
 
 
 def export_json(
@@ -125,3 +125,11 @@ def _markdown_entry(entry: EntryRecord) -> list[str]:
             f"> {str(data.get('summary', '')).replace(chr(10), chr(10) + '> ')}",
         ]
     return [f"### {entry.kind} ({stamp})", "", _fence(json.dumps(entry.to_dict(), indent=2))]
+
+
+def session_export_documents(meta: SessionMeta) -> tuple[dict[str, Any], str]:
+    """The session as its JSON export and its Markdown one, read once."""
+    store = get_store()
+    entries = store.get_messages(meta.id)
+    notices = store.get_proactive(meta.id)
+    return export_json(meta, entries, notices), export_markdown(meta, entries, notices)

@@ -16,6 +16,7 @@ from django.conf import settings
 
 from sessions_app.core import frames, limits
 from sessions_app.core.ids import validate_session_id
+from sessions_app.core.owners import OwnerId, may_act_on
 from sessions_app.runtime import history
 from sessions_app.runtime.agents import model_for_session
 from sessions_app.runtime.context_window import budget_for, request_tokens
@@ -38,13 +39,26 @@ SNAPSHOT_FIRST_READ = 200
 ENTRY_API_FIELDS = tuple(name for name in EntryRecord.__dataclass_fields__ if name != "session_id")
 
 
-def session_get(*, session_id: str, owner_id: int) -> SessionMeta:
-    """The caller's session; SessionNotFound when it is missing or someone else's."""
+def session_get(*, session_id: str, owner_id: OwnerId) -> SessionMeta:
+    """The session when `owner_id` may act on it (sessions_app.core.owners); SessionNotFound
+    when it is missing or someone else's — the one ownership check of every door."""
     validate_session_id(session_id)
     meta = get_store().get_meta(session_id)
-    if meta is None or meta.owner_id != owner_id:
+    if meta is None or not may_act_on(meta.owner_id, owner_id):
         raise SessionNotFound(session_id)
     return meta
+
+
+def session_find(*, session_id: str) -> SessionMeta | None:
+    """The session whoever owns it, None when there is none: for the server's own work on a
+    session it was handed (a notice's delivery, a tool inside that session's turn), never
+    for a person's request — that is `session_get`."""
+    return get_store().get_meta(session_id)
+
+
+def sessions_of_owner(*, owner_id: int) -> list[SessionMeta]:
+    """Every session of the user, sub-agents' and test sessions included, newest first."""
+    return get_store().list(owner_id=owner_id)
 
 
 def session_to_api(meta: SessionMeta) -> dict[str, Any]:

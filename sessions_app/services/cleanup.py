@@ -9,7 +9,7 @@ Categories:
 Sessions go one at a time through `session_delete`, which purges a session's memory before
 it erases the session, in one transaction: a run cut short by a crash leaves whole sessions,
 and the next run removes only what is left. A user cleans only their own sessions;
-`owner_id=None` (`cleanup_sessions --all-users`) is for operators.
+`owner_id=OPERATOR` (`cleanup_sessions --all-users`) cleans every user's.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from sessions_app.core.ids import is_test_session
+from sessions_app.core.owners import OwnerId, owner_filter
 from sessions_app.core.signals import working_memory_clear_requested, working_memory_count_requested
 from sessions_app.runtime.agents import is_per_agent_session
 from sessions_app.runtime.lease import SessionBusy
@@ -54,11 +55,11 @@ class CleanupReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (what, why)
 
 
-def cleanup_plan(*, owner_id: int | None, now: datetime | None = None) -> CleanupPlan:
+def cleanup_plan(*, owner_id: OwnerId, now: datetime | None = None) -> CleanupPlan:
     """What each category would remove for this user (None: every user). Reads only."""
     now = now or timezone.now()
     idle_since = now - timedelta(days=settings.CLEANUP_AGENT_DAYS)
-    metas = get_store().list(owner_id=owner_id)
+    metas = get_store().list(owner_id=owner_filter(owner_id))
     known = {meta.id for meta in metas}
     agents = [
         meta
@@ -72,13 +73,13 @@ def cleanup_plan(*, owner_id: int | None, now: datetime | None = None) -> Cleanu
         agents=agents,
         tests=[meta for meta in metas if is_test_session(meta.id)],
         stm=_working_memory_counts(sorted(known)),
-        connections=connections.stale_count(owner_id=owner_id),
+        connections=connections.stale_count(owner_id=owner_filter(owner_id)),
     )
 
 
 def cleanup_run(
     *,
-    owner_id: int | None,
+    owner_id: OwnerId,
     category: str,
     on_progress: Callable[[str], None] = lambda line: None,
 ) -> CleanupReport:
@@ -92,7 +93,7 @@ def cleanup_run(
     plan = cleanup_plan(owner_id=owner_id)
     report = CleanupReport(category=category)
     if category == "connections":
-        stale = connections.stale_remove(owner_id=owner_id)
+        stale = connections.stale_remove(owner_id=owner_filter(owner_id))
         report.removed = stale
         on_progress(f"removed {len(stale)} stale connection row(s)")
         return report

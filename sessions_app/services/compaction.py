@@ -29,11 +29,12 @@ from sessions_app.runtime.providers.oneshot import (
 )
 from sessions_app.store import EntryRecord, SessionNotFound, get_store
 
-__all__ = ["estimate_tokens", "session_compact", "transcript"]
+__all__ = ["compaction_append", "estimate_tokens", "transcript"]
 
 
-def session_compact(*, session_id: str) -> EntryRecord:
-    """Summarize everything before the last turn and append a `compaction` entry.
+def compaction_append(*, session_id: str) -> EntryRecord:
+    """Summarize everything before the last turn and append a `compaction` entry — the work
+    behind `sessions.session_compact`, which checks the caller and tells every tab.
 
     Steps: read the context the model sees now (from the latest compaction on); keep its
     last turn (from that turn's start, so no tool call is cut from its result) and summarize

@@ -14,7 +14,7 @@ from sessions_app.core.ids import (
 )
 from sessions_app.core.signals import session_ended
 from sessions_app.runtime.agents import agent_known
-from sessions_app.services.sessions import SIGNAL_SENDER, _session_locked
+from sessions_app.services.sessions import SIGNAL_SENDER, session_locked
 from sessions_app.store import (
     SessionMeta,
     SessionNotFound,
@@ -44,7 +44,7 @@ def connection_open(
     if settings.WORKER_HEARTBEAT:
         heartbeat_start()  # this worker's sockets count only while it is heard from
     store = get_store()
-    with _session_locked(session_id, agent=agent, owner_id=user_id):
+    with session_locked(session_id, agent=agent, owner_id=user_id):
         meta = store.get_meta(session_id)
         if is_reserved(session_id) and (meta is None or meta.owner_id != user_id):
             # A user opens their sub-agent sessions, never makes one.

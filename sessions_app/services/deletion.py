@@ -20,7 +20,7 @@ from sessions_app.runtime import turns
 from sessions_app.runtime.agents import per_parent_session_ids
 from sessions_app.runtime.lease import SessionBusy, TurnLease, lease_acquire
 from sessions_app.runtime.queue import queue_clear
-from sessions_app.services.sessions import EXPORT_FORMATS, SIGNAL_SENDER, _session_locked
+from sessions_app.services.sessions import EXPORT_FORMATS, SIGNAL_SENDER, session_locked
 from sessions_app.store import (
     SessionMeta,
     SessionNotFound,
@@ -80,7 +80,7 @@ def session_delete(*, session_id: str, owner_id: int) -> bool:
     if lease is None:
         return False
     try:
-        with _session_locked(session_id, agent=meta.agent, owner_id=owner_id) as locked:
+        with session_locked(session_id, agent=meta.agent, owner_id=owner_id) as locked:
             if locked:
                 meta = store.get_meta(session_id)  # re-read under the lock
             if meta is None or meta.owner_id != owner_id:

@@ -23,12 +23,14 @@ from django.conf import settings
 from django.db import connections
 
 from jarvis_site.shared.errors import Code
+from sessions_app import selectors
 from sessions_app.core import limits
+from sessions_app.core.owners import may_act_on
 from sessions_app.runtime import queue, turns
 from sessions_app.runtime.drain import Draining, session_turn_running
 from sessions_app.runtime.executors import in_pool, in_sync_caller
 from sessions_app.runtime.lease import SessionBusy
-from sessions_app.services import broadcasts, sessions
+from sessions_app.services import broadcasts
 from sessions_app.services import turns as turn_services
 from sessions_app.store import SessionNotFound, get_store
 
@@ -80,11 +82,11 @@ def prompt_enqueue(*, session_id: str, owner_id: int | None, text: str, mode: st
     the queue here if the session is idle.
     """
     limits.prompt_check(text)
-    meta = sessions._owned_session(session_id=session_id, owner_id=owner_id)
+    meta = selectors.session_get(session_id=session_id, owner_id=owner_id)
     store = get_store()
     with store.locked(session_id, agent=meta.agent, owner_id=meta.owner_id):
         meta = store.get_meta(session_id)  # as of now, under the lock
-        if meta is None or (owner_id is not sessions.OPERATOR and meta.owner_id != owner_id):
+        if meta is None or not may_act_on(meta.owner_id, owner_id):
             raise SessionNotFound(session_id)
         waiting = queue.queue_add(
             session_id=session_id,
@@ -106,7 +108,7 @@ def prompt_enqueue(*, session_id: str, owner_id: int | None, text: str, mode: st
 def queue_cancel(*, session_id: str, owner_id: int | None, queue_id: str) -> None:
     """Remove a waiting prompt of the caller's session; every tab gets `queue_cancelled`.
     QueuedPromptNotFound when it already ran or was cancelled (from another tab, say)."""
-    sessions._owned_session(session_id=session_id, owner_id=owner_id)
+    selectors.session_get(session_id=session_id, owner_id=owner_id)
     limits.text_check(queue_id, name="queue_id", max_chars=40, min_chars=1)
     queue.queue_remove(session_id=session_id, queue_id=queue_id)
     broadcasts.session_broadcast_on_commit(

@@ -4,7 +4,6 @@ Every write is a service (docs/design.md §16: one module per action family)."""
 
 from __future__ import annotations
 
-import enum
 import json
 import os
 import tempfile
@@ -25,6 +24,7 @@ from sessions_app.core.ids import (
     safe_filename,
     validate_session_id,
 )
+from sessions_app.core.owners import OwnerId
 from sessions_app.runtime import cost, usage
 from sessions_app.runtime.agents import agent_known, model_for_session
 from sessions_app.runtime.history import repair_entries
@@ -211,7 +211,7 @@ _SESSION_LOCKING = True
 
 
 @contextmanager
-def _session_locked(session_id: str, *, agent: str, owner_id: int | None):
+def session_locked(session_id: str, *, agent: str, owner_id: int | None):
     """One transaction holding the session's lock (`store.locked`); yields whether a lock is
     held (a session without data may have nothing to lock)."""
     if not _SESSION_LOCKING:
@@ -246,7 +246,7 @@ def session_export(*, session_id: str, owner_id: OwnerId, fmt: str) -> ExportFil
     """
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"export format is md or json, not {fmt!r}")
-    meta = _owned_session(session_id=session_id, owner_id=owner_id)
+    meta = selectors.session_get(session_id=session_id, owner_id=owner_id)
     store = get_store()
     entries = store.get_messages(session_id)
     notices = store.get_proactive(session_id)
@@ -276,33 +276,10 @@ def session_export(*, session_id: str, owner_id: OwnerId, fmt: str) -> ExportFil
     return ExportFile(filename=filename, content_type=content_type, content=content, path=path)
 
 
-class Operator(enum.Enum):
-    """The `owner_id` of an operator's manage.py command, which acts on any user's session."""
-
-    OPERATOR = "operator"
-
-
-OPERATOR = Operator.OPERATOR
-
-
-# A user's id, None for the system's own ownerless sessions, or OPERATOR.
-OwnerId = int | None | Operator
-
-
 class NothingToCompact(ValueError):
     """Fewer than two turns in the model's context (409 / error `nothing_to_compact`)."""
 
     code = Code.NOTHING_TO_COMPACT
-
-
-def _owned_session(*, session_id: str, owner_id: OwnerId) -> SessionMeta:
-    """The session when `owner_id` may act on it; else SessionNotFound, as for a missing one."""
-    if owner_id is not OPERATOR:
-        return selectors.session_get(session_id=session_id, owner_id=owner_id)
-    meta = get_store().get_meta(validate_session_id(session_id))
-    if meta is None:
-        raise SessionNotFound(session_id)
-    return meta
 
 
 def session_compact(*, session_id: str, owner_id: OwnerId) -> EntryRecord:
@@ -312,9 +289,9 @@ def session_compact(*, session_id: str, owner_id: OwnerId) -> EntryRecord:
     asks the model before it writes anything); once that is committed, send the entry to the
     session's group. Raises NothingToCompact when fewer than two turns are in the context.
     """
-    _owned_session(session_id=session_id, owner_id=owner_id)
+    selectors.session_get(session_id=session_id, owner_id=owner_id)
     try:
-        entry = compaction.session_compact(session_id=session_id)
+        entry = compaction.compaction_append(session_id=session_id)
     except ValueError as error:
         raise NothingToCompact(str(error)) from error
     session_broadcast_on_commit(
@@ -325,12 +302,12 @@ def session_compact(*, session_id: str, owner_id: OwnerId) -> EntryRecord:
 
 def session_cost(*, session_id: str, owner_id: int | None) -> dict[str, Any]:
     """Tokens and estimated USD per model of the caller's session (runtime.cost)."""
-    _owned_session(session_id=session_id, owner_id=owner_id)
+    selectors.session_get(session_id=session_id, owner_id=owner_id)
     return cost.session_cost(session_id=session_id)
 
 
 def session_usage(*, session_id: str, owner_id: int | None) -> dict[str, Any]:
     """What the caller's session used and cost (runtime.usage, docs/design.md §22): its own
     calls, its sub-agents' turns, and what a branch's copied entries carry (`inherited`)."""
-    meta = _owned_session(session_id=session_id, owner_id=owner_id)
+    meta = selectors.session_get(session_id=session_id, owner_id=owner_id)
     return usage.session_usage_of(meta)

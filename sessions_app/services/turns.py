@@ -9,10 +9,10 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from sessions_app import selectors
 from sessions_app.runtime import live, turns
 from sessions_app.runtime.executors import in_pool
 from sessions_app.services.broadcasts import turn_event_broadcaster
-from sessions_app.services.sessions import _owned_session
 
 
 def _turn_listener(session_id: str, also: Callable[[dict], object] | None):
@@ -48,7 +48,7 @@ def turn_send(
     Synchronous callers (the HTTP API, manage.py chat) do the turn's store work in their own
     thread, on their own database connection.
     """
-    _owned_session(session_id=session_id, owner_id=owner_id)
+    selectors.session_get(session_id=session_id, owner_id=owner_id)
     return turns.turn_run(
         session_id=session_id,
         text=text,
@@ -61,7 +61,7 @@ def turn_send(
 async def turn_send_async(*, session_id: str, owner_id: int | None, text: str) -> turns.TurnResult:
     """`turn_send` for the event loop (the WebSocket): the turn runs on the caller's loop, its
     model call holds no thread, its store work and blocking tools go through bounded pools."""
-    await in_pool("store", _owned_session, session_id=session_id, owner_id=owner_id)
+    await in_pool("store", selectors.session_get, session_id=session_id, owner_id=owner_id)
     return await turns.turn_run_async(
         session_id=session_id,
         text=text,
@@ -73,7 +73,7 @@ async def turn_send_async(*, session_id: str, owner_id: int | None, text: str) -
 def turn_abort(*, session_id: str, owner_id: int | None) -> bool:
     """Stop the running turn of the caller's session, whichever process runs it; False when
     none runs. Tabs learn of it from the turn's `agent_end` with status "aborted"."""
-    _owned_session(session_id=session_id, owner_id=owner_id)
+    selectors.session_get(session_id=session_id, owner_id=owner_id)
     return turns.turn_abort(session_id=session_id)
 
 
@@ -86,7 +86,7 @@ async def turn_abort_async(*, session_id: str, owner_id: int | None) -> bool:
         session_id=session_id, owner_id=owner_id
     ):
         return True
-    await in_pool("control", _owned_session, session_id=session_id, owner_id=owner_id)
+    await in_pool("control", selectors.session_get, session_id=session_id, owner_id=owner_id)
     # The live bus reaches a turn on another worker at once; the lease mark (through the
     # small control pool) within a watch interval, with or without Redis.
     here_or_marked, elsewhere = await asyncio.gather(

@@ -165,6 +165,13 @@ def _think(ctx: _Context) -> CommandResult:
 
 
 def _cleanup(ctx: _Context) -> CommandResult:
+    if ctx.owner_id is None:
+        # An ownerless conversation (`manage.py chat` without --user) is no one's to clean.
+        raise CommandError(
+            Code.BAD_REQUEST,
+            "/cleanup cleans a user's sessions: start the chat with --user, or run "
+            "manage.py cleanup_sessions --all-users",
+        )
     if not ctx.args:
         plan = cleanup.cleanup_plan(owner_id=ctx.owner_id)
         sizes = {category: plan.size(category) for category in cleanup.CATEGORIES}

@@ -82,3 +82,32 @@ def test_the_defaults_need_no_environment_at_all():
     started = start_django()
     assert started.returncode == 0, started.stderr
     assert started.stdout.strip() == "configured"
+
+
+def setting_value(name: str, **env) -> str:
+    environment = {"PATH": "/usr/bin:/bin", "HOME": str(REPO / "var"), **env}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); from django.conf import settings; "
+            f"print(settings.{name})",
+        ],
+        cwd=REPO,
+        env={"DJANGO_SETTINGS_MODULE": "jarvis_site.settings", **environment},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return result.stdout.strip()
+
+
+def test_delivery_back_off_has_channel_neutral_names_and_still_reads_the_old_ones():
+    """Every channel's back-off is NOTIFY_RETRY_*; a deployment that set the names of the
+    webhook-only days (NOTIFY_WEBHOOK_RETRY_*) keeps its values, and the new name wins."""
+    assert setting_value("NOTIFY_RETRY_BASE_SEC", NOTIFY_RETRY_BASE_SEC="7") == "7.0"
+    assert setting_value("NOTIFY_RETRY_BASE_SEC", NOTIFY_WEBHOOK_RETRY_BASE_SEC="9") == "9.0"
+    both = {"NOTIFY_RETRY_MAX_SEC": "60", "NOTIFY_WEBHOOK_RETRY_MAX_SEC": "90"}
+    assert setting_value("NOTIFY_RETRY_MAX_SEC", **both) == "60.0"
+    assert setting_value("NOTIFY_TIMEOUT_SEC") == "10.0"

@@ -18,7 +18,7 @@ from memory_app.models import (
     WorkingMemory,
 )
 from memory_app.services import memory_consolidate, working_memory_remember
-from sessions_app.services.compaction import session_compact
+from sessions_app.services.compaction import compaction_append
 from tests.builders import arithmetic_turn, play_turn
 
 pytestmark = pytest.mark.django_db
@@ -67,7 +67,7 @@ def one_of_each(alice):
     play_turn("s-admin", "My name is Alice", "Hi", owner_id=alice.id)
     procedure = drafted(alice)
     working_memory_remember(session_id="s-admin", key="locker", value="4711")
-    session_compact(session_id="s-admin")
+    compaction_append(session_id="s-admin")
     rows = {name: model.objects.order_by("pk").first() for name, model in MODELS.items()}
     assert all(rows.values()), rows
     assert rows["procedure"] == procedure

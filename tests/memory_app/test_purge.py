@@ -12,7 +12,7 @@ from memory_app.models import (
 )
 from memory_app.services import memory_consolidate, working_memory_remember
 from sessions_app.core import signals
-from sessions_app.services.compaction import session_compact
+from sessions_app.services.compaction import compaction_append
 from tests.builders import arithmetic_turn, play_turn
 
 pytestmark = pytest.mark.django_db
@@ -33,7 +33,7 @@ def fill(session_id, owner_id):
     for expression in ("1+1", "2+2", "3+3"):
         arithmetic_turn(session_id, expression, "x", owner_id=owner_id)
     working_memory_remember(session_id=session_id, key="locker", value="4711")
-    session_compact(session_id=session_id)
+    compaction_append(session_id=session_id)
     memory_consolidate(session_id=session_id)
 
 

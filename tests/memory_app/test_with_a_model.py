@@ -4,7 +4,7 @@ import pytest
 
 from memory_app.models import ProfileFact
 from memory_app.services import memory_consolidate
-from sessions_app.services.compaction import session_compact
+from sessions_app.services.compaction import compaction_append
 from tests.builders import arithmetic_turn, play_turn
 from tests.fakes.llm_server import FakeLLMServer, Reply
 
@@ -59,7 +59,7 @@ def test_the_model_writes_the_compaction_summary(model):
     arithmetic_turn("s-sum", "12*12", "144")
     play_turn("s-sum", "Thanks!", "You're welcome.")
 
-    record = session_compact(session_id="s-sum")
+    record = compaction_append(session_id="s-sum")
 
     assert record.data["summary"] == "- The user is Mia from Turin.\n- 12*12 = 144."
     system, user = system_and_user(model.requests[0])

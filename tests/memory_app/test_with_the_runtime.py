@@ -18,7 +18,7 @@ from sessions_app.runtime.history import (
     validate_openai,
 )
 from sessions_app.runtime.turns import turn_run
-from sessions_app.services.compaction import session_compact
+from sessions_app.services.compaction import compaction_append
 from sessions_app.services.deletion import session_delete
 from sessions_app.store import get_store
 from tests.helpers import run_python
@@ -94,7 +94,7 @@ def test_a_compacted_session_keeps_talking_with_the_summary(backend):
     for text in ("What is 6*7?", "Remember that my color is teal.", "What is 1+1?"):
         turn_run(session_id="s-long", text=text)
     before = get_store().get_messages("s-long")
-    compaction = session_compact(session_id="s-long")
+    compaction = compaction_append(session_id="s-long")
 
     # The offline model validates the compacted projection for both providers before answering.
     result = turn_run(session_id="s-long", text="What is my color?")
@@ -116,7 +116,7 @@ def test_deleting_a_session_takes_exactly_its_memory(backend, alice):
         turn_run(session_id=session_id, text="My name is Dana. Remember that my pin is 1234.")
         for expression in ("1+1", "2+2", "3+3"):
             turn_run(session_id=session_id, text=f"What is {expression}?")
-        session_compact(session_id=session_id)
+        compaction_append(session_id=session_id)
         memory_consolidate(session_id=session_id)
     kept = session_memory("s-kept")
     facts = list(ProfileFact.objects.order_by("key").values_list("key", "text"))

@@ -8,6 +8,7 @@ line of progress per session. `--user <name>` cleans that user's sessions only;
 
 from django.core.management.base import BaseCommand
 
+from sessions_app.core.owners import OPERATOR
 from sessions_app.management.commands._owners import owner_id_by_username
 from sessions_app.services import cleanup
 
@@ -27,7 +28,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, category, confirm, user, all_users, **options):
-        owner_id = None if all_users else owner_id_by_username(user)
+        owner_id = OPERATOR if all_users else owner_id_by_username(user)
         if category is None or confirm is None:
             plan = cleanup.cleanup_plan(owner_id=owner_id)
             self.stdout.write(cleanup.plan_text(plan, how="manage.py cleanup_sessions"))

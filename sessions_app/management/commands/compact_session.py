@@ -2,7 +2,8 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions_app.services.sessions import OPERATOR, NothingToCompact, session_compact
+from sessions_app.core.owners import OPERATOR
+from sessions_app.services.sessions import NothingToCompact, session_compact
 from sessions_app.store import InvalidSessionId, SessionNotFound
 
 

@@ -3,7 +3,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from sessions_app.core.ids import InvalidSessionId
-from sessions_app.services.sessions import EXPORT_FORMATS, OPERATOR, session_export
+from sessions_app.core.owners import OPERATOR
+from sessions_app.services.sessions import EXPORT_FORMATS, session_export
 from sessions_app.store import SessionNotFound
 
 

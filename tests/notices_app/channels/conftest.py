@@ -123,7 +123,7 @@ def vapid(settings, capsys):
     settings.VAPID_PUBLIC_KEY = lines["VAPID_PUBLIC_KEY"]
     settings.VAPID_PRIVATE_KEY = lines["VAPID_PRIVATE_KEY"]
     settings.VAPID_SUBJECT = lines["VAPID_SUBJECT"]
-    settings.NOTIFY_WEBHOOK_RETRY_BASE_SEC = 0.05
+    settings.NOTIFY_RETRY_BASE_SEC = 0.05
     return lines
 
 

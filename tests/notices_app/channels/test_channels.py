@@ -81,7 +81,7 @@ def test_a_redirect_is_never_followed(settings, alice, vapid, fake):
     discord = fake((302, {"Location": elsewhere.url("/internal")}, b""))
     allow(settings, discord, elsewhere)
     notice_settings_update(owner_id=alice.id, discord_webhook_url=discord.url("/api/webhooks/1"))
-    settings.NOTIFY_WEBHOOK_RETRY_BASE_SEC = 3600
+    settings.NOTIFY_RETRY_BASE_SEC = 3600
     notify(alice.id)
 
     run_due_tasks()

@@ -80,7 +80,7 @@ def test_a_test_sessions_reminder_reaches_no_channel(alice, channels):
 
 def test_a_failing_channel_holds_up_no_other(alice, channels, settings):
     push, browser, webhook, discord = channels
-    settings.NOTIFY_WEBHOOK_RETRY_BASE_SEC = 3600  # the failed one waits; the others do not
+    settings.NOTIFY_RETRY_BASE_SEC = 3600  # the failed one waits; the others do not
     discord.replies = [(500, {}, b"down")]
     set_reminder("chat-1", alice.id)
 

@@ -133,7 +133,7 @@ def let_send_to(settings, receiver: Receiver) -> None:
 def receiver(settings):
     receiver = Receiver()
     let_send_to(settings, receiver)
-    settings.NOTIFY_WEBHOOK_RETRY_BASE_SEC = 0.05
+    settings.NOTIFY_RETRY_BASE_SEC = 0.05
     yield receiver
     receiver.close()
 

@@ -86,7 +86,7 @@ def test_an_unreachable_receiver_is_logged_and_retried_with_growing_delays(alice
     dead = Receiver()
     dead.close()  # nothing listens on its port any more
     let_send_to(settings, dead)
-    settings.NOTIFY_WEBHOOK_RETRY_BASE_SEC = 60
+    settings.NOTIFY_RETRY_BASE_SEC = 60
     sessions.session_create(owner_id=alice.id, session_id="chat-1")
     notices.proactive_add(session_id="chat-1", message_id="m1", content="hello")
     fan_out_notices()

@@ -10,7 +10,7 @@ from sessions_app.runtime.history import (
     validate_anthropic,
     validate_openai,
 )
-from sessions_app.services.compaction import estimate_tokens, session_compact
+from sessions_app.services.compaction import compaction_append, estimate_tokens
 from sessions_app.store import SessionNotFound, get_store
 from tests.builders import arithmetic_turn, play_turn
 
@@ -37,7 +37,7 @@ def test_compaction_changes_what_the_model_sees_but_not_the_history(backend):
     history_before = store.get_messages("s-compact")
     context_before = project_openai(history_before, SYSTEM)
 
-    record = session_compact(session_id="s-compact")
+    record = compaction_append(session_id="s-compact")
 
     assert record.kind == "compaction"
     assert record.seq == history_before[-1].seq + 1
@@ -84,14 +84,14 @@ def test_compaction_changes_what_the_model_sees_but_not_the_history(backend):
 
 def test_a_second_compaction_carries_the_first_summary_forward(backend):
     three_turns("s-twice")
-    first = session_compact(session_id="s-twice")
+    first = compaction_append(session_id="s-twice")
     with pytest.raises(ValueError, match="nothing to compact"):
-        session_compact(session_id="s-twice")
+        compaction_append(session_id="s-twice")
 
     play_turn("s-twice", "Tell me about chess.", "Chess is a board game. " * 60)
     play_turn("s-twice", "I also like chess.", "Chess is great.")
     whole_history_tokens = estimate_tokens(get_store().get_messages("s-twice"))
-    second = session_compact(session_id="s-twice")
+    second = compaction_append(session_id="s-twice")
     assert second.data["first_kept_seq"] > first.data["first_kept_seq"]
     assert second.data["summary"].startswith(first.data["summary"])
     assert "145" in second.data["summary"]
@@ -112,7 +112,7 @@ def test_a_second_compaction_carries_the_first_summary_forward(backend):
 def test_too_little_history_is_nothing_to_compact(backend):
     play_turn("s-short", "Hi", "Hello!")
     with pytest.raises(ValueError, match="nothing to compact"):
-        session_compact(session_id="s-short")
+        compaction_append(session_id="s-short")
     assert [e.kind for e in get_store().get_messages("s-short")] == [
         "turn_start",
         "message",
@@ -120,7 +120,7 @@ def test_too_little_history_is_nothing_to_compact(backend):
         "turn_end",
     ]
     with pytest.raises(SessionNotFound):
-        session_compact(session_id="s-missing")
+        compaction_append(session_id="s-missing")
 
 
 def test_a_compaction_whose_summary_memory_cannot_keep_is_not_stored(settings, monkeypatch):
@@ -134,7 +134,7 @@ def test_a_compaction_whose_summary_memory_cannot_keep_is_not_stored(settings, m
 
     monkeypatch.setattr("memory_app.receivers.compaction_summary_record", broken)
     with pytest.raises(RuntimeError, match="memory database is gone"):
-        session_compact(session_id="s-atomic")
+        compaction_append(session_id="s-atomic")
 
     # The entry and the summary commit together or not at all (db backend).
     assert get_store().get_messages("s-atomic") == history_before

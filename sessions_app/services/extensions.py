@@ -1,0 +1,34 @@
+"""What the other apps use of sessions_app beyond its services and selectors: the registries
+they fill when they start (tools, what memory adds to a system prompt), the types of a tool,
+the one-shot model calls memory makes and the usage it records, and the errors a turn they
+start may raise.
+
+Other apps reach sessions_app through `services`, `selectors` and the bottom floor `core`
+only (the `other-apps-use-sessions-doors` contract in pyproject.toml): this module is the
+part of that door that names what lives in the runtime and the store.
+"""
+
+from sessions_app.runtime.executors import run_for_sync_caller
+from sessions_app.runtime.lease import SessionBusy
+from sessions_app.runtime.memory_context import memory_context_provider_register
+from sessions_app.runtime.providers.oneshot import model_ask, model_calls_counted, model_configured
+from sessions_app.runtime.tools import Tool, ToolAborted, ToolContext, TurnAbort, tool_register
+from sessions_app.runtime.turns import TooManyTurns
+from sessions_app.store.usage_ledger import CONSOLIDATION, usage_ledger_add
+
+__all__ = [
+    "CONSOLIDATION",
+    "SessionBusy",
+    "TooManyTurns",
+    "Tool",
+    "ToolAborted",
+    "ToolContext",
+    "TurnAbort",
+    "memory_context_provider_register",
+    "model_ask",
+    "model_calls_counted",
+    "model_configured",
+    "run_for_sync_caller",
+    "tool_register",
+    "usage_ledger_add",
+]

@@ -4,7 +4,9 @@ notices_app.schedules, shared with the agent's `schedule` tool."""
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
-from notices_app.models import Schedule
+from notices_app.goals import MAX_TEXT_CHARS as GOAL_MAX_TEXT_CHARS
+from notices_app.goals import SETTABLE as GOAL_SETTABLE
+from notices_app.models import Goal, Schedule
 from notices_app.schedules import (
     MAX_REPEAT_EVERY,
     MAX_TEXT_CHARS,
@@ -118,3 +120,43 @@ class PushSubscriptionInput(serializers.Serializer):
 
 class PushSubscriptionOutput(serializers.Serializer):
     id = serializers.IntegerField()
+
+
+# --- goals (docs/design.md §25; the rules live in notices_app.goals) ---------------------------
+
+
+class GoalCreateInput(serializers.Serializer):
+    text = serializers.CharField(max_length=GOAL_MAX_TEXT_CHARS)
+    report_to = serializers.CharField(
+        required=False, default="", allow_blank=True, max_length=200, trim_whitespace=False
+    )
+    check_every_sec = serializers.IntegerField(
+        required=False, help_text="at least GOAL_MIN_CHECK_SEC; default 3600"
+    )
+    max_turns = serializers.IntegerField(required=False, help_text="1-100; default 10")
+
+
+class GoalStatusInput(serializers.Serializer):
+    status = serializers.ChoiceField(choices=list(GOAL_SETTABLE))
+
+
+class GoalOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    text = serializers.CharField()
+    status = serializers.ChoiceField(choices=[value for value, _ in Goal.STATUSES])
+    result = serializers.CharField(allow_null=True)
+    report_to = serializers.CharField(allow_null=True)
+    session_id = serializers.CharField()
+    check_every_sec = serializers.IntegerField()
+    max_turns = serializers.IntegerField()
+    turns_used = serializers.IntegerField()
+    next_check_at = serializers.DateTimeField(allow_null=True)
+    errors = serializers.IntegerField()
+    notes = serializers.ListField(child=serializers.CharField())
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+@extend_schema_serializer(many=False)
+class GoalListOutput(serializers.Serializer):
+    goals = GoalOutput(many=True)

@@ -1,0 +1,90 @@
+"""Goals (docs/design.md §25): `/goal` in a conversation, worked on by the task worker in a
+sub-agent session of its own, reported as notices into that conversation and out through the
+person's channels, once each; from a test session, elsewhere and never outside."""
+
+import pytest
+
+from notices_app.models import Goal, NoticeOutbox
+from sessions_app.services import sessions
+from sessions_app.store import get_store
+from sessions_app.web.commands import command_run
+
+from .conftest import run_due_tasks, turn_starts
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SIX_TIMES_SEVEN = "/goal work out what 6*7 is and report it"
+
+
+def test_a_goal_it_can_do_is_done_on_its_first_check_in_and_reported_once(
+    backend, alice, chat, receiver
+):
+    said = command_run(session_id=chat, owner_id=alice.id, line=SIX_TIMES_SEVEN)
+    goal = Goal.objects.get()
+    assert said.command == "goal"
+    assert said.data["goal"]["status"] == "active"
+    assert "reported here" in said.text
+
+    run_due_tasks()  # the first check-in runs at once, then the notice's deliveries
+    run_due_tasks()  # nothing more is due: no second check-in, no second POST
+
+    goal.refresh_from_db()
+    assert goal.status == "done"
+    assert "42" in goal.result
+    (notice,) = get_store().get_proactive(chat)
+    assert notice.message_id == f"goal:{goal.id}:result"
+    assert "42" in notice.content
+    assert [post["body"]["message_id"] for post in receiver.posts] == [notice.message_id]
+    assert receiver.posts[0]["body"]["session_id"] == chat
+    # One check-in, one turn, in the goal's own session: hidden, owned by the person.
+    assert len(turn_starts(goal.session_id)) == 1
+    meta = get_store().get_meta(goal.session_id)
+    assert (meta.owner_id, meta.agent, meta.spawned_by) == (alice.id, "goal", chat)
+    listed = {m.id for m in get_store().list(owner_id=alice.id, include_subagents=False)}
+    assert goal.session_id not in listed
+
+
+def test_a_goal_set_in_a_test_session_reports_elsewhere_and_sends_nothing_out(
+    backend, alice, chat, receiver
+):
+    sessions.session_create(owner_id=alice.id, session_id="test-goal")
+    said = command_run(session_id="test-goal", owner_id=alice.id, line=SIX_TIMES_SEVEN)
+    assert "notices conversation" in said.text
+    run_due_tasks()
+    run_due_tasks()
+
+    goal = Goal.objects.get()
+    assert goal.status == "done"
+    assert get_store().get_proactive("test-goal") == []
+    # The person's notices conversation: their latest real one.
+    (notice,) = get_store().get_proactive(chat)
+    assert "42" in notice.content
+    assert receiver.posts == []
+    assert not NoticeOutbox.objects.exists()
+
+
+def test_a_goal_it_cannot_do_checks_in_up_to_max_turns_then_is_exhausted(
+    backend, alice, chat, api
+):
+    created = api.post(
+        "/api/goals/",
+        {"text": "find a flat in Lisbon", "report_to": chat, "max_turns": 2},
+        format="json",
+    )
+    assert created.status_code == 201, created.json()
+    goal_id = created.json()["id"]
+    run_due_tasks()
+    goal = Goal.objects.get(id=goal_id)
+    assert (goal.status, goal.turns_used) == ("active", 1)
+    # The next check-in waits check_every_sec; made due here.
+    from django_tasks_db.models import DBTaskResult
+    from django.utils import timezone
+
+    DBTaskResult.objects.filter(id=goal.task_id).update(run_after=timezone.now())
+    run_due_tasks()
+    goal.refresh_from_db()
+    assert (goal.status, goal.turns_used) == ("exhausted", 2)
+    assert len(turn_starts(goal.session_id)) == 2
+    (notice,) = get_store().get_proactive(chat)
+    assert notice.message_id == f"goal:{goal.id}:end"
+    assert "2 check-ins" in notice.content

@@ -131,7 +131,7 @@ DEFAULT_AGENTS: dict[str, AgentDefinition] = {
                 "of progress, or `goal_done` with the result once the goal is reached. The "
                 "user reads your notes and the result, not this conversation."
             ),
-            tools=("calculator", "clock", "remember", "recall", *_GOAL_TOOLS),
+            tools=(*_BASE_TOOLS, *_GOAL_TOOLS),
             stm=PER_TASK,
             delegable=False,
         ),

@@ -9,7 +9,7 @@ from sessions_app.services import sessions
 from sessions_app.store import get_store
 from sessions_app.web.commands import command_run
 
-from .conftest import run_due_tasks, turn_starts
+from .conftest import make_next_check_in_due, run_due_tasks, turn_starts
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,9 +63,7 @@ def test_a_goal_set_in_a_test_session_reports_elsewhere_and_sends_nothing_out(
     assert not NoticeOutbox.objects.exists()
 
 
-def test_a_goal_it_cannot_do_checks_in_up_to_max_turns_then_is_exhausted(
-    backend, alice, chat, api
-):
+def test_a_goal_it_cannot_do_checks_in_up_to_max_turns_then_is_exhausted(backend, alice, chat, api):
     created = api.post(
         "/api/goals/",
         {"text": "find a flat in Lisbon", "report_to": chat, "max_turns": 2},
@@ -76,11 +74,7 @@ def test_a_goal_it_cannot_do_checks_in_up_to_max_turns_then_is_exhausted(
     run_due_tasks()
     goal = Goal.objects.get(id=goal_id)
     assert (goal.status, goal.turns_used) == ("active", 1)
-    # The next check-in waits check_every_sec; made due here.
-    from django_tasks_db.models import DBTaskResult
-    from django.utils import timezone
-
-    DBTaskResult.objects.filter(id=goal.task_id).update(run_after=timezone.now())
+    make_next_check_in_due(goal)  # it waits check_every_sec
     run_due_tasks()
     goal.refresh_from_db()
     assert (goal.status, goal.turns_used) == ("exhausted", 2)

@@ -556,6 +556,12 @@ def goal_list(*, owner_id: int, limit: int = GOAL_PAGE_MAX) -> list[dict[str, An
     return [goal_to_api(goal) for goal in ordered[:limit]]
 
 
+def goals_export_for_owner(*, owner_id: int) -> list[dict[str, Any]]:
+    """Every goal of the user, open and finished, oldest first, for their download."""
+    goals = Goal.objects.filter(owner_id=owner_id).prefetch_related("notes")
+    return [goal_to_api(goal) for goal in goals.order_by("created_at", "id")]
+
+
 def goal_describe(goal: Goal) -> str:
     """One line for the chat: which goal, and what it does now."""
     return f"#{goal.id} {goal.status}: {_title(goal)}"

@@ -9,7 +9,7 @@ from sessions_app.services import sessions
 from sessions_app.store import get_store
 from sessions_app.web.commands import command_run
 
-from .conftest import make_next_check_in_due, run_due_tasks, turn_starts
+from .conftest import check_ins_due, make_next_check_in_due, run_due_tasks, turn_starts
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -82,3 +82,15 @@ def test_a_goal_it_cannot_do_checks_in_up_to_max_turns_then_is_exhausted(backend
     (notice,) = get_store().get_proactive(chat)
     assert notice.message_id == f"goal:{goal.id}:end"
     assert "2 check-ins" in notice.content
+
+
+def test_a_deleted_account_takes_its_goals_their_sessions_and_check_ins(backend, alice, chat):
+    from accounts_app.deletion import account_delete
+
+    command_run(session_id=chat, owner_id=alice.id, line="/goal find a flat in Lisbon")
+    goal = Goal.objects.get()
+    assert check_ins_due(goal.id)
+    assert account_delete(user_id=alice.id)
+    assert not Goal.objects.exists()
+    assert get_store().get_meta(goal.session_id) is None
+    assert check_ins_due(goal.id) == []

@@ -165,9 +165,12 @@ class GoalViewSet(ViewSet):
     def partial_update(self, request, pk=None):
         data = _parse(serializers.GoalStatusInput, request.data)
         try:
-            goal = goals.goal_set_status(
-                goal_id=int(pk), owner_id=request.user.id, status=data["status"]
-            )
+            if "status" not in data:
+                goal = goals.goal_get(goal_id=int(pk), owner_id=request.user.id)
+            else:
+                goal = goals.goal_set_status(
+                    goal_id=int(pk), owner_id=request.user.id, status=data["status"]
+                )
         except (ValueError, goals.GoalNotFound) as error:
             if isinstance(error, goals.GoalInvalid):
                 raise exceptions.ValidationError({"status": [str(error)]}) from error

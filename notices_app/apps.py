@@ -21,7 +21,7 @@ class NoticesAppConfig(AppConfig):
             receivers,
             tasks,  # noqa: F401 - importing it registers the tasks by name
         )
-        from notices_app.commands import goal_command
+        from notices_app.commands import goal_command, goals_command
         from notices_app.outbound_urls import OutboundUrlRefused, allowed_hosts, outbound_target
         from notices_app.tools import GOAL_TOOLS, SCHEDULE_TOOLS
         from notices_app.vapid import vapid_keys
@@ -46,6 +46,12 @@ class NoticesAppConfig(AppConfig):
             goal_command,
             usage="<text>",
             about="set a goal: Jarvis works on it over time and reports its notes and result here",
+        )
+        command_register(
+            "goals",
+            goals_command,
+            usage="[pause|resume|cancel <id>]",
+            about="your goals and what each does now; pause, resume or cancel one by its id",
         )
 
         signals.notice_added.connect(receivers.on_notice_added, dispatch_uid="notices_added")

@@ -328,8 +328,13 @@ def goal_check_in(*, goal_id: int, number: int) -> str:
     except TooManyTurns:
         _unclaim(goal_id, number)
         return _defer(goal_id, number, BUSY_RETRY_SEC, why="at MAX_TURNS_PER_USER")
-    except (SessionBusy, ValueError, RuntimeError) as error:
+    except SessionBusy as error:
         return _after_check_in(goal_id, number, result=None, error=str(error))
+    except Exception as error:  # noqa: BLE001 - a check-in that breaks is retried, then failed
+        # Whatever broke (a draining worker, a session deleted meanwhile, a bug), the claim
+        # is settled here: otherwise it would wait for a recovery to count it.
+        logger.exception("goal %s: check-in %s broke", goal_id, number)
+        return _after_check_in(goal_id, number, result=None, error=type(error).__name__)
     return _after_check_in(goal_id, number, result=result, error=result.error)
 
 

@@ -7,7 +7,8 @@ import pytest
 from notices_app.models import Goal, NoticeOutbox
 from sessions_app.services import sessions
 from sessions_app.store import get_store
-from sessions_app.web.commands import command_run
+from sessions_app.web.commands import CommandError, command_run
+from tests.helpers import run_chat
 
 from .conftest import check_ins_due, make_next_check_in_due, run_due_tasks, turn_starts
 
@@ -94,3 +95,25 @@ def test_a_deleted_account_takes_its_goals_their_sessions_and_check_ins(backend,
     assert not Goal.objects.exists()
     assert get_store().get_meta(goal.session_id) is None
     assert check_ins_due(goal.id) == []
+
+
+def test_the_terminal_sets_lists_and_cancels_goals(alice, chat):
+    completed = run_chat(
+        "chat-1",
+        "--user",
+        "alice",
+        lines="/goal find a flat in Lisbon\n/goals\n/goals pause 999\n/quit\n",
+        JARVIS_MODEL="offline",
+    )
+    assert completed.returncode == 0, completed.stderr
+    goal = Goal.objects.get()
+    assert f"Goal set: #{goal.id} active: find a flat in Lisbon" in completed.stdout
+    assert f"#{goal.id} active: find a flat in Lisbon" in completed.stdout
+    assert "[not_found] you have no goal #999" in completed.stderr
+
+    cancelled = command_run(session_id=chat, owner_id=alice.id, line=f"/goals cancel {goal.id}")
+    assert cancelled.text == f"#{goal.id} cancelled: find a flat in Lisbon"
+    assert "/goal <text>" in command_run(session_id=chat, owner_id=alice.id, line="/help").text
+    with pytest.raises(CommandError) as refused:
+        command_run(session_id=chat, owner_id=alice.id, line="/goal")
+    assert refused.value.code == "bad_request"

@@ -117,3 +117,19 @@ def test_the_terminal_sets_lists_and_cancels_goals(alice, chat):
     with pytest.raises(CommandError) as refused:
         command_run(session_id=chat, owner_id=alice.id, line="/goal")
     assert refused.value.code == "bad_request"
+
+
+def test_the_admin_shows_goals_read_only_and_cancels_through_the_service(admin_client, alice, chat):
+    command_run(session_id=chat, owner_id=alice.id, line="/goal find a flat in Lisbon")
+    goal = Goal.objects.get()
+    page = admin_client.get("/admin/notices_app/goal/")
+    assert page.status_code == 200
+    assert b"find a flat in Lisbon" in page.content
+    assert admin_client.get("/admin/notices_app/goal/add/").status_code == 403
+    admin_client.post(
+        "/admin/notices_app/goal/",
+        {"action": "cancel_goals", "_selected_action": [goal.id]},
+    )
+    goal.refresh_from_db()
+    assert goal.status == "cancelled"
+    assert check_ins_due(goal.id) == []

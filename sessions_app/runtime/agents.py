@@ -264,7 +264,8 @@ def agent_get(name: str) -> AgentDefinition:
 
 
 def delegation_targets() -> list[AgentDefinition]:
-    """The agents a main agent may delegate to: every agent that is not a main agent."""
+    """The agents a main agent may delegate to: every agent that is neither a main agent nor
+    one only the platform starts (`delegable=False`, the goal agent)."""
     return [agent for agent in agent_registry().values() if not agent.is_main and agent.delegable]
 
 

@@ -32,6 +32,12 @@ def test_a_goal_set_from_the_page_shows_in_the_panel_and_its_result_arrives(brow
         goal = in_thread(lambda: Goal.objects.get())
         assert (goal.status, goal.report_to) == ("done", session_id)
 
+        # Its session shows the check-in that did it.
+        item.get_by_role("link", name="its session").click()
+        page.locator("#connection[data-state=open]").wait_for()
+        assert session_of(page) == goal.session_id
+        expect(page.locator(".msg.user").first).to_contain_text("Goal: work out what 6*7 is")
+
 
 def test_pause_resume_and_cancel_from_the_panel(browser, alice):
     from playwright.sync_api import expect
@@ -49,6 +55,6 @@ def test_pause_resume_and_cancel_from_the_panel(browser, alice):
         item.get_by_role("button", name="Resume goal: find a flat in Lisbon").click()
         expect(item.locator(".goal-state")).to_contain_text("active")
         item.get_by_role("button", name="Cancel goal: find a flat in Lisbon").click()
-        expect(item.locator(".goal-state")).to_have_text("cancelled")
-        expect(item.get_by_role("button")).to_have_count(0)
+        expect(item.locator(".goal-state")).to_contain_text("cancelled")
+        expect(item.get_by_role("button")).to_have_count(0)  # nothing left to change
         assert in_thread(lambda: Goal.objects.get().status) == "cancelled"

@@ -1209,7 +1209,7 @@ function handleEvent(event) {
       break;
     case "command_result":
       renderCommandResult(event);
-      if (event.command === "goal") refreshGoals();
+      if (event.command === "goal" || event.command === "goals") refreshGoals();
       if (event.command === "branch" && event.data && event.data.session) {
         switchSession(event.data.session.id);
       } else if (event.command === "sessions") {

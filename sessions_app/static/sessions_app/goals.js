@@ -34,7 +34,12 @@ function goalItem(goal) {
   item.dataset.status = goal.status;
   const text = el("div", "goal-text");
   text.appendChild(el("span", "goal-name", goal.text));
-  text.appendChild(el("span", "goal-state", stateText(goal)));
+  const state = el("span", "goal-state", stateText(goal) + " · ");
+  // The goal's own session: its check-ins, as they happened.
+  const open = el("a", "goal-session", "its session");
+  open.href = "/?session=" + encodeURIComponent(goal.session_id);
+  state.appendChild(open);
+  text.appendChild(state);
   item.appendChild(text);
   if (goal.status === "active") item.appendChild(actionButton("Pause", goal, "paused"));
   if (goal.status === "paused") item.appendChild(actionButton("Resume", goal, "active"));

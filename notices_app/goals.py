@@ -31,7 +31,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Case, IntegerField, Value, When
+from django.db.models import Case, IntegerField, Q, Value, When
 from django.utils import timezone
 
 from notices_app.delivery import notices_conversation, notices_kept_inside
@@ -419,7 +419,11 @@ def goals_recover(*, workers_stopped: bool = False) -> int:
     running_stale_sec = 0 if workers_stopped else RUNNING_STALE_SEC
     now = timezone.now()
     queued = 0
-    for goal_id in Goal.objects.filter(status=Goal.ACTIVE).values_list("id", flat=True):
+    # Only goals that run a check-in or wait for a due one: the others have their task ahead.
+    candidates = Goal.objects.filter(status=Goal.ACTIVE).filter(
+        Q(checking_since__isnull=False) | Q(next_check_at__lte=now)
+    )
+    for goal_id in candidates.values_list("id", flat=True):
         with transaction.atomic():
             goal = Goal.objects.select_for_update().filter(id=goal_id).first()
             if goal.status != Goal.ACTIVE:

@@ -133,3 +133,29 @@ def test_the_admin_shows_goals_read_only_and_cancels_through_the_service(admin_c
     goal.refresh_from_db()
     assert goal.status == "cancelled"
     assert check_ins_due(goal.id) == []
+
+
+def test_recovery_leaves_a_live_check_in_alone_and_moves_past_a_dead_one(
+    backend, alice, chat, capsys
+):
+    from django.core.management import call_command
+    from django.utils import timezone
+    from django_tasks_db.models import DBTaskResult
+
+    command_run(session_id=chat, owner_id=alice.id, line=SIX_TIMES_SEVEN)
+    goal = Goal.objects.get()
+    # A worker claimed check-in 1 and was killed before its turn began: its task stays
+    # RUNNING, the claim with it.
+    DBTaskResult.objects.filter(id=goal.task_id).update(status="RUNNING", started_at=timezone.now())
+    Goal.objects.filter(id=goal.id).update(check_ins=1, checking_since=timezone.now())
+
+    call_command("recover_deliveries")  # a worker may still be running it: left alone
+    assert "0 goal check-in(s)" in capsys.readouterr().out
+    call_command("recover_deliveries", "--workers-stopped")  # before workers start again
+    assert "1 goal check-in(s)" in capsys.readouterr().out
+    run_due_tasks()
+
+    goal.refresh_from_db()
+    assert (goal.status, goal.check_ins, goal.turns_used) == ("done", 2, 2)
+    assert "Check-in 2 of" in get_store().get_messages(goal.session_id)[1].content
+    assert len(turn_starts(goal.session_id)) == 1  # check-in 1 never reached its turn

@@ -25,6 +25,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from memory_app.services import memory_export_for_owner
+from notices_app.goals import goals_export_for_owner
 from notices_app.schedules import schedules_export_for_owner
 from sessions_app import selectors
 from sessions_app.core.ids import safe_filename
@@ -35,6 +36,7 @@ sessions/<id>.json   every session with every entry and notice (the export forma
 sessions/<id>.md     the same session as a readable transcript
 memory.json          what the agent learned about you: profile facts and procedures
 schedules.json       your reminders and scheduled prompts, active and past
+goals.json           your goals, open and finished, with their notes and results
 """
 
 
@@ -113,6 +115,7 @@ def _files(owner_id: int) -> Iterator[tuple[str, Iterator[bytes]]]:
         yield f"sessions/{name}.md", _text(as_markdown)
     yield "memory.json", _json(memory_export_for_owner(owner_id=owner_id))
     yield "schedules.json", _json(schedules_export_for_owner(owner_id=owner_id))
+    yield "goals.json", _json(goals_export_for_owner(owner_id=owner_id))
 
 
 def user_data_zip(*, owner_id: int) -> Iterator[bytes]:

@@ -17,6 +17,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
 from memory_app.services import memory_purge_for_owner
+from notices_app.goals import goals_purge_for_owner
 from notices_app.preferences import notice_channels_purge_for_owner
 from notices_app.schedules import schedules_purge_for_owner
 from sessions_app import selectors
@@ -52,7 +53,8 @@ def account_delete(*, user_id: int) -> bool:
     then their sessions through the session delete service for an account
     (`sessions_delete_for_owner`: each session's memory purged first, search rows, notices,
     files and sub-agent sessions with it); the memory that belongs to the user (profile
-    facts, procedures); schedules, their runs and queued fires; API tokens; notice settings,
+    facts, procedures); goals with their sessions and queued check-ins; schedules, their runs
+    and queued fires; API tokens; notice settings,
     push subscriptions and outbox rows; the export files (EXPORTS_DIR/<user id>); last the
     user row, which cascades what is left (import records, the retention setting, admin log
     entries).
@@ -66,6 +68,8 @@ def account_delete(*, user_id: int) -> bool:
     if user.is_active:
         user.is_active = False
         user.save(update_fields=["is_active"])
+    # Before the sessions: no check-in is queued any more, nor reports, once they go.
+    goals_purge_for_owner(owner_id=user_id)
     sessions_delete_for_owner(owner_id=user_id)
     memory_purge_for_owner(owner_id=user_id)
     schedules_purge_for_owner(owner_id=user_id)

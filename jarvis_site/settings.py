@@ -410,6 +410,16 @@ MAX_SCHEDULES_PER_USER = _positive("MAX_SCHEDULES_PER_USER", 100, cast=int)
 # The shortest repeat a schedule may have (shorter: 400).
 MIN_SCHEDULE_REPEAT_SEC = _positive("MIN_SCHEDULE_REPEAT_SEC", 60, cast=int)
 
+# --- Goals (docs/design.md §25) ------------------------------------------------------------
+# Goals one user may have active or paused at once (more: 429 too_many_goals).
+MAX_ACTIVE_GOALS_PER_USER = _positive("MAX_ACTIVE_GOALS_PER_USER", 20, cast=int)
+# The shortest time between a goal's check-ins (shorter: 400).
+GOAL_MIN_CHECK_SEC = _positive("GOAL_MIN_CHECK_SEC", 60, cast=int)
+# A check-in that fails is tried again GOAL_RETRY_BASE_SEC later, doubling each time; after
+# GOAL_MAX_ERRORS failures in a row the goal is `failed`.
+GOAL_RETRY_BASE_SEC = _positive("GOAL_RETRY_BASE_SEC", 60.0)
+GOAL_MAX_ERRORS = _positive("GOAL_MAX_ERRORS", 3, cast=int)
+
 # --- REST framework -----------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -8,12 +8,13 @@ from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from notices_app.api import ScheduleViewSet, service_worker
+from notices_app.api import GoalViewSet, ScheduleViewSet, service_worker
 from sessions_app.web.api import HistoryImportView, SearchViewSet, SessionViewSet
 
 router = DefaultRouter()
 router.register("sessions", SessionViewSet, basename="session")
 router.register("schedules", ScheduleViewSet, basename="schedule")
+router.register("goals", GoalViewSet, basename="goal")
 router.register("search", SearchViewSet, basename="search")
 
 # The chat page's script sends the CSRF token from the cookie with every API write.

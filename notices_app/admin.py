@@ -1,11 +1,20 @@
-"""Schedules and outbound deliveries in the admin: read-only, like every model here; the one
-write, cancelling a schedule, goes through the cancel service."""
+"""Schedules, goals and outbound deliveries in the admin: read-only, like every model here;
+the writes, cancelling a schedule or a goal, go through their services."""
 
 from urllib.parse import urlsplit
 
 from django.contrib import admin
 
-from notices_app.models import NoticeOutbox, NoticeSettings, PushSubscription, Schedule, ScheduleRun
+from notices_app.goals import goal_set_status
+from notices_app.models import (
+    Goal,
+    GoalNote,
+    NoticeOutbox,
+    NoticeSettings,
+    PushSubscription,
+    Schedule,
+    ScheduleRun,
+)
 from notices_app.schedules import schedule_cancel
 from sessions_app.core.admin_mixins import ReadOnlyAdminMixin
 
@@ -62,6 +71,58 @@ class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             schedule_cancel(schedule_id=schedule.id, owner_id=schedule.owner_id)
             cancelled += 1
         self.message_user(request, f"{cancelled} schedule(s) cancelled")
+
+
+class GoalNoteInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = GoalNote
+    extra = 0
+    fields = ("number", "text", "created_at")
+    readonly_fields = fields
+
+
+@admin.register(Goal)
+class GoalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Goals are read here; the one write is cancelling, through the goal's service."""
+
+    list_display = ("id", "owner", "short_text", "status", "turns_used", "max_turns", "errors")
+    list_filter = ("status",)
+    search_fields = ("text", "owner__username", "session_id", "report_to")
+    ordering = ("-created_at",)
+    fields = (
+        "owner",
+        "text",
+        "status",
+        "result",
+        "report_to",
+        "outbound",
+        "session_id",
+        "check_every_sec",
+        "max_turns",
+        "turns_used",
+        "check_ins",
+        "checking_since",
+        "next_check_at",
+        "task_id",
+        "errors",
+        "last_error",
+        "created_at",
+        "finished_at",
+    )
+    readonly_fields = fields
+    inlines = [GoalNoteInline]
+    actions = ["cancel_goals"]
+
+    @admin.display(description="text")
+    def short_text(self, goal):
+        return goal.text[:80]
+
+    @admin.action(description="Cancel the selected goals (and their running check-ins)")
+    def cancel_goals(self, request, queryset):
+        cancelled = 0
+        for goal in queryset.filter(status__in=Goal.OPEN):
+            goal_set_status(goal_id=goal.id, owner_id=goal.owner_id, status=Goal.CANCELLED)
+            cancelled += 1
+        self.message_user(request, f"{cancelled} goal(s) cancelled")
 
 
 @admin.register(NoticeOutbox)

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 from rest_framework.viewsets import ViewSet
 
 from jarvis_site.shared.errors import Code, status_of
-from notices_app import me, preferences, schedules, serializers
+from notices_app import goals, me, preferences, schedules, serializers
 from notices_app.outbound_urls import OutboundUrlRefused
 from sessions_app.web.serializers import ErrorOutput
 
@@ -43,6 +43,11 @@ def _parse(serializer_class, data):
 class TooManySchedulesError(exceptions.APIException):
     status_code = status_of(Code.TOO_MANY_SCHEDULES)
     default_code = Code.TOO_MANY_SCHEDULES
+
+
+class TooManyGoalsError(exceptions.APIException):
+    status_code = status_of(Code.TOO_MANY_GOALS)
+    default_code = Code.TOO_MANY_GOALS
 
 
 class TooManySubscriptionsError(exceptions.APIException):
@@ -110,6 +115,68 @@ class ScheduleViewSet(ViewSet):
         except (ValueError, schedules.ScheduleNotFound):
             return _not_found("schedule")
         return Response(schedules.schedule_to_api(schedule))
+
+
+@extend_schema(tags=["goals"])
+class GoalViewSet(ViewSet):
+    """The caller's goals (docs/design.md §25): set one, list them, pause, resume, cancel."""
+
+    authentication_classes = AUTHENTICATION
+
+    @extend_schema(responses={200: serializers.GoalListOutput, 401: ERRORS[401]})
+    def list(self, request):
+        return Response({"goals": goals.goal_list(owner_id=request.user.id)})
+
+    @extend_schema(
+        request=serializers.GoalCreateInput,
+        responses={
+            201: serializers.GoalOutput,
+            429: OpenApiResponse(
+                ErrorOutput, description="too_many_goals: MAX_ACTIVE_GOALS_PER_USER open"
+            ),
+            **ERRORS,
+        },
+    )
+    def create(self, request):
+        data = _parse(serializers.GoalCreateInput, request.data)
+        try:
+            goal = goals.goal_create(owner_id=request.user.id, **data)
+        except goals.GoalInvalid as error:
+            raise exceptions.ValidationError({"goal": [str(error)]}) from error
+        except goals.TooManyGoals as error:
+            raise TooManyGoalsError(str(error)) from error
+        return Response(goals.goal_to_api(goal), status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH)],
+        responses={200: serializers.GoalOutput, **ERRORS},
+    )
+    def retrieve(self, request, pk=None):
+        try:
+            goal = goals.goal_get(goal_id=int(pk), owner_id=request.user.id)
+        except (ValueError, goals.GoalNotFound):
+            return _not_found("goal")
+        return Response(goals.goal_to_api(goal))
+
+    @extend_schema(
+        parameters=[OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH)],
+        request=serializers.GoalStatusInput,
+        responses={200: serializers.GoalOutput, **ERRORS},
+    )
+    def partial_update(self, request, pk=None):
+        data = _parse(serializers.GoalStatusInput, request.data)
+        try:
+            if "status" not in data:
+                goal = goals.goal_get(goal_id=int(pk), owner_id=request.user.id)
+            else:
+                goal = goals.goal_set_status(
+                    goal_id=int(pk), owner_id=request.user.id, status=data["status"]
+                )
+        except (ValueError, goals.GoalNotFound) as error:
+            if isinstance(error, goals.GoalInvalid):
+                raise exceptions.ValidationError({"status": [str(error)]}) from error
+            return _not_found("goal")
+        return Response(goals.goal_to_api(goal))
 
 
 # --- the caller's settings ----------------------------------------------------------------------

@@ -7,8 +7,8 @@ class NoticesAppConfig(AppConfig):
     """Schedules, their runs, and how a notice leaves the process (docs/design.md §14, §16).
 
     sessions_app never imports this app: it announces new notices and deleted sessions with
-    signals, and runs the `schedule` / `unschedule` tools through its tool registry, both
-    filled in here.
+    signals, runs the `schedule` / `unschedule` / `goal_update` / `goal_done` tools through
+    its tool registry and `/goal` through its command registry, all filled in here.
     """
 
     name = "notices_app"
@@ -21,10 +21,12 @@ class NoticesAppConfig(AppConfig):
             receivers,
             tasks,  # noqa: F401 - importing it registers the tasks by name
         )
+        from notices_app.commands import goal_command, goals_command
         from notices_app.outbound_urls import OutboundUrlRefused, allowed_hosts, outbound_target
-        from notices_app.tools import SCHEDULE_TOOLS
+        from notices_app.tools import GOAL_TOOLS, SCHEDULE_TOOLS
         from notices_app.vapid import vapid_keys
         from sessions_app.core import signals
+        from sessions_app.core.command_registry import command_register
         from sessions_app.services.extensions import tool_register
 
         # A bad VAPID key or allowlist entry stops start-up with what is wrong, instead of
@@ -37,8 +39,20 @@ class NoticesAppConfig(AppConfig):
             except OutboundUrlRefused as refused:
                 raise ImproperlyConfigured(f"NOTIFY_WEBHOOK_URL: {refused}") from refused
 
-        for tool in SCHEDULE_TOOLS:
+        for tool in (*SCHEDULE_TOOLS, *GOAL_TOOLS):
             tool_register(tool)
+        command_register(
+            "goal",
+            goal_command,
+            usage="<text>",
+            about="set a goal: Jarvis works on it over time and reports its notes and result here",
+        )
+        command_register(
+            "goals",
+            goals_command,
+            usage="[pause|resume|cancel <id>]",
+            about="your goals and what each does now; pause, resume or cancel one by its id",
+        )
 
         signals.notice_added.connect(receivers.on_notice_added, dispatch_uid="notices_added")
         signals.session_deleted.connect(

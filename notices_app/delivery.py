@@ -7,8 +7,9 @@
   whose session is gone is dropped.
 - `delivered_at` is set on the first delivery: a socket that received the `proactive` frame
   acknowledges it, or a channel's send succeeded.
-- Outbound: a notice of a test session never leaves the process — decided here, once, before
-  any channel is asked. Otherwise the transaction that adds the notice queues one task, the
+- Outbound: a notice of a test session, or one added inside `notices_kept_inside` (test
+  traffic reported into a real conversation), never leaves the process — decided here, once,
+  before any channel is asked. Otherwise the transaction that adds the notice queues one task, the
   fan-out; the task worker then asks each channel of the registry for its destinations for
   the session's owner, and gives each (channel, destination) one outbox row and one send
   task, in batches. A row moves pending -> sending (a conditional update:
@@ -21,7 +22,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -71,6 +75,12 @@ def schedule_target_session(*, owner_id: int, session_id: str) -> str | None:
             return meta.id
         if is_test_session(session_id):
             return None
+    return notices_conversation(owner_id=owner_id)
+
+
+def notices_conversation(*, owner_id: int) -> str:
+    """The person's notices conversation: their most recently active session that is
+    neither a test nor a sub-agent session, else a new one."""
     chosen = selectors.session_delivery_target(owner_id=owner_id)
     if chosen is not None:
         return chosen.id
@@ -79,6 +89,22 @@ def schedule_target_session(*, owner_id: int, session_id: str) -> str | None:
 
 
 # --- outbound -------------------------------------------------------------------------------
+
+# Set while a notice that comes from test traffic is added to a real conversation (a goal set
+# in a test session reports to the person's notices conversation): it stays in the process.
+_kept_inside: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "notices_kept_inside", default=False
+)
+
+
+@contextlib.contextmanager
+def notices_kept_inside(keep: bool = True) -> Iterator[None]:
+    """Notices added inside this block (in this thread) are not sent out, when `keep`."""
+    token = _kept_inside.set(keep)
+    try:
+        yield
+    finally:
+        _kept_inside.reset(token)
 
 
 def _enqueue_send(outbox_id: int, run_after: datetime | None = None) -> str:
@@ -94,7 +120,7 @@ def notice_outbound_enqueue(*, session_id: str, notice: Notice) -> str | None:
     request's nor the turn's: a user with many destinations cost that many rows and tasks
     here, under the database's write lock.
     """
-    if is_test_session(session_id):
+    if is_test_session(session_id) or _kept_inside.get():
         return None
     return task_enqueue(
         FAN_OUT_NOTICE,

@@ -155,3 +155,82 @@ class PushSubscription(models.Model):
 
     def __str__(self) -> str:
         return f"push subscription #{self.pk} of user {self.owner_id}"
+
+
+class Goal(models.Model):
+    """Something a person asked Jarvis to work on over time (docs/design.md §25).
+
+    Worked on in a sub-agent session of its own (`session_id`), one turn per check-in, by the
+    task worker. `check_ins` counts the check-ins claimed so far: a check-in task carries the
+    number it is for and runs only while the goal waits for exactly that number, which is
+    what makes each check-in run once whichever worker, retry or recovery gets there.
+    `checking_since` is set while a claimed check-in's turn runs.
+    """
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    DONE = "done"
+    EXHAUSTED = "exhausted"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    STATUSES = [
+        (ACTIVE, "active"),
+        (PAUSED, "paused"),
+        (DONE, "done"),
+        (EXHAUSTED, "exhausted"),
+        (FAILED, "failed"),
+        (CANCELLED, "cancelled"),
+    ]
+    # Statuses that hold one of the person's MAX_ACTIVE_GOALS_PER_USER places.
+    OPEN = (ACTIVE, PAUSED)
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jarvis_goals"
+    )
+    text = models.TextField()
+    status = models.CharField(max_length=16, choices=STATUSES, default=ACTIVE)
+    result = models.TextField(blank=True, default="")
+    # The conversation that receives the notes and the result; "" = the person's notices
+    # conversation (chosen at each delivery, never a test session).
+    report_to = models.CharField(max_length=200, blank=True, default="")
+    # False for a goal set in a test session: its notices never leave the process.
+    outbound = models.BooleanField(default=True)
+    session_id = models.CharField(max_length=200, blank=True, default="")
+    check_every_sec = models.PositiveIntegerField(default=3600)
+    max_turns = models.PositiveIntegerField(default=10)
+    turns_used = models.PositiveIntegerField(default=0)
+    check_ins = models.PositiveIntegerField(default=0)
+    checking_since = models.DateTimeField(null=True, blank=True)
+    next_check_at = models.DateTimeField(null=True, blank=True)
+    task_id = models.CharField(max_length=64, blank=True, default="")
+    errors = models.PositiveIntegerField(default=0)  # failed check-ins in a row
+    last_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["owner", "status"], name="goal_owner_status"),
+            models.Index(fields=["status", "next_check_at"], name="goal_due"),
+        ]
+
+    def __str__(self) -> str:
+        return f"goal #{self.pk} ({self.status}): {self.text[:40]}"
+
+
+class GoalNote(models.Model):
+    """A progress note of a goal (`goal_update`); numbered per goal, each one notice."""
+
+    goal = models.ForeignKey(Goal, on_delete=models.CASCADE, related_name="notes")
+    number = models.PositiveIntegerField()
+    text = models.TextField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["goal", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["goal", "number"], name="goal_note_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"goal #{self.goal_id} note {self.number}"

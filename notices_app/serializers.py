@@ -1,10 +1,15 @@
 """API shapes of notices_app. The rules (a run time in the future, a known unit) live in
 notices_app.schedules, shared with the agent's `schedule` tool."""
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
-from notices_app.models import Schedule
+from notices_app.goals import MAX_CHECK_EVERY_SEC as GOAL_MAX_CHECK_EVERY_SEC
+from notices_app.goals import MAX_TEXT_CHARS as GOAL_MAX_TEXT_CHARS
+from notices_app.goals import MAX_TURNS_LIMIT as GOAL_MAX_TURNS
+from notices_app.goals import SETTABLE as GOAL_SETTABLE
+from notices_app.models import Goal, Schedule
 from notices_app.schedules import (
     MAX_REPEAT_EVERY,
     MAX_TEXT_CHARS,
@@ -118,3 +123,64 @@ class PushSubscriptionInput(serializers.Serializer):
 
 class PushSubscriptionOutput(serializers.Serializer):
     id = serializers.IntegerField()
+
+
+# --- goals (docs/design.md §25; the rules live in notices_app.goals) ---------------------------
+
+
+class StringField(serializers.CharField):
+    """A CharField that takes only strings: CharField would take 0 as "0", and the schema
+    says string."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Not a valid string.")
+        return super().to_internal_value(data)
+
+
+class GoalCreateInput(serializers.Serializer):
+    text = StringField(min_length=1, max_length=GOAL_MAX_TEXT_CHARS)
+    report_to = StringField(
+        required=False,
+        default="",
+        allow_blank=True,
+        max_length=200,
+        trim_whitespace=False,
+        help_text="one of your conversations; none: your notices conversation",
+    )
+    check_every_sec = serializers.IntegerField(
+        required=False,
+        min_value=settings.GOAL_MIN_CHECK_SEC,
+        max_value=GOAL_MAX_CHECK_EVERY_SEC,
+        help_text="seconds between check-ins; default 3600",
+    )
+    max_turns = serializers.IntegerField(
+        required=False, min_value=1, max_value=GOAL_MAX_TURNS, help_text="default 10"
+    )
+
+
+class GoalStatusInput(serializers.Serializer):
+    # PATCH: a body without it changes nothing.
+    status = serializers.ChoiceField(choices=list(GOAL_SETTABLE), required=False)
+
+
+class GoalOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    text = serializers.CharField()
+    status = serializers.ChoiceField(choices=[value for value, _ in Goal.STATUSES])
+    result = serializers.CharField(allow_null=True)
+    report_to = serializers.CharField(allow_null=True)
+    session_id = serializers.CharField()
+    check_every_sec = serializers.IntegerField()
+    max_turns = serializers.IntegerField()
+    turns_used = serializers.IntegerField()
+    next_check_at = serializers.DateTimeField(allow_null=True)
+    errors = serializers.IntegerField()
+    notes = serializers.ListField(child=serializers.CharField())
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+@extend_schema_serializer(many=False)
+class GoalListOutput(serializers.Serializer):
+    goals = GoalOutput(many=True)

@@ -25,6 +25,7 @@ RUNNING_STALE_SEC = 15 * 60
 FIRE_SCHEDULE = "fire_schedule"
 SEND_NOTICE = "send_notice"
 FAN_OUT_NOTICE = "fan_out_notice"
+CHECK_IN_GOAL = "check_in_goal"
 
 _TASKS: dict[str, Task] = {}
 

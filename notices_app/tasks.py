@@ -1,7 +1,7 @@
 """Background work of notices_app, run by the task worker (`manage.py db_worker`).
 
 Every task here is safe to run twice: a schedule's run is fired once per (schedule, run
-time) by a unique row, a fan-out skips the outbox rows it finds, and a delivery attempt
+time) by a unique row, a goal's check-in runs once per (goal, number) by its claim, a fan-out skips the outbox rows it finds, and a delivery attempt
 first claims its outbox row. So a duplicate
 task — a recovery that queued one more, two workers — costs a no-op, never a second notice.
 
@@ -15,8 +15,15 @@ from datetime import datetime
 from django_tasks import task
 
 from notices_app.delivery import notice_fan_out, notice_send
+from notices_app.goals import goal_check_in
 from notices_app.schedules import schedule_fire
-from notices_app.task_queue import FAN_OUT_NOTICE, FIRE_SCHEDULE, SEND_NOTICE, task_register
+from notices_app.task_queue import (
+    CHECK_IN_GOAL,
+    FAN_OUT_NOTICE,
+    FIRE_SCHEDULE,
+    SEND_NOTICE,
+    task_register,
+)
 
 
 @task()
@@ -36,6 +43,12 @@ def fan_out_notice(session_id: str, message_id: str, content: str, created_at: s
     )
 
 
+@task()
+def check_in_goal(goal_id: int, number: int) -> str:
+    return goal_check_in(goal_id=goal_id, number=number)
+
+
 task_register(FIRE_SCHEDULE, fire_schedule)
+task_register(CHECK_IN_GOAL, check_in_goal)
 task_register(SEND_NOTICE, send_notice)
 task_register(FAN_OUT_NOTICE, fan_out_notice)

@@ -1,11 +1,13 @@
-"""The agent's schedule tools: `schedule` and `unschedule` (docs/design.md §14).
+"""The agent's schedule tools, `schedule` and `unschedule` (docs/design.md §14), and a goal's,
+`goal_update` and `goal_done` (§25).
 
-Registered with the runtime's tool registry in NoticesAppConfig.ready; each runs one schedule
-service for the owner of the conversation that calls it.
+Registered with the runtime's tool registry in NoticesAppConfig.ready; each runs one service
+of this app for the conversation that calls it.
 """
 
 from __future__ import annotations
 
+from notices_app.goals import goal_finish, goal_note_add
 from notices_app.schedules import (
     ScheduleNotFound,
     schedule_cancel,
@@ -105,5 +107,42 @@ SCHEDULE_TOOLS = (
             },
         },
         _unschedule,
+    ),
+)
+
+
+def _goal_update(context: ToolContext, arguments: dict) -> str:
+    # Fenced like every write of a turn: a deleted goal session reports nothing more.
+    with context.fenced():
+        note = goal_note_add(session_id=context.session_id, note=str(arguments.get("note", "")))
+    return f"note {note.number} reported to the user"
+
+
+def _goal_done(context: ToolContext, arguments: dict) -> str:
+    with context.fenced():
+        goal_finish(session_id=context.session_id, result=str(arguments.get("result", "")))
+    return "the goal is done and its result reported to the user"
+
+
+GOAL_TOOLS = (
+    Tool(
+        "goal_update",
+        "Report progress on the goal: a short note the user receives now.",
+        {
+            "type": "object",
+            "properties": {"note": {"type": "string"}},
+            "required": ["note"],
+        },
+        _goal_update,
+    ),
+    Tool(
+        "goal_done",
+        "Finish the goal with its result, which the user receives; no check-in follows.",
+        {
+            "type": "object",
+            "properties": {"result": {"type": "string"}},
+            "required": ["result"],
+        },
+        _goal_done,
     ),
 )

@@ -50,6 +50,7 @@ class Code(StrEnum):
     THROTTLED = "throttled"
     TOO_MANY_TURNS = "too_many_turns"
     TOO_MANY_SCHEDULES = "too_many_schedules"
+    TOO_MANY_GOALS = "too_many_goals"
     TOO_MANY_SUBSCRIPTIONS = "too_many_subscriptions"
     SERVER_ERROR = "server_error"
     DRAINING = "draining"
@@ -98,6 +99,7 @@ TABLE: dict[Code, Rule] = {
     Code.THROTTLED: Rule(429, "too many requests; try again later"),
     Code.TOO_MANY_TURNS: Rule(429, "too many turns are running"),
     Code.TOO_MANY_SCHEDULES: Rule(429, "too many active schedules"),
+    Code.TOO_MANY_GOALS: Rule(429, "too many goals are active or paused"),
     Code.TOO_MANY_SUBSCRIPTIONS: Rule(429, "too many push subscriptions"),
     Code.SERVER_ERROR: Rule(500, "the server failed; the error is in its log"),
     Code.DRAINING: Rule(503, "this worker is restarting; send it again"),

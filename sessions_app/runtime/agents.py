@@ -51,6 +51,9 @@ HASH_CHARS = 16
 _BASE_TOOLS = ("calculator", "clock", "wait", "remember", "recall")
 # The main agent's reminders and scheduled prompts (registered by notices_app).
 _SCHEDULE_TOOLS = ("schedule", "unschedule")
+# A goal's check-ins report with these (registered by notices_app, docs/design.md §25).
+_GOAL_TOOLS = ("goal_update", "goal_done")
+GOAL_AGENT = "goal"
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ class AgentDefinition:
     tools: tuple[str, ...]
     model: str = ""  # "" = the session's model, else JARVIS_MODEL
     stm: str = PER_PARENT_SESSION  # memory.stm: the session a delegated task runs in
+    # False for an agent that only the platform starts (a goal's): never a delegate target.
+    delegable: bool = True
 
     @property
     def is_main(self) -> bool:
@@ -117,6 +122,19 @@ DEFAULT_AGENTS: dict[str, AgentDefinition] = {
             ),
             tools=("remember", "recall", "clock", "calculator"),
             stm=PER_AGENT,
+        ),
+        AgentDefinition(
+            name=GOAL_AGENT,
+            description="Works on one of the user's goals, one check-in at a time.",
+            system_prompt=(
+                "You work on a goal the user set, over several check-ins. At each check-in, "
+                "do what you can with your tools, then call `goal_update` with a short note "
+                "of progress, or `goal_done` with the result once the goal is reached. The "
+                "user reads your notes and the result, not this conversation."
+            ),
+            tools=(*_BASE_TOOLS, *_GOAL_TOOLS),
+            stm=PER_TASK,
+            delegable=False,
         ),
     ]
 }
@@ -247,8 +265,9 @@ def agent_get(name: str) -> AgentDefinition:
 
 
 def delegation_targets() -> list[AgentDefinition]:
-    """The agents a main agent may delegate to: every agent that is not a main agent."""
-    return [agent for agent in agent_registry().values() if not agent.is_main]
+    """The agents a main agent may delegate to: every agent that is neither a main agent nor
+    one only the platform starts (`delegable=False`, the goal agent)."""
+    return [agent for agent in agent_registry().values() if not agent.is_main and agent.delegable]
 
 
 def agent_tools(agent: AgentDefinition) -> dict[str, Tool]:

@@ -80,7 +80,7 @@ async def delegation_run(*, parent_id: str, agent: str, task: str, abort: TurnAb
             raise ToolAborted(ABORTED_RESULT_TEXT)
         result = await _run_relaying_abort(session_id, task, owner_id=owner_id, abort=abort)
         # Before a per_task session goes: what its turn spent is the caller's (§22).
-        await in_pool("store", _usage_keep, parent_id, definition.name, result)
+        await in_pool("store", sub_agent_usage_keep, parent_id, definition.name, result)
     finally:
         if definition.stm == PER_TASK:
             await in_pool("store", _discard, session_id, owner_id=owner_id)
@@ -138,7 +138,7 @@ async def _run_relaying_abort(
         parent_aborted.cancel()
 
 
-def _usage_keep(parent_id: str, agent: str, result: TurnResult) -> None:
+def sub_agent_usage_keep(parent_id: str, agent: str, result: TurnResult) -> None:
     """Keep the sub-agent turn's usage, per model, in the calling session's usage ledger:
     the sub-agent's session may be deleted (per_task) or serve other callers (per_agent)."""
     parent = get_store().get_meta(parent_id)

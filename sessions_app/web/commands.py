@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from jarvis_site.shared.errors import Code
 from sessions_app import selectors
+from sessions_app.core.command_registry import REGISTERED_COMMANDS, CommandRefused
 from sessions_app.core.throttles import branch_throttle_wait
 from sessions_app.runtime.agents import model_for_session
 from sessions_app.runtime.lease import SessionBusy
@@ -49,11 +50,14 @@ class _Context:
 
 
 def _help(ctx: _Context) -> CommandResult:
+    listed = {name: (usage, about) for name, (_, usage, about) in COMMANDS.items()}
+    for name, command in REGISTERED_COMMANDS.items():
+        listed[name] = (command.usage, command.about)
     lines = [
         f"/{name}{' ' + usage if usage else ''} — {about}"
-        for name, (_, usage, about) in COMMANDS.items()
+        for name, (usage, about) in listed.items()
     ]
-    return CommandResult("help", "\n".join(lines), {"commands": sorted(COMMANDS)})
+    return CommandResult("help", "\n".join(lines), {"commands": sorted(listed)})
 
 
 def sessions_text(rows: list[dict[str, Any]], current: str | None = None) -> str:
@@ -281,16 +285,30 @@ COMMANDS: dict[str, tuple[Callable[[_Context], CommandResult], str, str]] = {
 }
 
 
+def _registered(name: str, *, session_id: str, owner_id: int, line: str) -> CommandResult:
+    # The text after the name as typed (its spacing kept), not the split words.
+    text = line.strip().lstrip("/")[len(name) :].strip()
+    try:
+        reply = REGISTERED_COMMANDS[name].handler(
+            session_id=session_id, owner_id=owner_id, text=text
+        )
+    except CommandRefused as refused:
+        raise CommandError(refused.code, refused.message) from refused
+    return CommandResult(name, reply.text, reply.data)
+
+
 def command_run(*, session_id: str, owner_id: int, line: str) -> CommandResult:
     """Run one slash command line (`/name args...`) against the caller's session."""
     parts = line.strip().lstrip("/").split()
     if not parts:
         raise CommandError(Code.BAD_REQUEST, "a command name follows the /; /help lists them")
     name, *args = parts
-    if name not in COMMANDS:
+    if name not in COMMANDS and name not in REGISTERED_COMMANDS:
         raise CommandError(Code.UNKNOWN_COMMAND, f"unknown command /{name}; /help lists them")
     # Every command, even one that only reads (/help, /sessions), needs the caller's own
     # session: in anyone else's each is not_found, the answer its service would give.
     selectors.session_get(session_id=session_id, owner_id=owner_id)
+    if name not in COMMANDS:
+        return _registered(name, session_id=session_id, owner_id=owner_id, line=line)
     handler = COMMANDS[name][0]
     return handler(_Context(session_id=session_id, owner_id=owner_id, args=args))

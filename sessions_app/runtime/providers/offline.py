@@ -88,6 +88,9 @@ UNSCHEDULE_TEXT = re.compile(
     r"\b(?:(?:cancel|delete|remove) (?:the |my )?(?:reminder|schedule) (?:to |about |for |of )?"
     r"|stop reminding me (?:to |about |of )?)(?P<text>.+)"
 )
+# A goal's check-in tools (docs/design.md §25).
+GOAL_DONE = "goal_done"
+GOAL_UPDATE = "goal_update"
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _UNIT_NAMES = {"m": "minutes", "h": "hours", "d": "days", "s": "seconds"}
 
@@ -212,6 +215,10 @@ def _sentence_for(name: str, arguments: dict, result: str, is_error: bool) -> st
         return f"I don't know your {key} yet."
     if name == "schedule":
         return f"OK, {result}."
+    if name == GOAL_DONE:
+        return f"Goal done: {arguments.get('result', '')}"
+    if name == GOAL_UPDATE:
+        return f"Noted for the goal: {arguments.get('note', '')}"
     if name == "unschedule":
         return (
             "There was no active schedule to cancel."
@@ -255,7 +262,11 @@ class OfflineProvider:
         last = messages[-1]["content"]
         texts = [block["text"] for block in last if block["type"] == "text"]
         if not texts:
-            return None, self._answer_from_results(messages[-2]["content"], last), input_tokens
+            answer = self._answer_from_results(messages[-2]["content"], last)
+            uses = messages[-2]["content"]
+            if finished := self._goal_finished(uses, last, tools, answer, input_tokens):
+                return finished, "", input_tokens
+            return None, answer, input_tokens
         request = texts[-1]
         calls = [
             {"id": f"call_{uuid.uuid4().hex[:24]}", "name": name, "arguments": json.dumps(args)}
@@ -272,6 +283,25 @@ class OfflineProvider:
             )
             return reply, "", input_tokens
         return None, self._answer_from_conversation(messages, request), input_tokens
+
+    def _goal_finished(
+        self, uses, results, tools, answer: str, input_tokens: int
+    ) -> ModelReply | None:
+        """At a goal's check-in (the `goal_done` tool is offered), tools that worked out what
+        the goal asked (arithmetic, the time) finish it: their answer is the result."""
+        if GOAL_DONE not in {tool.name for tool in tools}:
+            return None
+        called = {block["name"] for block in uses if block["type"] == "tool_use"}
+        if called & {GOAL_DONE, GOAL_UPDATE} or any(block.get("is_error") for block in results):
+            return None
+        arguments = json.dumps({"result": answer})
+        return ModelReply(
+            tool_calls=[
+                {"id": f"call_{uuid.uuid4().hex[:24]}", "name": GOAL_DONE, "arguments": arguments}
+            ],
+            usage={"input_tokens": input_tokens, "output_tokens": estimate_tokens(arguments)},
+            model=self.model,
+        )
 
     def _streamed(self, text: str, input_tokens: int, pieces: list[str]) -> ModelReply:
         stopped = len(pieces) < len(text.split(" "))

@@ -10,6 +10,7 @@ import { renderMarkdownInto } from "./markdown.js";
 import { setupModelPicker, showModel, showThinking } from "./model_picker.js";
 import { markNoticesSeen, unseenNotices } from "./notice_badges.js";
 import { refreshReminders } from "./reminders.js";
+import { refreshGoals } from "./goals.js";
 import { setupSearch } from "./search.js";
 
 const log = $("log");
@@ -1193,6 +1194,7 @@ function handleEvent(event) {
       refreshCost();
       refreshSessions();
       refreshReminders();
+      refreshGoals();
       break;
     case "approval_request":
       showApproval(event);
@@ -1203,9 +1205,11 @@ function handleEvent(event) {
     case "proactive":
       renderNotice(event.notice);
       refreshReminders();
+      refreshGoals();
       break;
     case "command_result":
       renderCommandResult(event);
+      if (event.command === "goal" || event.command === "goals") refreshGoals();
       if (event.command === "branch" && event.data && event.data.session) {
         switchSession(event.data.session.id);
       } else if (event.command === "sessions") {
@@ -1523,6 +1527,7 @@ async function start() {
   connect();
   refreshSessions();
   refreshReminders();
+  refreshGoals();
 }
 
 const drawer = setupDrawer({
@@ -1557,6 +1562,7 @@ $("new-session").addEventListener("click", newSession);
 window.addEventListener("focus", () => {
   refreshSessions();
   refreshReminders();
+  refreshGoals();
 });
 setupModelPicker({ sessionId: () => state.sessionId, onError: (text) => showNotice(text, "error") });
 setupSearch();

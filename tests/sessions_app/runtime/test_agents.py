@@ -22,13 +22,14 @@ def test_the_built_in_agents_and_their_policies(settings):
         "researcher": "per_parent_session",
         "scratch": "per_task",
         "librarian": "per_agent",
+        "goal": "per_task",
     }
     assert registry["jarvis"].is_main and "delegate" in registry["jarvis"].tools
     assert [agent.name for agent in agents.delegation_targets()] == [
         "researcher",
         "scratch",
         "librarian",
-    ]
+    ], "a goal's agent is started by its goal only, never delegated to"
     coder = agents.agent_get("coder")  # not defined: Jarvis' definition under its name
     assert coder.system_prompt.startswith("You are coder")
 

@@ -27,6 +27,8 @@ SCHEMA_CANNOT_SAY = {
     ("POST", "/api/import/"): [checks.positive_data_acceptance],
     # run_at must be in the future, and exactly one of run_at and in_seconds given.
     ("POST", "/api/schedules/"): [checks.positive_data_acceptance],
+    # report_to must be one of the caller's conversations; the text more than whitespace.
+    ("POST", "/api/goals/"): [checks.positive_data_acceptance],
     # confirm must be the caller's own username.
     ("DELETE", "/api/me/"): [checks.positive_data_acceptance],
     # A URL must be an https:// one on OUTBOUND_URL_ALLOWLIST; keys a browser's own.

@@ -379,6 +379,7 @@ async def turn_run_async(
     provider: Provider | str | None = None,
     queue_id: str | None = None,
     wait_sec: float | None = None,
+    meta: SessionMeta | None = None,
 ) -> TurnResult:
     """Run one turn to its end and return what it stored.
 
@@ -395,7 +396,9 @@ async def turn_run_async(
 
     `queue_id` names the queued prompt this turn runs (taken with the turn's first write);
     `wait_sec` overrides BUSY_GRACE_SEC (the queue runner does not wait: the lease holder
-    runs the queue itself when its turn ends).
+    runs the queue itself when its turn ends). `meta` is the session as the caller's
+    ownership check read it, so the turn does not read it again before its lease; under the
+    lease it is read once more, since it may have changed while the turn waited.
 
     The model call holds no thread; store writes go through the bounded store pool and
     blocking tools through the tool pool (runtime.executors).
@@ -407,11 +410,14 @@ async def turn_run_async(
         turn_admitted(session_id),
         log_context(session_id=session_id, user_id=owner_id, turn_id=None),
     ):
-        return await _run(session_id, text, owner_id, on_event, provider, queue_id, wait_sec)
+        return await _run(session_id, text, owner_id, on_event, provider, queue_id, wait_sec, meta)
 
 
-async def _run(session_id, text, owner_id, on_event, provider, queue_id, wait_sec) -> TurnResult:
-    meta = await in_pool("store", _meta, session_id)
+async def _run(
+    session_id, text, owner_id, on_event, provider, queue_id, wait_sec, meta
+) -> TurnResult:
+    if meta is None or meta.id != session_id:
+        meta = await in_pool("store", _meta, session_id)
     log_context_set(user_id=meta.owner_id)
     owner = owner_id if owner_id is not None else meta.owner_id
     with _user_slot(owner) as release_user_slot:

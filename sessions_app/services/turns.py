@@ -48,25 +48,27 @@ def turn_send(
     Synchronous callers (the HTTP API, manage.py chat) do the turn's store work in their own
     thread, on their own database connection.
     """
-    selectors.session_get(session_id=session_id, owner_id=owner_id)
+    meta = selectors.session_get(session_id=session_id, owner_id=owner_id)
     return turns.turn_run(
         session_id=session_id,
         text=text,
         owner_id=owner_id,
         on_event=_turn_listener(session_id, on_event),
         provider=provider,
+        meta=meta,
     )
 
 
 async def turn_send_async(*, session_id: str, owner_id: int | None, text: str) -> turns.TurnResult:
     """`turn_send` for the event loop (the WebSocket): the turn runs on the caller's loop, its
     model call holds no thread, its store work and blocking tools go through bounded pools."""
-    await in_pool("store", selectors.session_get, session_id=session_id, owner_id=owner_id)
+    meta = await in_pool("store", selectors.session_get, session_id=session_id, owner_id=owner_id)
     return await turns.turn_run_async(
         session_id=session_id,
         text=text,
         owner_id=owner_id,
         on_event=turn_event_broadcaster(session_id),
+        meta=meta,
     )
 
 

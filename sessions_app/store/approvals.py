@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from jarvis_site.shared.errors import Code
 from sessions_app.models import ToolApproval
+from sessions_app.store.rows import delete_rows_of_session
 from sessions_app.store.workers import current_worker_id, dead_workers
 
 PENDING = ToolApproval.PENDING
@@ -127,4 +128,4 @@ def requests_pending(*, session_id: str) -> list[ApprovalRequest]:
 
 def remove_for_session(session_id: str) -> None:
     """Remove every request of a session that is being deleted (store backends' `delete`)."""
-    ToolApproval.objects.filter(session_id=session_id).delete()
+    delete_rows_of_session(ToolApproval, session_id)

@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from sessions_app.models import LiveConnection, Session
+from sessions_app.store.rows import delete_rows_of_session
 from sessions_app.store.workers import current_worker_id, dead_workers
 
 # A consumer renews its row every few seconds (services.connections.HEARTBEAT_SEC); rows not renewed
@@ -123,4 +124,4 @@ def stale_remove(*, owner_id: int | None) -> list[str]:
 
 def remove_for_session(session_id: str) -> None:
     """Remove every row of a session that is being deleted (store backends' `delete`)."""
-    LiveConnection.objects.filter(session_id=session_id).delete()
+    delete_rows_of_session(LiveConnection, session_id)

@@ -7,6 +7,7 @@ a branch gets a copy of those up to its cut (the branch service).
 from __future__ import annotations
 
 from sessions_app.models import ModelUsage
+from sessions_app.store.rows import delete_rows_of_session
 
 SUB_AGENT = ModelUsage.SUB_AGENT
 CONSOLIDATION = ModelUsage.CONSOLIDATION
@@ -50,4 +51,4 @@ def usage_ledger_of(session_id: str) -> list[ModelUsage]:
 
 def remove_for_session(session_id: str) -> None:
     """Remove a deleted session's rows (store backends' `delete`)."""
-    ModelUsage.objects.filter(session_id=session_id).delete()
+    delete_rows_of_session(ModelUsage, session_id)

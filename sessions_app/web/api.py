@@ -25,7 +25,7 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
-from sessions_app import limits, selectors, turn_selectors
+from sessions_app import file_selectors, file_types, limits, selectors, turn_selectors
 from sessions_app.foreign_formats import SQLITE_MAGIC
 from sessions_app.ids import ReservedSessionId
 from sessions_app.runtime.agents import UnknownAgent
@@ -35,7 +35,7 @@ from sessions_app.runtime.history import HistoryInvalid
 from sessions_app.runtime.queue import QueuedPromptNotFound, QueueFull
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
 from sessions_app.services import approvals as approval_services
-from sessions_app.services import deletion, notices, prompt_modes, sessions
+from sessions_app.services import deletion, files, notices, prompt_modes, sessions
 from sessions_app.services import turns as turn_services
 from sessions_app.services.foreign_import import (
     ForeignFormatInvalid,
@@ -71,6 +71,11 @@ DOMAIN_ERRORS: dict[type[Exception], int] = {
     turn_selectors.TurnNotFound: status.HTTP_404_NOT_FOUND,
     QueueFull: status.HTTP_409_CONFLICT,
     QueuedPromptNotFound: status.HTTP_404_NOT_FOUND,
+    file_selectors.FileNotFound: status.HTTP_404_NOT_FOUND,
+    file_types.UnsupportedFile: status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+    file_types.ImageTooManyPixels: status.HTTP_400_BAD_REQUEST,
+    files.UploadTooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    files.QuotaExceeded: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
 }
 NOT_FOUND_DETAIL = "no such session"
 

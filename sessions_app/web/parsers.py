@@ -17,6 +17,10 @@ from rest_framework.utils import json
 
 from sessions_app import limits
 
+# A multipart form carries its boundaries and other fields around the file: what an upload's
+# body may take beyond the file's own limit.
+MULTIPART_ALLOWANCE = 64 * 1024
+
 
 class RequestTooLarge(exceptions.APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE

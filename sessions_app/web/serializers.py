@@ -469,3 +469,19 @@ class HistoryImportOutput(serializers.Serializer):
     unchanged = serializers.IntegerField()
     failed = serializers.IntegerField()
     sessions = HistoryImportSessionOutput(many=True)
+
+
+class FileUploadInput(serializers.Serializer):
+    file = serializers.FileField(
+        allow_empty_file=True,
+        help_text="an image (PNG, JPEG, GIF, WebP), a UTF-8 text or a PDF; told by its bytes",
+    )
+
+
+class FileOutput(serializers.Serializer):
+    id = serializers.CharField(help_text="the SHA-256 of the bytes: same bytes, same id")
+    name = serializers.CharField()
+    mime = serializers.CharField()
+    size = serializers.IntegerField()
+    width = serializers.IntegerField(required=False, help_text="images only")
+    height = serializers.IntegerField(required=False, help_text="images only")

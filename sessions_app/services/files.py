@@ -1,0 +1,79 @@
+"""Files in a conversation: upload one to a session (docs/design.md §23).
+
+Every write is a service (docs/design.md §16: one module per action family)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import BinaryIO
+
+from django.conf import settings
+
+from sessions_app import limits, selectors
+from sessions_app.file_types import file_type_of
+from sessions_app.store.blobs import StoredFile, blob_link, owner_links, owner_usage
+
+NAME_MAX_CHARS = 255
+HASH_CHUNK_BYTES = 1024 * 1024
+
+
+class UploadTooLarge(ValueError):
+    """A file over UPLOAD_MAX_BYTES (413 too_large)."""
+
+    code = "too_large"
+
+
+class QuotaExceeded(ValueError):
+    """The owner's files would take more than USER_STORAGE_QUOTA_BYTES (413 quota_exceeded)."""
+
+    code = "quota_exceeded"
+
+
+def upload_too_large() -> UploadTooLarge:
+    return UploadTooLarge(f"the file is larger than UPLOAD_MAX_BYTES ({settings.UPLOAD_MAX_BYTES})")
+
+
+def file_name_check(name: str) -> str:
+    """The name a file is shown under: its last path part, at most NAME_MAX_CHARS."""
+    name = name.replace("\\", "/").rsplit("/", 1)[-1].strip() or "file"
+    limits.storable_check(name, name="the file name")
+    return name[:NAME_MAX_CHARS]
+
+
+def file_upload(
+    *, session_id: str, owner_id: int, file: BinaryIO, size: int, name: str
+) -> StoredFile:
+    """Keep an uploaded file for the caller's session; the same bytes give the same id.
+
+    Steps: check the session is the caller's (SessionNotFound) and the size (UploadTooLarge);
+    hash the bytes (their SHA-256 is the id); tell their type from the content
+    (UnsupportedFile, ImageTooManyPixels); check the owner's quota, where bytes the owner
+    already has cost nothing (QuotaExceeded); store them once and link them to the session
+    (store/blobs.py).
+    """
+    selectors.session_get(session_id=session_id, owner_id=owner_id)
+    if size > settings.UPLOAD_MAX_BYTES:
+        raise upload_too_large()
+    name = file_name_check(name)
+    digest = hashlib.sha256()
+    file.seek(0)
+    while chunk := file.read(HASH_CHUNK_BYTES):
+        digest.update(chunk)
+    sha256 = digest.hexdigest()
+    file_type = file_type_of(file)
+    if not owner_links(owner_id=owner_id, sha256=sha256):
+        used = owner_usage(owner_id)
+        if used + size > settings.USER_STORAGE_QUOTA_BYTES:
+            raise QuotaExceeded(
+                f"your files take {used} bytes; this one ({size} bytes) would pass "
+                f"USER_STORAGE_QUOTA_BYTES ({settings.USER_STORAGE_QUOTA_BYTES})"
+            )
+    return blob_link(
+        file=file,
+        sha256=sha256,
+        size=size,
+        file_type=file_type,
+        session_id=session_id,
+        owner_id=owner_id,
+        name=name,
+    )

@@ -5,13 +5,19 @@ Every write is a service (docs/design.md §16: one module per action family)."""
 from __future__ import annotations
 
 import hashlib
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from django.conf import settings
 
 from sessions_app import limits, selectors
 from sessions_app.file_types import file_type_of
-from sessions_app.store.blobs import StoredFile, blob_link, owner_links, owner_usage
+from sessions_app.store.blobs import (
+    StoredFile,
+    blob_link,
+    owner_links,
+    owner_usage,
+    session_files,
+)
 
 NAME_MAX_CHARS = 255
 HASH_CHUNK_BYTES = 1024 * 1024
@@ -77,3 +83,44 @@ def file_upload(
         owner_id=owner_id,
         name=name,
     )
+
+
+class AttachmentUnknown(LookupError):
+    """A prompt's attachment that is no file of its session (404 unknown_attachment: the
+    file named is not there, as a missing session is 404)."""
+
+    code = "unknown_attachment"
+
+
+class AttachmentsNotQueued(limits.InputInvalid):
+    """Attachments go with a prompt that runs now (mode `reject`): a queued prompt keeps text
+    only (400 invalid)."""
+
+    def __init__(self):
+        super().__init__("attachments go with a prompt sent now (mode reject), not a queued one")
+
+
+ATTACHMENTS_MAX = 20
+
+
+def attachments_for_prompt(*, session_id: str, file_ids: Any) -> list[dict]:
+    """What a user message keeps of its attachments (`data.attachments`: id, name, mime,
+    size, and an image's width and height), in the order given, each once; refused whole
+    when one is not a file uploaded to this session (or the list is not one of ids).
+
+    The caller has checked the session is the sender's."""
+    if file_ids is None:
+        return []
+    if not isinstance(file_ids, list) or not all(isinstance(item, str) for item in file_ids):
+        raise limits.InputInvalid("attachments must be a list of file ids")
+    if len(file_ids) > ATTACHMENTS_MAX:
+        raise limits.InputInvalid(f"a prompt takes at most {ATTACHMENTS_MAX} attachments")
+    wanted = list(dict.fromkeys(file_ids))
+    found = session_files(session_id=session_id, file_ids=wanted)
+    missing = [file_id for file_id in wanted if file_id not in found]
+    if missing:
+        raise AttachmentUnknown(
+            f"no file {missing[0][:64]!r} was uploaded to this session "
+            "(POST /api/sessions/<id>/files/ first)"
+        )
+    return [found[file_id].attachment() for file_id in wanted]

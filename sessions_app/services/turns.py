@@ -13,6 +13,7 @@ from sessions_app import live
 from sessions_app.runtime import turns
 from sessions_app.runtime.executors import in_pool
 from sessions_app.services.broadcasts import turn_event_broadcaster
+from sessions_app.services.files import attachments_for_prompt
 from sessions_app.services.sessions import _owned_session
 
 
@@ -39,6 +40,7 @@ def turn_send(
     text: str,
     on_event: Callable[[dict], object] | None = None,
     provider: str | None = None,
+    attachments: list[str] | None = None,
 ) -> turns.TurnResult:
     """Run one turn of the caller's session to its end; every open tab watches it happen.
 
@@ -46,28 +48,47 @@ def turn_send(
     another turn holds the session past BUSY_GRACE_SEC, TooManyTurns past
     MAX_TURNS_PER_USER) with its events going to the session's group as they happen, and to
     `on_event` too when given. `provider` overrides the session's model for this turn.
+    `attachments`: ids of files uploaded to the session (AttachmentUnknown for others).
     Synchronous callers (the HTTP API, manage.py chat) do the turn's store work in their own
     thread, on their own database connection.
     """
     _owned_session(session_id=session_id, owner_id=owner_id)
+    files = attachments_for_prompt(session_id=session_id, file_ids=attachments)
     return turns.turn_run(
         session_id=session_id,
         text=text,
         owner_id=owner_id,
         on_event=_turn_listener(session_id, on_event),
         provider=provider,
+        attachments=files,
     )
 
 
-async def turn_send_async(*, session_id: str, owner_id: int | None, text: str) -> turns.TurnResult:
+def _owned_with_attachments(
+    *, session_id: str, owner_id: int | None, attachments: list[str] | None
+) -> list[dict]:
+    _owned_session(session_id=session_id, owner_id=owner_id)
+    return attachments_for_prompt(session_id=session_id, file_ids=attachments)
+
+
+async def turn_send_async(
+    *, session_id: str, owner_id: int | None, text: str, attachments: list[str] | None = None
+) -> turns.TurnResult:
     """`turn_send` for the event loop (the WebSocket): the turn runs on the caller's loop, its
     model call holds no thread, its store work and blocking tools go through bounded pools."""
-    await in_pool("store", _owned_session, session_id=session_id, owner_id=owner_id)
+    files = await in_pool(
+        "store",
+        _owned_with_attachments,
+        session_id=session_id,
+        owner_id=owner_id,
+        attachments=attachments,
+    )
     return await turns.turn_run_async(
         session_id=session_id,
         text=text,
         owner_id=owner_id,
         on_event=turn_event_broadcaster(session_id),
+        attachments=files,
     )
 
 

@@ -72,6 +72,7 @@ DOMAIN_ERRORS: dict[type[Exception], int] = {
     QueueFull: status.HTTP_409_CONFLICT,
     QueuedPromptNotFound: status.HTTP_404_NOT_FOUND,
     file_selectors.FileNotFound: status.HTTP_404_NOT_FOUND,
+    files.AttachmentUnknown: status.HTTP_404_NOT_FOUND,
     file_types.UnsupportedFile: status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
     file_types.ImageTooManyPixels: status.HTTP_400_BAD_REQUEST,
     files.UploadTooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
@@ -377,6 +378,8 @@ class SessionViewSet(ViewSet):
     @action(detail=True, methods=["post"], throttle_classes=[TurnRateThrottle])
     def messages(self, request, id=None):
         data = _parse(serializers.MessageInput, request.data)
+        if data.get("attachments") and data["mode"] != prompt_modes.REJECT:
+            raise files.AttachmentsNotQueued()
         if data["mode"] != prompt_modes.REJECT:
             waiting = prompt_modes.prompt_enqueue(
                 session_id=id, owner_id=request.user.id, text=data["text"], mode=data["mode"]
@@ -385,7 +388,12 @@ class SessionViewSet(ViewSet):
                 {"queue_id": waiting.queue_id, "position": waiting.position},
                 status=status.HTTP_202_ACCEPTED,
             )
-        result = turn_services.turn_send(session_id=id, owner_id=request.user.id, text=data["text"])
+        result = turn_services.turn_send(
+            session_id=id,
+            owner_id=request.user.id,
+            text=data["text"],
+            attachments=data.get("attachments"),
+        )
         return Response(
             {
                 "turn_id": result.turn_id,

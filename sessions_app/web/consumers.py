@@ -30,7 +30,7 @@ from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.executors import in_pool
 from sessions_app.runtime.queue import QueuedPromptNotFound, QueueFull
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
-from sessions_app.services import approvals, notices, prompt_modes, turns
+from sessions_app.services import approvals, files, notices, prompt_modes, turns
 from sessions_app.services import connections as connection_services
 from sessions_app.store import SessionNotFound
 from sessions_app.throttles import turn_throttle_wait
@@ -325,9 +325,13 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 return await self._error(
                     "throttled", f"too many requests; try again in {math.ceil(wait)} seconds"
                 )
+            attachments = frame.get("attachments")
             if mode != prompt_modes.REJECT:
+                if attachments:
+                    error = files.AttachmentsNotQueued()
+                    return await self._error(error.code, str(error))
                 return await self._enqueue(text, mode)
-            return self._spawn(self._turn(text))
+            return self._spawn(self._turn(text, attachments))
         if kind == "queue_cancel":
             return await self._queue_cancel(frame)
         if kind == "approval":
@@ -349,14 +353,23 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         except SessionNotFound:
             await self._error("not_found", "the session no longer exists")
 
-    async def _turn(self, text: str):
+    async def _turn(self, text: str, attachments=None):
         try:
             # The turn runs on this worker's event loop: its model call holds no thread, its
             # store writes and blocking tools go through bounded pools (runtime.executors).
             await turns.turn_send_async(
-                session_id=self.session_id, owner_id=self.user_id, text=text
+                session_id=self.session_id,
+                owner_id=self.user_id,
+                text=text,
+                attachments=attachments,
             )
-        except (SessionBusy, TooManyTurns, drain.Draining) as error:
+        except (
+            SessionBusy,
+            TooManyTurns,
+            drain.Draining,
+            limits.InputInvalid,
+            files.AttachmentUnknown,
+        ) as error:
             await self._error(error.code, str(error))
         except SessionNotFound:
             await self._error("not_found", "the session no longer exists; reload to start anew")

@@ -163,6 +163,13 @@ class MessageInput(serializers.Serializer):
     mode = serializers.ChoiceField(
         choices=["queue", "steer", "interrupt", "reject"], required=False, default="reject"
     )
+    # docs/design.md §23: files uploaded to the session, sent with this prompt (mode reject).
+    attachments = serializers.ListField(
+        child=serializers.RegexField(r"^[0-9a-f]{64}$", max_length=64),
+        required=False,
+        max_length=20,
+        help_text="ids of files uploaded to this session (POST …/files/)",
+    )
 
 
 class BranchInput(serializers.Serializer):

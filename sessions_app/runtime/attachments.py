@@ -1,0 +1,75 @@
+"""A user message's attachments as a model is sent them (docs/design.md §23).
+
+The message keeps ids only (`data.attachments`); the bytes are read from the blob store each
+time a request is built, so a replay (§20) builds the same request from the same bytes. The
+parts here are the providers' common shape, which each projection turns into its own:
+- an image: `{"type": "image", "mime", "data"}` (base64) for a model that sees images, else
+  the text "[image: name, W×H]";
+- a text file or a PDF: `{"type": "text", "text"}` — its name, then its text, bounded as a
+  tool result is (TOOL_RESULT_MAX_TOKENS, head and tail), so one file cannot fill the window.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+
+from sessions_app.runtime.context_window import IMAGE_TOKENS
+from sessions_app.runtime.history import bounded_result, image_stand_in, tool_result_max_chars
+from sessions_app.store.blobs import blob_read, blob_text
+
+logger = logging.getLogger(__name__)
+
+
+def _text_part(ref: dict) -> dict:
+    kind = "pdf" if ref.get("mime") == "application/pdf" else "text"
+    try:
+        text = blob_text(ref["id"], kind=kind)
+    except OSError:
+        logger.warning("attachment %s is missing from the blob store", ref.get("id"))
+        return {"type": "text", "text": f"[file: {ref.get('name', 'file')} (no longer stored)]"}
+    body = bounded_result(text, tool_result_max_chars())
+    return {"type": "text", "text": f"[file: {ref.get('name', 'file')}]\n{body}"}
+
+
+def _image_part(ref: dict) -> dict:
+    try:
+        data = blob_read(ref["id"])
+    except OSError:
+        logger.warning("attachment %s is missing from the blob store", ref.get("id"))
+        return {"type": "text", "text": image_stand_in(ref) + " (no longer stored)"}
+    return {"type": "image", "mime": ref["mime"], "data": base64.b64encode(data).decode("ascii")}
+
+
+def attachment_parts(refs: list[dict], *, sees_images: bool) -> list[dict]:
+    """The parts a model is sent for a message's attachments, in their order."""
+    parts = []
+    for ref in refs:
+        if str(ref.get("mime", "")).startswith("image/"):
+            parts.append(
+                _image_part(ref) if sees_images else {"type": "text", "text": image_stand_in(ref)}
+            )
+        else:
+            parts.append(_text_part(ref))
+    return parts
+
+
+def seeing_parts(refs: list[dict]) -> list[dict]:
+    """For a model that sees images (OpenAI's and Anthropic's)."""
+    return attachment_parts(refs, sees_images=True)
+
+
+def blind_parts(refs: list[dict]) -> list[dict]:
+    """For a model that does not (the offline model): images as "[image: name, W×H]"."""
+    return attachment_parts(refs, sees_images=False)
+
+
+def attachments_tokens(refs: list[dict], *, chars_per_token: int = 4) -> int:
+    """An estimate of what a message's attachments add to a request, without reading them."""
+    total = 0
+    for ref in refs:
+        if str(ref.get("mime", "")).startswith("image/"):
+            total += IMAGE_TOKENS
+        else:
+            total += min(int(ref.get("size") or 0), tool_result_max_chars()) // chars_per_token
+    return total

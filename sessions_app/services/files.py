@@ -5,6 +5,7 @@ Every write is a service (docs/design.md §16: one module per action family)."""
 from __future__ import annotations
 
 import hashlib
+import logging
 from typing import Any, BinaryIO
 
 from django.conf import settings
@@ -18,6 +19,11 @@ from sessions_app.store.blobs import (
     owner_usage,
     session_files,
 )
+from sessions_app.store.blobs import (
+    blobs_sweep as store_blobs_sweep,
+)
+
+logger = logging.getLogger(__name__)
 
 NAME_MAX_CHARS = 255
 HASH_CHUNK_BYTES = 1024 * 1024
@@ -124,3 +130,12 @@ def attachments_for_prompt(*, session_id: str, file_ids: Any) -> list[dict]:
             "(POST /api/sessions/<id>/files/ first)"
         )
     return [found[file_id].attachment() for file_id in wanted]
+
+
+def blobs_sweep() -> int:
+    """Remove every blob no session links to (file and row); how many went. A blob an upload
+    links while the sweep runs stays, or is written again by that upload (store/blobs.py)."""
+    removed = store_blobs_sweep()
+    if removed:
+        logger.info("blobs sweep removed %d unlinked blob(s)", removed)
+    return removed

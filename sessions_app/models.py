@@ -266,6 +266,9 @@ class QueuedPrompt(models.Model):
     owner_id = models.BigIntegerField(null=True, blank=True)
     kind = models.CharField(max_length=8)  # queue | steer
     text = models.TextField()
+    # The files the prompt carries (docs/design.md §23): what its user message will keep as
+    # `data.attachments`, checked when it was queued.
+    attachments = models.JSONField(null=True, blank=True)
     # Run order within the session: appended at the end, or before every other (interrupt).
     rank = models.BigIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)

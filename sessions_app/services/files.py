@@ -98,12 +98,14 @@ class AttachmentUnknown(LookupError):
     code = "unknown_attachment"
 
 
-class AttachmentsNotQueued(limits.InputInvalid):
-    """Attachments go with a prompt that runs now (mode `reject`): a queued prompt keeps text
-    only (400 invalid)."""
+class AttachmentsNotSteered(limits.InputInvalid):
+    """A steer joins the running turn as text only: attachments go with a prompt that runs
+    as a turn of its own (400 invalid)."""
 
     def __init__(self):
-        super().__init__("attachments go with a prompt sent now (mode reject), not a queued one")
+        super().__init__(
+            "attachments go with a prompt of its own (mode reject, queue or interrupt), not a steer"
+        )
 
 
 ATTACHMENTS_MAX = 20

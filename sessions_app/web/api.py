@@ -378,11 +378,13 @@ class SessionViewSet(ViewSet):
     @action(detail=True, methods=["post"], throttle_classes=[TurnRateThrottle])
     def messages(self, request, id=None):
         data = _parse(serializers.MessageInput, request.data)
-        if data.get("attachments") and data["mode"] != prompt_modes.REJECT:
-            raise files.AttachmentsNotQueued()
         if data["mode"] != prompt_modes.REJECT:
             waiting = prompt_modes.prompt_enqueue(
-                session_id=id, owner_id=request.user.id, text=data["text"], mode=data["mode"]
+                session_id=id,
+                owner_id=request.user.id,
+                text=data["text"],
+                mode=data["mode"],
+                attachments=data.get("attachments"),
             )
             return Response(
                 {"queue_id": waiting.queue_id, "position": waiting.position},

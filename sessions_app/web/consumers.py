@@ -327,10 +327,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 )
             attachments = frame.get("attachments")
             if mode != prompt_modes.REJECT:
-                if attachments:
-                    error = files.AttachmentsNotQueued()
-                    return await self._error(error.code, str(error))
-                return await self._enqueue(text, mode)
+                return await self._enqueue(text, mode, attachments)
             return self._spawn(self._turn(text, attachments))
         if kind == "queue_cancel":
             return await self._queue_cancel(frame)
@@ -377,13 +374,17 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             logger.exception("turn failed in session %s", self.session_id)
             await self._error("turn_failed", "the turn failed; the error is in the server log")
 
-    async def _enqueue(self, text: str, mode: str):
+    async def _enqueue(self, text: str, mode: str, attachments=None):
         # Every tab, this one too, learns the prompt's place from the `queued` event.
         try:
             await database_sync_to_async(prompt_modes.prompt_enqueue)(
-                session_id=self.session_id, owner_id=self.user_id, text=text, mode=mode
+                session_id=self.session_id,
+                owner_id=self.user_id,
+                text=text,
+                mode=mode,
+                attachments=attachments,
             )
-        except QueueFull as error:
+        except (QueueFull, limits.InputInvalid, files.AttachmentUnknown) as error:
             await self._error(error.code, str(error))
         except SessionNotFound:
             await self._error("not_found", "the session no longer exists; reload to start anew")

@@ -7,7 +7,9 @@ import json
 
 import pytest
 
+from sessions_app.store import get_store
 from tests.fakes.llm_server import Reply, serving_both_sdks
+from tests.helpers import eventually
 from tests.sessions_app.files.helpers import pdf_bytes, png_bytes, upload
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -130,13 +132,33 @@ def test_an_attachment_of_another_session_is_refused_and_nothing_is_stored(backe
         response = send(api, "two", "see", attachments)
         assert response.status_code == status, response.content
         assert response.json()["code"] == code
-    queued = api.post(
+    steer = api.post(
         "/api/sessions/one/messages/",
-        {"text": "later", "attachments": [image["id"]], "mode": "queue"},
+        {"text": "also", "attachments": [image["id"]], "mode": "steer"},
         format="json",
     )
-    assert queued.status_code == 400
+    assert steer.status_code == 400
+    assert steer.json()["code"] == "invalid"
     assert api.get("/api/sessions/two/entries/").json()["entries"] == []
     assert api.get("/api/sessions/one/entries/").json()["entries"] == []
     # Bob, sending to Alice's session, learns nothing: 404 as for a missing one.
     assert send(bob_api, "one", "see", [image["id"]]).status_code == 404
+
+
+def test_a_queued_prompt_keeps_its_attachments_until_it_runs(backend, api):
+    api.post("/api/sessions/", {"id": "later"}, format="json")
+    image = upload(api, "later", "q.png", png_bytes(16, 9)).json()
+    response = api.post(
+        "/api/sessions/later/messages/",
+        {"text": "when you can", "attachments": [image["id"]], "mode": "queue"},
+        format="json",
+    )
+    assert response.status_code == 202, response.content
+
+    def answered():
+        entries = get_store().get_messages("later")
+        return entries if any(e.kind == "turn_end" for e in entries) else None
+
+    entries = eventually(answered, what="the queued prompt ran")
+    (message,) = [e for e in entries if e.role == "user"]
+    assert [a["id"] for a in message.data["attachments"]] == [image["id"]]

@@ -29,6 +29,7 @@ from notices_app.schedules import schedules_export_for_owner
 from sessions_app import selectors
 from sessions_app.ids import safe_filename
 from sessions_app.store import get_store
+from sessions_app.store.blobs import blob_chunks, blobs_of_sessions
 
 ARCHIVE_README = """Your data from Jarvis, as of {as_of}.
 
@@ -36,6 +37,7 @@ sessions/<id>.json   every session with every entry and notice (the export forma
 sessions/<id>.md     the same session as a readable transcript
 memory.json          what the agent learned about you: profile facts and procedures
 schedules.json       your reminders and scheduled prompts, active and past
+files/<sha256>       the files you sent, named by the id the sessions' messages give them
 """
 
 
@@ -116,6 +118,10 @@ def _files(owner_id: int) -> Iterator[tuple[str, Iterator[bytes]]]:
         yield f"sessions/{name}.md", _text(selectors.export_markdown(meta, entries, notices))
     yield "memory.json", _json(memory_export_for_owner(owner_id=owner_id))
     yield "schedules.json", _json(schedules_export_for_owner(owner_id=owner_id))
+    # The sessions' files (docs/design.md §23), once each, named by the id entries give them.
+    session_ids = [meta.id for meta in store.list(owner_id=owner_id)]
+    for sha256 in blobs_of_sessions(session_ids):
+        yield f"files/{sha256}", blob_chunks(sha256, CHUNK_BYTES)
 
 
 def user_data_zip(*, owner_id: int) -> Iterator[bytes]:

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from django.conf import settings
 
 from sessions_app import limits, selectors
-from sessions_app.file_types import file_type_of
+from sessions_app.file_types import ImageTooManyPixels, UnsupportedFile, file_type_of
 from sessions_app.store.blobs import (
     StoredFile,
+    blob_chunks,
     blob_link,
+    blobs_of_sessions,
     owner_links,
     owner_usage,
     session_files,
@@ -26,6 +30,7 @@ from sessions_app.store.blobs import (
 logger = logging.getLogger(__name__)
 
 NAME_MAX_CHARS = 255
+SHA256_HEX = re.compile("[0-9a-f]{64}")
 HASH_CHUNK_BYTES = 1024 * 1024
 
 
@@ -141,3 +146,58 @@ def blobs_sweep() -> int:
     if removed:
         logger.info("blobs sweep removed %d unlinked blob(s)", removed)
     return removed
+
+
+def files_export(*, session_ids: list[str], directory: Path) -> int:
+    """Copy the files these sessions link to into `directory/<sha256>` (an existing one is
+    the same bytes and stays); how many the directory holds for them."""
+    wanted = blobs_of_sessions(session_ids)
+    if wanted:
+        directory.mkdir(parents=True, exist_ok=True)
+    for sha256 in wanted:
+        target = directory / sha256
+        if target.exists():
+            continue
+        partial = directory / f".{sha256}.partial"
+        with partial.open("wb") as out:
+            for chunk in blob_chunks(sha256, HASH_CHUNK_BYTES):
+                out.write(chunk)
+        partial.replace(target)
+    return len(wanted)
+
+
+def files_restore(
+    *, session_id: str, owner_id: int, refs: list[dict], directory: Path
+) -> list[str]:
+    """Link an imported session to the files its messages name, from `directory/<sha256>`
+    (an export's `files/`); notes on the ones that could not be: missing, or not the bytes
+    their id says, or not a file an upload would take."""
+    notes = []
+    for ref in refs:
+        sha256 = str(ref.get("id", ""))
+        path = directory / sha256
+        if not SHA256_HEX.fullmatch(sha256) or not path.is_file():
+            notes.append(f"file {sha256[:64]!r} ({ref.get('name', '')}) is not in the export")
+            continue
+        with path.open("rb") as file:
+            digest = hashlib.sha256()
+            while chunk := file.read(HASH_CHUNK_BYTES):
+                digest.update(chunk)
+            if digest.hexdigest() != sha256:
+                notes.append(f"file {sha256} does not hold the bytes its name says; left out")
+                continue
+            try:
+                file_type = file_type_of(file)
+            except (UnsupportedFile, ImageTooManyPixels) as error:
+                notes.append(f"file {sha256}: {error}; left out")
+                continue
+            blob_link(
+                file=file,
+                sha256=sha256,
+                size=path.stat().st_size,
+                file_type=file_type,
+                session_id=session_id,
+                owner_id=owner_id,
+                name=file_name_check(str(ref.get("name") or "file")),
+            )
+    return notes

@@ -244,3 +244,20 @@ def blob_remove_if_unlinked(sha256: str) -> bool:
 def blobs_sweep() -> int:
     """Remove every blob nothing links to; how many went."""
     return sum(blob_remove_if_unlinked(sha256) for sha256 in blobs_unlinked())
+
+
+def blobs_of_sessions(session_ids: Iterable[str]) -> list[str]:
+    """The distinct blobs these sessions link to, in id order (what an export carries)."""
+    return list(
+        BlobLink.objects.filter(session_id__in=list(session_ids))
+        .values_list("blob_id", flat=True)
+        .distinct()
+        .order_by("blob_id")
+    )
+
+
+def blob_chunks(sha256: str, chunk_bytes: int) -> Iterable[bytes]:
+    """The blob's bytes, a chunk at a time (an export streams them, never whole)."""
+    with blob_open(sha256) as file:
+        while chunk := file.read(chunk_bytes):
+            yield chunk

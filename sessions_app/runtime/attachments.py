@@ -13,12 +13,36 @@ from __future__ import annotations
 
 import base64
 import logging
+import threading
+from collections import OrderedDict
 
 from sessions_app.runtime.context_window import IMAGE_TOKENS
 from sessions_app.runtime.history import bounded_result, image_stand_in, tool_result_max_chars
 from sessions_app.store.blobs import blob_read, blob_text
 
 logger = logging.getLogger(__name__)
+
+# A step builds its request more than once (counted, then sent) and every step of a turn
+# sends the conversation again: an image's base64 is kept, by its SHA-256 (its bytes never
+# change), up to this many characters per process, the least recently used going first.
+ENCODED_CACHE_CHARS = 64 * 1024 * 1024
+_encoded: OrderedDict[str, str] = OrderedDict()
+_encoded_lock = threading.Lock()
+
+
+def _base64_of(sha256: str) -> str:
+    with _encoded_lock:
+        if sha256 in _encoded:
+            _encoded.move_to_end(sha256)
+            return _encoded[sha256]
+    encoded = base64.b64encode(blob_read(sha256)).decode("ascii")
+    with _encoded_lock:
+        _encoded[sha256] = encoded
+        total = sum(len(value) for value in _encoded.values())
+        while total > ENCODED_CACHE_CHARS and len(_encoded) > 1:
+            _, dropped = _encoded.popitem(last=False)
+            total -= len(dropped)
+    return encoded
 
 
 def _text_part(ref: dict) -> dict:
@@ -34,11 +58,11 @@ def _text_part(ref: dict) -> dict:
 
 def _image_part(ref: dict) -> dict:
     try:
-        data = blob_read(ref["id"])
+        data = _base64_of(ref["id"])
     except OSError:
         logger.warning("attachment %s is missing from the blob store", ref.get("id"))
         return {"type": "text", "text": image_stand_in(ref) + " (no longer stored)"}
-    return {"type": "image", "mime": ref["mime"], "data": base64.b64encode(data).decode("ascii")}
+    return {"type": "image", "mime": ref["mime"], "data": data}
 
 
 def attachment_parts(refs: list[dict], *, sees_images: bool) -> list[dict]:

@@ -3,9 +3,12 @@ checked by the local fake server of each API, through the official SDKs — whil
 ids only, and a replay (§20) rebuilds exactly what was sent."""
 
 import base64
+import io
 import json
+import os
 
 import pytest
+from PIL import Image
 
 from sessions_app.store import get_store
 from tests.fakes.llm_server import Reply, serving_both_sdks
@@ -162,3 +165,21 @@ def test_a_queued_prompt_keeps_its_attachments_until_it_runs(backend, api):
     entries = eventually(answered, what="the queued prompt ran")
     (message,) = [e for e in entries if e.role == "user"]
     assert [a["id"] for a in message.data["attachments"]] == [image["id"]]
+
+
+def test_twenty_images_keep_the_log_small(backend, api, tmp_path):
+    """The entries name the files; their size does not depend on the files' (here 20 images
+    of about 300 KB: the same entries as for 20 of 5 MB)."""
+    api.post("/api/sessions/", {"id": "album"}, format="json")
+    ids = []
+    for number in range(20):
+        out = io.BytesIO()
+        Image.frombytes("RGB", (320, 320), os.urandom(320 * 320 * 3)).save(out, format="PNG")
+        ids.append(upload(api, "album", f"photo-{number:02}.png", out.getvalue()).json()["id"])
+    response = send(api, "album", "Which is the best photo?", ids)
+    assert response.json()["status"] == "completed"
+
+    entries = api.get("/api/sessions/album/entries/").json()["entries"]
+    assert len(json.dumps(entries)) < 20_000
+    logs = [path for path in (tmp_path / "sessions").rglob("*.jsonl")]
+    assert all(path.stat().st_size < 20_000 for path in logs)

@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 from sessions_app import file_selectors
 from sessions_app.models import Blob
 from sessions_app.services import files
+from sessions_app.throttles import UploadRateThrottle
 from sessions_app.web import serializers
 from sessions_app.web.api import ERRORS, SESSION_ID, _parse
 from sessions_app.web.parsers import MULTIPART_ALLOWANCE
@@ -45,6 +46,7 @@ class _FilesView(APIView):
 @extend_schema(tags=["files"])
 class FileUploadView(_FilesView):
     parser_classes = [MultiPartParser]
+    throttle_classes = [UploadRateThrottle]
 
     @extend_schema(
         parameters=[SESSION_ID],
@@ -65,6 +67,9 @@ class FileUploadView(_FilesView):
             415: OpenApiResponse(
                 serializers.ErrorOutput,
                 description="unsupported_file: not an image, a text or a PDF",
+            ),
+            429: OpenApiResponse(
+                serializers.ErrorOutput, description="throttled (UPLOAD_THROTTLE_RATE)"
             ),
         },
     )

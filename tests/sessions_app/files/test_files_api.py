@@ -4,6 +4,7 @@ import pytest
 from PIL import Image
 
 from sessions_app.models import Blob
+from sessions_app.throttles import UploadRateThrottle
 from tests.sessions_app.files.helpers import ELF_BYTES, pdf_bytes, png_bytes, upload
 
 pytestmark = pytest.mark.django_db
@@ -108,3 +109,15 @@ def test_another_user_gets_404_as_for_a_missing_session(api, bob_api, session_id
     # Bob's own session does not reach Alice's file either, though he knows its id.
     bob_api.post("/api/sessions/", {"id": "bobs"}, format="json")
     assert_error(bob_api.get(f"/api/sessions/bobs/files/{file_id}/"), 404, "not_found")
+
+
+def test_uploads_are_throttled_per_user(api, bob_api, session_id, monkeypatch):
+    # DRF reads the rates when it loads: this stands for UPLOAD_THROTTLE_RATE=2/min.
+    monkeypatch.setattr(UploadRateThrottle, "THROTTLE_RATES", {"uploads": "2/min"})
+    for number in range(2):
+        assert (
+            upload(api, session_id, f"{number}.txt", f"note {number}".encode()).status_code == 201
+        )
+    assert_error(upload(api, session_id, "3.txt", b"note 3"), 429, "throttled")
+    bob_api.post("/api/sessions/", {"id": "bobs"}, format="json")
+    assert upload(bob_api, "bobs", "b.txt", b"bob's note").status_code == 201

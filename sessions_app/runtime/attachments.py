@@ -12,9 +12,12 @@ parts here are the providers' common shape, which each projection turns into its
 from __future__ import annotations
 
 import base64
+import io
 import logging
 import threading
 from collections import OrderedDict
+
+from PIL import Image
 
 from sessions_app.runtime.context_window import IMAGE_TOKENS
 from sessions_app.runtime.history import bounded_result, image_stand_in, tool_result_max_chars
@@ -30,17 +33,47 @@ _encoded: OrderedDict[str, str] = OrderedDict()
 _encoded_lock = threading.Lock()
 
 
-def _base64_of(sha256: str) -> str:
+# What a provider takes of one image: Anthropic refuses one over 5 MB (its base64 is a third
+# larger than the bytes) or 8000 px a side, and scales anything over 1568 px down anyway;
+# OpenAI takes up to 20 MB. A larger image is sent scaled to SEND_MAX_PX on its longer side,
+# as a JPEG (a PNG when it has transparency) — the same bytes every time, so a replay (§20)
+# still builds the request that was sent.
+SEND_MAX_BYTES = 3_750_000
+SEND_MAX_PX = 1568
+PROVIDER_MAX_SIDE_PX = 8000
+JPEG_QUALITY = 85
+
+
+def _sendable(raw: bytes, mime: str) -> tuple[str, bytes]:
+    """The image as a provider takes it: (mime, bytes), scaled down when too large."""
+    with Image.open(io.BytesIO(raw)) as image:
+        if len(raw) <= SEND_MAX_BYTES and max(image.size) <= PROVIDER_MAX_SIDE_PX:
+            return mime, raw
+        image.seek(0)
+        transparent = image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info
+        frame = image.convert("RGBA" if transparent else "RGB")
+    frame.thumbnail((SEND_MAX_PX, SEND_MAX_PX))
+    out = io.BytesIO()
+    if transparent:
+        frame.save(out, format="PNG", optimize=True)
+        return "image/png", out.getvalue()
+    frame.save(out, format="JPEG", quality=JPEG_QUALITY)
+    return "image/jpeg", out.getvalue()
+
+
+def _base64_of(sha256: str, mime: str) -> tuple[str, str]:
+    """(mime, base64) of the image as it is sent."""
     with _encoded_lock:
         if sha256 in _encoded:
             _encoded.move_to_end(sha256)
             return _encoded[sha256]
-    encoded = base64.b64encode(blob_read(sha256)).decode("ascii")
+    sent_mime, raw = _sendable(blob_read(sha256), mime)
+    encoded = (sent_mime, base64.b64encode(raw).decode("ascii"))
     with _encoded_lock:
         _encoded[sha256] = encoded
-        total = sum(len(value) for value in _encoded.values())
+        total = sum(len(value) for _, value in _encoded.values())
         while total > ENCODED_CACHE_CHARS and len(_encoded) > 1:
-            _, dropped = _encoded.popitem(last=False)
+            _, (_, dropped) = _encoded.popitem(last=False)
             total -= len(dropped)
     return encoded
 
@@ -58,11 +91,11 @@ def _text_part(ref: dict) -> dict:
 
 def _image_part(ref: dict) -> dict:
     try:
-        data = _base64_of(ref["id"])
+        mime, data = _base64_of(ref["id"], ref["mime"])
     except OSError:
         logger.warning("attachment %s is missing from the blob store", ref.get("id"))
         return {"type": "text", "text": image_stand_in(ref) + " (no longer stored)"}
-    return {"type": "image", "mime": ref["mime"], "data": data}
+    return {"type": "image", "mime": mime, "data": data}
 
 
 def attachment_parts(refs: list[dict], *, sees_images: bool) -> list[dict]:

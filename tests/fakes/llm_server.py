@@ -98,6 +98,10 @@ IMAGE_MAGIC = {
 }
 
 
+# Anthropic's limit on one image, counted on its base64.
+ANTHROPIC_IMAGE_MAX_BASE64 = 5 * 1024 * 1024
+
+
 def image_refusal(media_type: str, data: str) -> str | None:
     """Why an image of this type and base64 data would be refused; None if it would not."""
     if media_type not in IMAGE_MAGIC:
@@ -174,6 +178,11 @@ def anthropic_content_check(messages: list[dict]) -> None:
             problem = image_refusal(source.get("media_type", ""), source.get("data", ""))
             if problem:
                 refuse(f"{where}.source.base64: {problem}")
+            if len(source["data"]) > ANTHROPIC_IMAGE_MAX_BASE64:
+                refuse(
+                    f"{where}.source.base64: image exceeds 5 MB maximum: "
+                    f"{len(source['data'])} bytes > {ANTHROPIC_IMAGE_MAX_BASE64} bytes"
+                )
 
 
 def openai_check(messages: list[dict]) -> None:

@@ -183,3 +183,32 @@ def test_twenty_images_keep_the_log_small(backend, api, tmp_path):
     assert len(json.dumps(entries)) < 20_000
     logs = [path for path in (tmp_path / "sessions").rglob("*.jsonl")]
     assert all(path.stat().st_size < 20_000 for path in logs)
+
+
+def test_an_image_too_large_for_the_provider_is_sent_scaled_down(backend, server, api_name, api):
+    """Anthropic refuses an image over 5 MB (the fake server too); a 4 MB photo goes as a
+    JPEG at most 1568 px on its longer side, and a replay still equals what was sent."""
+    session_id = new_session(api, "big-photo", MODELS[api_name])
+    out = io.BytesIO()
+    Image.frombytes("RGB", (2000, 1000), os.urandom(2000 * 1000 * 3)).save(out, format="PNG")
+    photo = out.getvalue()
+    assert len(photo) > 4_000_000
+    file_id = upload(api, session_id, "photo.png", photo).json()["id"]
+    server.script(Reply(text="Noise."))
+
+    response = send(api, session_id, "What is this?", [file_id])
+
+    assert response.json()["status"] == "completed", response.json()
+    assert server.refusals == []
+    part = server.requests[-1]["messages"][-1]["content"][0]
+    if api_name == "openai":
+        head, _, data = part["image_url"]["url"].partition(",")
+        assert head == "data:image/jpeg;base64"
+    else:
+        assert part["source"]["media_type"] == "image/jpeg"
+        data = part["source"]["data"]
+    with Image.open(io.BytesIO(base64.b64decode(data))) as sent:
+        assert sent.size == (1568, 784)
+    turn_id = response.json()["turn_id"]
+    replay = api.get(f"/api/sessions/{session_id}/turns/{turn_id}/requests/").json()
+    assert [request["body"] for request in replay["requests"]] == server.requests[-1:]

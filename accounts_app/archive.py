@@ -37,6 +37,7 @@ sessions/<id>.md     the same session as a readable transcript
 memory.json          what the agent learned about you: profile facts and procedures
 schedules.json       your reminders and scheduled prompts, active and past
 goals.json           your goals, open and finished, with their notes and results
+files/<sha256>       the files you sent, named by the id the sessions' messages give them
 """
 
 
@@ -116,6 +117,10 @@ def _files(owner_id: int) -> Iterator[tuple[str, Iterator[bytes]]]:
     yield "memory.json", _json(memory_export_for_owner(owner_id=owner_id))
     yield "schedules.json", _json(schedules_export_for_owner(owner_id=owner_id))
     yield "goals.json", _json(goals_export_for_owner(owner_id=owner_id))
+    # The sessions' files (docs/design.md §23), once each, named by the id entries give them.
+    session_ids = [meta.id for meta in selectors.sessions_of_owner(owner_id=owner_id)]
+    for sha256 in selectors.blobs_of_sessions(session_ids):
+        yield f"files/{sha256}", selectors.blob_chunks(sha256, CHUNK_BYTES)
 
 
 def user_data_zip(*, owner_id: int) -> Iterator[bytes]:

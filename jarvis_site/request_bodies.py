@@ -10,7 +10,8 @@ Daphne never reads. A 100 MiB multipart body sent to `/healthz`, with no credent
 path: a `Content-Length` over the cap is answered at once with 413 `too_large` (JSON) and
 not a byte of the body is kept; a body sent without a length (chunked) is counted as it
 arrives and refused the same way the moment it passes the cap. The cap is
-DATA_UPLOAD_MAX_MEMORY_SIZE, except for the uploads named in `UPLOAD_CAPS`, whose larger cap
+DATA_UPLOAD_MAX_MEMORY_SIZE, except for the uploads named in `UPLOAD_CAPS` and a session's file
+uploads (UPLOAD_MAX_BYTES), whose larger cap
 applies only to a request carrying credentials (a token or a session cookie: checking them
 needs the database, which the application does; here an anonymous request cannot make the
 server take a large body). Requests over HTTP/2 do not come this way: Daphne speaks HTTP/2
@@ -25,14 +26,33 @@ from collections.abc import Callable
 from daphne.http_protocol import HTTPFactory, WebRequest
 from django.conf import settings
 
-from sessions_app.web.parsers import RequestTooLarge
+from sessions_app.web.parsers import MULTIPART_ALLOWANCE, RequestTooLarge
 
-# A multipart form carries its boundaries and other fields around the file.
-MULTIPART_ALLOWANCE = 64 * 1024
 # Paths (exactly as sent, before `?`) that take a larger body from a signed-in client.
 UPLOAD_CAPS: dict[bytes, Callable[[], int]] = {
     b"/api/import/": lambda: settings.IMPORT_MAX_BYTES + MULTIPART_ALLOWANCE,
 }
+# A session's file upload, `/api/sessions/<id>/files/` (docs/design.md §23): a session id has
+# no `/`, so the path is this prefix, one part, and this suffix.
+FILE_UPLOAD_PREFIX = b"/api/sessions/"
+FILE_UPLOAD_SUFFIX = b"/files/"
+
+
+def _upload_cap(path: bytes) -> Callable[[], int] | None:
+    cap = UPLOAD_CAPS.get(path)
+    if cap is not None:
+        return cap
+    middle = path[len(FILE_UPLOAD_PREFIX) : -len(FILE_UPLOAD_SUFFIX)]
+    if (
+        path.startswith(FILE_UPLOAD_PREFIX)
+        and path.endswith(FILE_UPLOAD_SUFFIX)
+        and middle
+        and b"/" not in middle
+    ):
+        return lambda: settings.UPLOAD_MAX_BYTES + MULTIPART_ALLOWANCE
+    return None
+
+
 # After the refusal the client may still be sending: what arrives is read and dropped for
 # this long, so that it gets to read the answer (a socket closed with unread data resets the
 # connection, and the client may lose the answer with it). Then the connection is cut.
@@ -42,7 +62,7 @@ LINGER_SEC = 2.0
 def body_cap(target: bytes, *, has_credentials: bool) -> int | None:
     """The largest body a request to `target` may send; None: no cap (Django's own setting
     turned off)."""
-    upload_cap = UPLOAD_CAPS.get(target.split(b"?", 1)[0])
+    upload_cap = _upload_cap(target.split(b"?", 1)[0])
     if upload_cap is not None and has_credentials:
         return upload_cap()
     return settings.DATA_UPLOAD_MAX_MEMORY_SIZE

@@ -258,6 +258,23 @@ RETENTION_SWEEP_EVERY_SEC = _positive("RETENTION_SWEEP_EVERY_SEC", 3600.0)
 # The largest history file POST /api/import/ accepts (a ChatGPT export or an openai-agents
 # database); larger: 400 file_too_large.
 IMPORT_MAX_BYTES = _positive("IMPORT_MAX_BYTES", 50 * 1024 * 1024, cast=int)
+# Files in a conversation (docs/design.md §23). Bytes live once, by their SHA-256, in the
+# `blobs` storage: a directory (BLOB_STORAGE_URL unset: var/blobs/; or `file:///path`).
+BLOB_STORAGE_URL = env.str("BLOB_STORAGE_URL", default="")
+if BLOB_STORAGE_URL.startswith("file://"):
+    BLOB_DIR = Path(BLOB_STORAGE_URL.removeprefix("file://")).expanduser()
+elif not BLOB_STORAGE_URL:
+    BLOB_DIR = VAR_DIR / "blobs"
+else:
+    raise ImproperlyConfigured(
+        f"BLOB_STORAGE_URL must be file:///<directory> (or unset: var/blobs/), not {BLOB_STORAGE_URL!r}"
+    )
+# The largest file one upload takes (413 too_large), and what one person's files may take
+# together (413 quota_exceeded).
+UPLOAD_MAX_BYTES = _positive("UPLOAD_MAX_BYTES", 20 * 1024 * 1024, cast=int)
+USER_STORAGE_QUOTA_BYTES = _positive("USER_STORAGE_QUOTA_BYTES", 1024 * 1024 * 1024, cast=int)
+# How often `db_worker` removes blobs nothing links to (the task queues its own next run).
+BLOBS_SWEEP_EVERY_SEC = _positive("BLOBS_SWEEP_EVERY_SEC", 3600.0)
 # One import's budget (docs/design.md §27), checked before anything is written: a file
 # over IMPORT_MAX_NODES (conversations + tree nodes, or database rows), with a path of more
 # than IMPORT_MAX_DEPTH nodes, or unpacking (zip) / reading (SQLite) more than
@@ -441,6 +458,7 @@ REST_FRAMEWORK = {
         "branches": env.str("BRANCH_THROTTLE_RATE", default="30/min"),
         "search": env.str("SEARCH_THROTTLE_RATE", default="120/min"),
         "exports": env.str("EXPORT_THROTTLE_RATE", default="10/hour"),
+        "uploads": env.str("UPLOAD_THROTTLE_RATE", default="60/min"),
     },
     # Every error body is {"code", "detail"} (docs/design.md §7).
     "EXCEPTION_HANDLER": "sessions_app.web.api.exception_handler",
@@ -475,6 +493,14 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "blobs": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(BLOB_DIR), "file_permissions_mode": 0o600},
+    },
+}
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 SERVE_STATIC = env.bool("SERVE_STATIC", default=True)

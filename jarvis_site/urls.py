@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 from django.contrib.auth.decorators import login_required
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
@@ -10,6 +10,7 @@ from rest_framework.routers import DefaultRouter
 
 from notices_app.api import GoalViewSet, ScheduleViewSet, service_worker
 from sessions_app.web.api import HistoryImportView, SearchViewSet, SessionViewSet
+from sessions_app.web.files_api import FileThumbView, FileUploadView, FileView
 
 router = DefaultRouter()
 router.register("sessions", SessionViewSet, basename="session")
@@ -26,6 +27,16 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/import/", HistoryImportView.as_view(), name="history-import"),
+    # A session's files (docs/design.md §23); a session id has no `/`.
+    re_path(r"^api/sessions/(?P<id>[^/]+)/files/$", FileUploadView.as_view(), name="files"),
+    re_path(
+        r"^api/sessions/(?P<id>[^/]+)/files/(?P<file_id>[^/]+)/$", FileView.as_view(), name="file"
+    ),
+    re_path(
+        r"^api/sessions/(?P<id>[^/]+)/files/(?P<file_id>[^/]+)/thumb/$",
+        FileThumbView.as_view(),
+        name="file-thumb",
+    ),
     path("api/", include(router.urls)),
     # Before notices_app's: its `me/` view, extended with DELETE (the account).
     path("api/", include("accounts_app.urls")),

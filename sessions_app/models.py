@@ -266,6 +266,9 @@ class QueuedPrompt(models.Model):
     owner_id = models.BigIntegerField(null=True, blank=True)
     kind = models.CharField(max_length=8)  # queue | steer
     text = models.TextField()
+    # The files the prompt carries (docs/design.md §23): what its user message will keep as
+    # `data.attachments`, checked when it was queued.
+    attachments = models.JSONField(null=True, blank=True)
     # Run order within the session: appended at the end, or before every other (interrupt).
     rank = models.BigIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -311,3 +314,56 @@ class ModelUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source} usage of {self.session_id} ({self.model})"
+
+
+class Blob(models.Model):
+    """The bytes of an uploaded file, stored once by their SHA-256 in the `blobs` storage
+    (docs/design.md §23). Entries, exports and frames name a blob by this id and never hold
+    its bytes.
+
+    A blob lives while a `BlobLink` names it; `blobs_sweep` removes the others, the row and
+    the file together under the row's lock, so an upload that links it at the same moment
+    either keeps it or writes it again (store/blobs.py)."""
+
+    IMAGE = "image"
+    TEXT = "text"
+    PDF = "pdf"
+    KINDS = [(IMAGE, "image"), (TEXT, "text"), (PDF, "PDF")]
+
+    sha256 = models.CharField(primary_key=True, max_length=64)
+    size = models.PositiveBigIntegerField()
+    mime = models.CharField(max_length=100)
+    kind = models.CharField(max_length=8, choices=KINDS)
+    width = models.PositiveIntegerField(null=True, blank=True)
+    height = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]} {self.mime}"
+
+
+class BlobLink(models.Model):
+    """A file uploaded to a session: the session may attach it to its prompts, its owner may
+    read it back. One link per (session, blob): the name is the one it was first uploaded
+    under. A branch gets copies of its parent's links; deleting a session (or its account)
+    removes them.
+
+    A plain session id, not a foreign key: the jsonl backend keeps no session row. `owner`
+    is whom the quota counts against."""
+
+    blob = models.ForeignKey(Blob, on_delete=models.PROTECT, related_name="links")
+    session_id = models.CharField(max_length=200)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE
+    )
+    name = models.CharField(max_length=255)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session_id", "blob"], name="blob_link_unique"),
+        ]
+        indexes = [models.Index(fields=["owner"], name="blob_link_owner")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}: {self.name}"

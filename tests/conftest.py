@@ -44,6 +44,11 @@ def _isolated_files(tmp_path, settings):
     """Every test gets its own jsonl and export directories, and a fresh store object."""
     settings.SESSIONS_DIR = tmp_path / "sessions"
     settings.EXPORTS_DIR = tmp_path / "exports"
+    # Uploaded files' bytes too (docs/design.md §23); Django drops its cached storages.
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "blobs": {**settings.STORAGES["blobs"], "OPTIONS": {"location": str(tmp_path / "blobs")}},
+    }
     # No heartbeat thread in the test process itself; the servers tests start keep theirs.
     settings.WORKER_HEARTBEAT = False
     get_store.cache_clear()

@@ -46,6 +46,10 @@ class Code(StrEnum):
     LENGTH_REQUIRED = "length_required"
     TOO_LARGE = "too_large"
     IMPORT_TOO_LARGE = "import_too_large"
+    QUOTA_EXCEEDED = "quota_exceeded"
+    UNSUPPORTED_FILE = "unsupported_file"
+    IMAGE_TOO_LARGE = "image_too_large"
+    UNKNOWN_ATTACHMENT = "unknown_attachment"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     THROTTLED = "throttled"
     TOO_MANY_TURNS = "too_many_turns"
@@ -95,6 +99,10 @@ TABLE: dict[Code, Rule] = {
     Code.LENGTH_REQUIRED: Rule(411, "send the body with a Content-Length"),
     Code.TOO_LARGE: Rule(413, "the request is too large"),
     Code.IMPORT_TOO_LARGE: Rule(413, "the import is larger than an import may be"),
+    Code.QUOTA_EXCEEDED: Rule(413, "your files use all the storage you have"),
+    Code.UNSUPPORTED_FILE: Rule(415, "not an image, a text or a PDF"),
+    Code.IMAGE_TOO_LARGE: Rule(400, "the image has too many pixels"),
+    Code.UNKNOWN_ATTACHMENT: Rule(404, "no such file in this session"),
     Code.UNSUPPORTED_MEDIA_TYPE: Rule(415, "a body of this type is not read here"),
     Code.THROTTLED: Rule(429, "too many requests; try again later"),
     Code.TOO_MANY_TURNS: Rule(429, "too many turns are running"),

@@ -6,7 +6,9 @@ Each is a scope of REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], counted in Django's
   history — `POST …/branch/` and the `/branch` slash command (chat page and terminal);
 - `search` (SEARCH_THROTTLE_RATE): a query ranks every matching message of the user;
 - `exports` (EXPORT_THROTTLE_RATE): "download everything" reads and compresses all the user
-  has — `GET /api/me/export/`.
+  has — `GET /api/me/export/`;
+- `uploads` (UPLOAD_THROTTLE_RATE): a file upload hashes, decodes (an image's header, a
+  PDF's text) and stores up to UPLOAD_MAX_BYTES — `POST …/files/`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ class SearchRateThrottle(UserRateThrottle):
 
 class ExportRateThrottle(UserRateThrottle):
     scope = "exports"
+
+
+class UploadRateThrottle(UserRateThrottle):
+    scope = "uploads"
 
 
 def _wait(throttle: UserRateThrottle, user) -> float | None:

@@ -18,6 +18,7 @@ from dataclasses import replace
 from django.conf import settings
 
 from jarvis_site.shared.errors import Code
+from sessions_app.runtime.attachments import attachments_tokens
 from sessions_app.runtime.compaction import (
     SUMMARY_INSTRUCTIONS,
     compaction_plan,
@@ -32,7 +33,7 @@ from sessions_app.runtime.context_window import (
     text_tokens,
 )
 from sessions_app.runtime.executors import in_pool
-from sessions_app.runtime.history import tool_result_max_chars
+from sessions_app.runtime.history import attachments_of, tool_result_max_chars
 from sessions_app.runtime.providers import ModelReply, Provider, ProviderError
 from sessions_app.runtime.providers.base import AbortFlag
 from sessions_app.runtime.providers.oneshot import calls_usage, question_entry
@@ -141,7 +142,8 @@ class ContextFit:
         if entry.role == "tool":
             text = text[: tool_result_max_chars()]  # what the projection sends of it
         calls = "".join(call["name"] + call["arguments"] for call in entry.tool_calls or ())
-        return text_tokens(self.label, text) + text_tokens(self.label, calls)
+        files = attachments_tokens(attachments_of(entry))
+        return text_tokens(self.label, text) + text_tokens(self.label, calls) + files
 
     async def _ask(self, text: str) -> str:
         reply = await self.provider.acomplete(

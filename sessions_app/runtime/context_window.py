@@ -122,15 +122,36 @@ def text_tokens(label: str, text: str) -> int:
     return -(-len(text) // CHARS_PER_TOKEN)
 
 
+# What an image part (OpenAI `image_url`, Anthropic `image`) costs: a fixed estimate, never
+# its base64 counted as text (docs/design.md §23). Anthropic's largest image is about
+# 1568² / 750 tokens; OpenAI's high detail of a large image is of the same order.
+IMAGE_TOKENS = 1600
+IMAGE_PART_TYPES = ("image_url", "image")
+
+
 def _strings(value) -> list[str]:
-    """Every string a JSON value holds, keys of tool schemas aside (they are small)."""
+    """Every string a JSON value holds, keys of tool schemas aside (they are small), image
+    parts aside (`_images` counts them)."""
     if isinstance(value, str):
         return [value]
     if isinstance(value, dict):
+        if value.get("type") in IMAGE_PART_TYPES:
+            return []
         return [text for item in value.values() for text in _strings(item)]
     if isinstance(value, list):
         return [text for item in value for text in _strings(item)]
     return []
+
+
+def _images(messages: list) -> int:
+    """How many image parts the messages hold."""
+    return sum(
+        1
+        for message in messages
+        if isinstance(message, dict) and isinstance(message.get("content"), list)
+        for part in message["content"]
+        if isinstance(part, dict) and part.get("type") in IMAGE_PART_TYPES
+    )
 
 
 # What the provider reported for the previous call, over what was counted for it: an
@@ -158,6 +179,7 @@ def request_tokens(label: str, body: dict, *, corrected: bool = True) -> int:
     messages = body.get("messages") or []
     counted = sum(text_tokens(label, text) for text in _strings(messages))
     counted += MESSAGE_OVERHEAD_TOKENS * len(messages)
+    counted += IMAGE_TOKENS * _images(messages)
     counted += text_tokens(label, body["system"]) if isinstance(body.get("system"), str) else 0
     if body.get("tools"):
         counted += text_tokens(label, json.dumps(body["tools"], sort_keys=True))

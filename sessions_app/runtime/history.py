@@ -7,7 +7,7 @@ throw any history at them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -136,6 +136,38 @@ class _Turn:
     name: str = ""
     is_error: bool = False
     reasoning: tuple[dict, ...] = ()  # an answer's thinking blocks (Anthropic's, signed)
+    # A user message's attachments, in the providers' common shape (runtime/attachments.py):
+    # {"type": "image", "mime", "data"} or {"type": "text", "text"}; sent before its text.
+    parts: tuple[dict, ...] = ()
+
+
+# Reads a message's attachments (`data.attachments`) into parts; a projection given none
+# sends every attachment as its stand-in (`attachment_stand_ins`), reading nothing.
+AttachmentReader = Callable[[list[dict]], list[dict]]
+
+
+def image_stand_in(ref: dict) -> str:
+    """What a model that cannot see an image is sent in its place: "[image: name, W×H]"."""
+    size = f", {ref['width']}×{ref['height']}" if ref.get("width") else ""
+    return f"[image: {ref.get('name', 'image')}{size}]"
+
+
+def attachment_stand_ins(refs: list[dict]) -> list[dict]:
+    return [
+        {
+            "type": "text",
+            "text": image_stand_in(ref)
+            if str(ref.get("mime", "")).startswith("image/")
+            else f"[file: {ref.get('name', 'file')}]",
+        }
+        for ref in refs
+    ]
+
+
+def attachments_of(entry: EntryRecord) -> list[dict]:
+    """The attachments a user message keeps (ids and names, never bytes)."""
+    refs = (entry.data or {}).get("attachments") if entry.role == "user" else None
+    return [ref for ref in refs if isinstance(ref, dict) and ref.get("id")] if refs else []
 
 
 def _context_entries(entries: Sequence[EntryRecord]) -> tuple[str | None, list[EntryRecord]]:
@@ -163,7 +195,9 @@ def _context_entries(entries: Sequence[EntryRecord]) -> tuple[str | None, list[E
     return summary, messages[start:]
 
 
-def _conversation(entries: Sequence[EntryRecord]) -> list[_Turn]:
+def _conversation(
+    entries: Sequence[EntryRecord], files: AttachmentReader | None = None
+) -> list[_Turn]:
     """The history as a sequence every provider accepts.
 
     A tool result longer than TOOL_RESULT_MAX_TOKENS is sent as its head and tail
@@ -184,7 +218,9 @@ def _conversation(entries: Sequence[EntryRecord]) -> list[_Turn]:
         index += 1
         if entry.role == "user":
             if entry.content.strip():
-                turns.append(_Turn(role="user", text=entry.content))
+                refs = attachments_of(entry)
+                parts = (files or attachment_stand_ins)(refs) if refs else []
+                turns.append(_Turn(role="user", text=entry.content, parts=tuple(parts)))
             continue
         if entry.role != "assistant":
             continue  # a tool result that follows no call: nothing can pair it
@@ -234,11 +270,18 @@ def _conversation(entries: Sequence[EntryRecord]) -> list[_Turn]:
     return turns
 
 
-def project_openai(entries: Sequence[EntryRecord], system_prompt: str) -> list[dict]:
-    """Chat Completions messages: the system prompt first, then the conversation."""
+def project_openai(
+    entries: Sequence[EntryRecord], system_prompt: str, files: AttachmentReader | None = None
+) -> list[dict]:
+    """Chat Completions messages: the system prompt first, then the conversation. A message
+    with attachments is a list of parts: each attachment (an image as an `image_url` part
+    holding a data URL), then the message's text."""
     messages: list[dict] = [{"role": "system", "content": system_prompt}]
-    for turn in _conversation(entries):
-        if turn.role == "user":
+    for turn in _conversation(entries, files):
+        if turn.role == "user" and turn.parts:
+            content = [_openai_part(part) for part in turn.parts]
+            messages.append({"role": "user", "content": [*content, _text(turn.text)]})
+        elif turn.role == "user":
             messages.append({"role": "user", "content": turn.text})
         elif turn.role == "assistant":
             message: dict = {"role": "assistant", "content": turn.text or None}
@@ -257,6 +300,24 @@ def project_openai(entries: Sequence[EntryRecord], system_prompt: str) -> list[d
     return messages
 
 
+def _text(text: str) -> dict:
+    return {"type": "text", "text": text}
+
+
+def _openai_part(part: dict) -> dict:
+    if part["type"] == "image":
+        url = f"data:{part['mime']};base64,{part['data']}"
+        return {"type": "image_url", "image_url": {"url": url}}
+    return _text(part["text"])
+
+
+def _anthropic_part(part: dict) -> dict:
+    if part["type"] == "image":
+        source = {"type": "base64", "media_type": part["mime"], "data": part["data"]}
+        return {"type": "image", "source": source}
+    return _text(part["text"])
+
+
 def _tool_input(arguments: str) -> dict:
     """Anthropic wants tool input as an object; arguments that are not one are kept as text."""
     try:
@@ -267,7 +328,11 @@ def _tool_input(arguments: str) -> dict:
 
 
 def project_anthropic(
-    entries: Sequence[EntryRecord], system_prompt: str, *, thinking: bool = False
+    entries: Sequence[EntryRecord],
+    system_prompt: str,
+    *,
+    thinking: bool = False,
+    files: AttachmentReader | None = None,
 ) -> tuple[str, list]:
     """Messages API: (system, messages).
 
@@ -275,7 +340,8 @@ def project_anthropic(
     same-role messages are merged (the API requires alternation), and a conversation that
     would open with the assistant gets a short user message first. With `thinking` (the
     request enables it), an answer's stored thinking blocks go back first in its message,
-    in the order they came, before its text and tool use (docs/design.md §20).
+    in the order they came, before its text and tool use (docs/design.md §20). A message's
+    attachments come before its text (an image as an `image` block with a base64 source).
     """
     messages: list[dict] = []
 
@@ -286,9 +352,9 @@ def project_anthropic(
             messages.append({"role": role, "content": blocks})
 
     previous_role = ""
-    for turn in _conversation(entries):
+    for turn in _conversation(entries, files):
         if turn.role == "user":
-            add("user", [{"type": "text", "text": turn.text}])
+            add("user", [*(_anthropic_part(part) for part in turn.parts), _text(turn.text)])
         elif turn.role == "assistant":
             blocks = list(turn.reasoning) if thinking else []
             blocks += [{"type": "text", "text": turn.text}] if turn.text.strip() else []

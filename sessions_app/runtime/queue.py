@@ -57,6 +57,7 @@ class Waiting:
     text: str
     owner_id: int | None
     position: int  # 0 runs next
+    attachments: list[dict] | None = None
 
     def to_api(self) -> dict:
         return {
@@ -87,7 +88,7 @@ def _rows(session_id: str, incarnation: str) -> list[QueuedPrompt]:
 
 def _listed(rows: list[QueuedPrompt]) -> list[Waiting]:
     return [
-        Waiting(row.id, row.kind, row.text, row.owner_id, position)
+        Waiting(row.id, row.kind, row.text, row.owner_id, position, row.attachments)
         for position, row in enumerate(rows)
     ]
 
@@ -104,6 +105,7 @@ def queue_add(
     text: str,
     kind: str,
     first: bool = False,
+    attachments: list[dict] | None = None,
 ) -> Waiting:
     """Store a waiting prompt at the end of the session's queue (or before every other with
     `first`); returns it with its position. The caller holds the session's lock, so two
@@ -129,6 +131,7 @@ def queue_add(
         owner_id=owner_id,
         kind=kind,
         text=text,
+        attachments=attachments or None,
         rank=rank,
     )
     transaction.on_commit(_depth_changed)

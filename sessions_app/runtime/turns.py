@@ -290,6 +290,7 @@ def _begin(
     start_data: dict,
     header: dict,
     queue_id: str | None = None,
+    attachments: list[dict] | None = None,
 ) -> tuple[SessionMeta, int | None, list[EntryRecord], list[EntryRecord]]:
     """The turn's first store work, in one pool call: read the session under the lease,
     repair what a dead process left open, store the request header (once per distinct
@@ -322,7 +323,13 @@ def _begin(
             session_id,
             [
                 NewEntry(kind="turn_start", turn_id=turn_id, data=start_data),
-                NewEntry(role="user", content=text, turn_id=turn_id),
+                NewEntry(
+                    role="user",
+                    content=text,
+                    turn_id=turn_id,
+                    # Ids and names of the files (docs/design.md §23), never their bytes.
+                    data={"attachments": attachments} if attachments else None,
+                ),
             ],
             incarnation=meta.incarnation,
         )
@@ -380,6 +387,7 @@ async def turn_run_async(
     queue_id: str | None = None,
     wait_sec: float | None = None,
     meta: SessionMeta | None = None,
+    attachments: list[dict] | None = None,
 ) -> TurnResult:
     """Run one turn to its end and return what it stored.
 
@@ -399,6 +407,8 @@ async def turn_run_async(
     runs the queue itself when its turn ends). `meta` is the session as the caller's
     ownership check read it, so the turn does not read it again before its lease; under the
     lease it is read once more, since it may have changed while the turn waited.
+    `attachments`: the files the message carries (`data.attachments`, checked by the caller:
+    services.files.attachments_for_prompt).
 
     The model call holds no thread; store writes go through the bounded store pool and
     blocking tools through the tool pool (runtime.executors).
@@ -410,11 +420,13 @@ async def turn_run_async(
         turn_admitted(session_id),
         log_context(session_id=session_id, user_id=owner_id, turn_id=None),
     ):
-        return await _run(session_id, text, owner_id, on_event, provider, queue_id, wait_sec, meta)
+        return await _run(
+            session_id, text, owner_id, on_event, provider, queue_id, wait_sec, meta, attachments
+        )
 
 
 async def _run(
-    session_id, text, owner_id, on_event, provider, queue_id, wait_sec, meta
+    session_id, text, owner_id, on_event, provider, queue_id, wait_sec, meta, attachments=None
 ) -> TurnResult:
     if meta is None or meta.id != session_id:
         meta = await in_pool("store", _meta, session_id)
@@ -433,7 +445,7 @@ async def _run(
         pump = _EventPump(on_event)
         try:
             lease.watch(on_abort=abort.set)
-            return await _loop(meta, owner_id, text, provider, abort, pump, queue_id)
+            return await _loop(meta, owner_id, text, provider, abort, pump, queue_id, attachments)
         finally:
             # Before the first await: the pump cannot deliver `agent_end` before this.
             release_user_slot()
@@ -453,7 +465,9 @@ async def _run(
                 logger.exception("looking for prompts queued behind turn of %s failed", session_id)
 
 
-async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnResult:
+async def _loop(
+    meta, owner_id, text, provider, abort, pump, queue_id, attachments=None
+) -> TurnResult:
     session_id = meta.id
     turn_id = f"turn_{uuid.uuid4().hex}"
     log_context_set(turn_id=turn_id)
@@ -484,6 +498,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnRe
         turn_id=turn_id,
         text=text,
         queue_id=queue_id,
+        attachments=attachments,
         start_data={
             "model": provider.label,
             "agent": agent.name,

@@ -9,6 +9,14 @@ reads by what they read: sessions and their entries, one turn's log, exports, se
 """
 
 from sessions_app.selectors.exports import export_json, export_markdown, session_export_documents
+from sessions_app.selectors.files import (
+    FileNotFound,
+    blob_chunks,
+    blobs_of_sessions,
+    file_get,
+    file_open,
+    file_thumbnail,
+)
 from sessions_app.selectors.search import (
     SEARCH_OFFSET_MAX,
     SEARCH_PAGE_DEFAULT,
@@ -50,6 +58,12 @@ from sessions_app.selectors.turns import (
 from sessions_app.store import EntryRecord, Notice, SessionMeta, SessionNotFound
 
 __all__ = [
+    "FileNotFound",
+    "blob_chunks",
+    "blobs_of_sessions",
+    "file_get",
+    "file_open",
+    "file_thumbnail",
     "EntryRecord",
     "Notice",
     "SessionMeta",

@@ -27,6 +27,7 @@ from sessions_app.store import (
     connections,
     get_store,
 )
+from sessions_app.store.blobs import blob_links_remove
 
 logger = logging.getLogger(__name__)
 
@@ -140,6 +141,7 @@ def _session_remove(store, *, session_id: str, owner_id: int | None) -> None:
     """Step 3 of a delete after the checks; the caller holds the transaction and the lock."""
     session_deleted.send(sender=SIGNAL_SENDER, session_id=session_id, owner_id=owner_id)
     queue_clear(session_id=session_id)
+    blob_links_remove(session_id=session_id)
     store.delete(session_id)
 
 
@@ -183,4 +185,5 @@ def _owner_sessions_remove(store, *, owner_id: int, doomed: list[SessionMeta]) -
             session_deleted.send(sender=SIGNAL_SENDER, session_id=meta.id, owner_id=owner_id)
     for meta in doomed:
         queue_clear(session_id=meta.id)
+        blob_links_remove(session_id=meta.id)
         store.delete(meta.id)

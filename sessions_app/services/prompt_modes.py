@@ -30,7 +30,7 @@ from sessions_app.runtime import queue, turns
 from sessions_app.runtime.drain import Draining, session_turn_running
 from sessions_app.runtime.executors import in_pool, in_sync_caller
 from sessions_app.runtime.lease import SessionBusy
-from sessions_app.services import broadcasts
+from sessions_app.services import broadcasts, files
 from sessions_app.services import turns as turn_services
 from sessions_app.store import SessionNotFound, get_store
 
@@ -71,7 +71,14 @@ def prompt_mode_check(mode: object) -> str:
     return mode
 
 
-def prompt_enqueue(*, session_id: str, owner_id: int | None, text: str, mode: str) -> queue.Waiting:
+def prompt_enqueue(
+    *,
+    session_id: str,
+    owner_id: int | None,
+    text: str,
+    mode: str,
+    attachments: list[str] | None = None,
+) -> queue.Waiting:
     """Store a prompt sent with `queue`, `steer` or `interrupt`; returns it with its place.
 
     Steps: check the text and that the session is the caller's; under the session's lock
@@ -79,10 +86,14 @@ def prompt_enqueue(*, session_id: str, owner_id: int | None, text: str, mode: st
     next), add the row — at the end, or first for `interrupt` — QueueFull past
     MAX_QUEUED_PER_SESSION; after commit every tab gets `queued`; for `interrupt`, abort the
     running turn (it closes as any abort, then its worker runs this prompt); finally run
-    the queue here if the session is idle.
+    the queue here if the session is idle. `attachments` (ids of the session's files) go
+    with a queued or interrupting prompt, not a steer (AttachmentsNotSteered).
     """
     limits.prompt_check(text)
+    if attachments and mode == STEER:
+        raise files.AttachmentsNotSteered()
     meta = selectors.session_get(session_id=session_id, owner_id=owner_id)
+    refs = files.attachments_for_prompt(session_id=session_id, file_ids=attachments)
     store = get_store()
     with store.locked(session_id, agent=meta.agent, owner_id=meta.owner_id):
         meta = store.get_meta(session_id)  # as of now, under the lock
@@ -95,6 +106,7 @@ def prompt_enqueue(*, session_id: str, owner_id: int | None, text: str, mode: st
             text=text,
             kind=queue.STEER if mode == STEER else queue.QUEUE,
             first=mode == INTERRUPT,
+            attachments=refs,
         )
         broadcasts.session_broadcast_on_commit(
             session_id=session_id, event={"type": "queued", **waiting.to_api()}
@@ -165,6 +177,7 @@ async def queue_run_async(*, session_id: str) -> None:
             provider=provider,
             queue_id=head.queue_id,
             wait_sec=0,
+            attachments=head.attachments,
         )
     except (SessionBusy, Draining, turns.TooManyTurns, turns.QueuedPromptGone):
         return

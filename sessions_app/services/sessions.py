@@ -42,6 +42,7 @@ from sessions_app.store import (
     get_store,
 )
 from sessions_app.store.base import THINKING_LEVELS
+from sessions_app.store.blobs import blob_links_copy
 from sessions_app.store.usage_ledger import usage_ledger_copy
 
 # The sender of the signals sent here: receivers go by the kwargs, never by the sender.
@@ -148,6 +149,7 @@ def session_branch(
                 incarnation=source.incarnation,
             )
             usage_ledger_copy(source_id=session_id, new_id=branch.id, up_to_seq=cut)
+            blob_links_copy(source_id=session_id, new_id=branch.id)
     except SessionExists as error:
         raise SessionIdUnavailable(f"session id {new_id!r} is already taken") from error
     return branch

@@ -37,6 +37,7 @@ from sessions_app.runtime.history import (
     validate_anthropic,
     validate_openai,
 )
+from sessions_app.services.files import files_export, files_restore
 from sessions_app.store import AgentMismatch, NewEntry, get_store
 from sessions_app.store.base import record_from_fields
 from sessions_app.store.request_headers import header_digest, header_get, header_save
@@ -64,8 +65,9 @@ class ExportedSession:
 
 def sessions_export(*, owner_id: int, directory: Path) -> list[ExportedSession]:
     """Write every session of the owner (sub-agents' and test sessions too) into `directory`,
-    as `<id>.jsonl` and `<id>.meta.json`, and the request headers their turns name; a file
-    of the same name is replaced whole."""
+    as `<id>.jsonl` and `<id>.meta.json`, the request headers their turns name, and the
+    files their messages carry (`files/<sha256>`, docs/design.md §23); a file of the same
+    name is replaced whole."""
     store = get_store()
     directory.mkdir(parents=True, exist_ok=True)
     exported = []
@@ -78,7 +80,24 @@ def sessions_export(*, owner_id: int, directory: Path) -> list[ExportedSession]:
             if digest not in headers and (body := header_get(digest)) is not None:
                 headers[digest] = body
     write_headers(directory, headers)
+    files_export(
+        session_ids=[item.session_id for item in exported], directory=directory / FILES_DIR
+    )
     return exported
+
+
+# Where an export keeps its sessions' files, by SHA-256.
+FILES_DIR = "files"
+
+
+def _attachment_refs(entries: Sequence[NewEntry]) -> list[dict]:
+    """Every file the entries' user messages carry, once each."""
+    refs: dict[str, dict] = {}
+    for entry in entries:
+        for ref in (entry.data or {}).get("attachments") or () if entry.role == "user" else ():
+            if isinstance(ref, dict) and isinstance(ref.get("id"), str):
+                refs.setdefault(ref["id"], ref)
+    return list(refs.values())
 
 
 def _header_digests(records) -> set[str]:
@@ -319,10 +338,11 @@ def _import_one(
     notes: list[str],
     new_ids: dict[str, str],
     dry_run: bool,
+    files_dir: Path | None = None,
 ) -> ImportOutcome:
     """Skip the session if an earlier import brought it and it is still here; else (unless
-    a dry run) create it, set its model, append its entries in one batch and record where
-    it came from."""
+    a dry run) create it, set its model, append its entries in one batch, link the files
+    its messages carry (from `files_dir`) and record where it came from."""
     earlier = _already_imported(owner_id, session)
     if earlier is not None:
         return ImportOutcome(
@@ -347,6 +367,12 @@ def _import_one(
         store.set_model(meta.id, session.model)
     if entries:
         store.append(meta.id, entries, incarnation=meta.incarnation)
+    refs = _attachment_refs(entries)
+    if refs and files_dir is not None:
+        notes = [
+            *notes,
+            *files_restore(session_id=meta.id, owner_id=owner_id, refs=refs, directory=files_dir),
+        ]
     ImportedSession.objects.update_or_create(
         owner_id=owner_id,
         source_id=session.source_id,
@@ -401,6 +427,7 @@ def sessions_import(*, owner_id: int, directory: Path, dry_run: bool = False) ->
                 notes=notes,
                 new_ids=new_ids,
                 dry_run=dry_run,
+                files_dir=directory / FILES_DIR,
             )
         if outcome.session_id is not None:
             new_ids[session.source_id] = outcome.session_id

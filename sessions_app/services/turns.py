@@ -13,6 +13,8 @@ from sessions_app import selectors
 from sessions_app.runtime import live, turns
 from sessions_app.runtime.executors import in_pool
 from sessions_app.services.broadcasts import turn_event_broadcaster
+from sessions_app.services.files import attachments_for_prompt
+from sessions_app.store import SessionMeta
 
 
 def _turn_listener(session_id: str, also: Callable[[dict], object] | None):
@@ -38,6 +40,7 @@ def turn_send(
     text: str,
     on_event: Callable[[dict], object] | None = None,
     provider: str | None = None,
+    attachments: list[str] | None = None,
 ) -> turns.TurnResult:
     """Run one turn of the caller's session to its end; every open tab watches it happen.
 
@@ -45,10 +48,12 @@ def turn_send(
     another turn holds the session past BUSY_GRACE_SEC, TooManyTurns past
     MAX_TURNS_PER_USER) with its events going to the session's group as they happen, and to
     `on_event` too when given. `provider` overrides the session's model for this turn.
+    `attachments`: ids of files uploaded to the session (AttachmentUnknown for others).
     Synchronous callers (the HTTP API, manage.py chat) do the turn's store work in their own
     thread, on their own database connection.
     """
     meta = selectors.session_get(session_id=session_id, owner_id=owner_id)
+    files = attachments_for_prompt(session_id=session_id, file_ids=attachments)
     return turns.turn_run(
         session_id=session_id,
         text=text,
@@ -56,19 +61,36 @@ def turn_send(
         on_event=_turn_listener(session_id, on_event),
         provider=provider,
         meta=meta,
+        attachments=files,
     )
 
 
-async def turn_send_async(*, session_id: str, owner_id: int | None, text: str) -> turns.TurnResult:
+def _owned_with_attachments(
+    *, session_id: str, owner_id: int | None, attachments: list[str] | None
+) -> tuple[SessionMeta, list[dict]]:
+    meta = selectors.session_get(session_id=session_id, owner_id=owner_id)
+    return meta, attachments_for_prompt(session_id=session_id, file_ids=attachments)
+
+
+async def turn_send_async(
+    *, session_id: str, owner_id: int | None, text: str, attachments: list[str] | None = None
+) -> turns.TurnResult:
     """`turn_send` for the event loop (the WebSocket): the turn runs on the caller's loop, its
     model call holds no thread, its store work and blocking tools go through bounded pools."""
-    meta = await in_pool("store", selectors.session_get, session_id=session_id, owner_id=owner_id)
+    meta, files = await in_pool(
+        "store",
+        _owned_with_attachments,
+        session_id=session_id,
+        owner_id=owner_id,
+        attachments=attachments,
+    )
     return await turns.turn_run_async(
         session_id=session_id,
         text=text,
         owner_id=owner_id,
         on_event=turn_event_broadcaster(session_id),
         meta=meta,
+        attachments=files,
     )
 
 

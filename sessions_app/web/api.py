@@ -27,7 +27,7 @@ from rest_framework.viewsets import ViewSet
 
 from jarvis_site.shared.errors import Code, detail_of, status_of
 from sessions_app import selectors
-from sessions_app.core import limits
+from sessions_app.core import file_types, limits
 from sessions_app.core.ids import ReservedSessionId
 from sessions_app.core.throttles import BranchRateThrottle, SearchRateThrottle, TurnRateThrottle
 from sessions_app.formats import SQLITE_MAGIC
@@ -39,7 +39,7 @@ from sessions_app.runtime.providers import BadModel
 from sessions_app.runtime.queue import QueuedPromptNotFound, QueueFull
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
 from sessions_app.services import approvals as approval_services
-from sessions_app.services import deletion, notices, prompt_modes, sessions
+from sessions_app.services import deletion, files, notices, prompt_modes, sessions
 from sessions_app.services import turns as turn_services
 from sessions_app.services.foreign_import import (
     ForeignFormatInvalid,
@@ -74,6 +74,12 @@ DOMAIN_ERRORS: tuple[type[Exception], ...] = (
     selectors.TurnNotFound,
     QueueFull,
     QueuedPromptNotFound,
+    selectors.FileNotFound,
+    files.AttachmentUnknown,
+    file_types.UnsupportedFile,
+    file_types.ImageTooManyPixels,
+    files.UploadTooLarge,
+    files.QuotaExceeded,
 )
 
 
@@ -370,13 +376,22 @@ class SessionViewSet(ViewSet):
         data = _parse(serializers.MessageInput, request.data)
         if data["mode"] != prompt_modes.REJECT:
             waiting = prompt_modes.prompt_enqueue(
-                session_id=id, owner_id=request.user.id, text=data["text"], mode=data["mode"]
+                session_id=id,
+                owner_id=request.user.id,
+                text=data["text"],
+                mode=data["mode"],
+                attachments=data.get("attachments"),
             )
             return Response(
                 {"queue_id": waiting.queue_id, "position": waiting.position},
                 status=status.HTTP_202_ACCEPTED,
             )
-        result = turn_services.turn_send(session_id=id, owner_id=request.user.id, text=data["text"])
+        result = turn_services.turn_send(
+            session_id=id,
+            owner_id=request.user.id,
+            text=data["text"],
+            attachments=data.get("attachments"),
+        )
         return Response(
             {
                 "turn_id": result.turn_id,

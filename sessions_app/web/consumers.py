@@ -33,7 +33,7 @@ from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.executors import in_pool
 from sessions_app.runtime.queue import QueuedPromptNotFound, QueueFull
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
-from sessions_app.services import approvals, notices, prompt_modes, turns
+from sessions_app.services import approvals, files, notices, prompt_modes, turns
 from sessions_app.services import connections as connection_services
 from sessions_app.store import SessionNotFound
 from sessions_app.web import commands
@@ -327,9 +327,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 return await self._error(
                     Code.THROTTLED, f"too many requests; try again in {math.ceil(wait)} seconds"
                 )
+            attachments = frame.get("attachments")
             if mode != prompt_modes.REJECT:
-                return await self._enqueue(text, mode)
-            return self._spawn(self._turn(text))
+                return await self._enqueue(text, mode, attachments)
+            return self._spawn(self._turn(text, attachments))
         if kind == "queue_cancel":
             return await self._queue_cancel(frame)
         if kind == "approval":
@@ -351,14 +352,23 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         except SessionNotFound:
             await self._error(Code.NOT_FOUND, "the session no longer exists")
 
-    async def _turn(self, text: str):
+    async def _turn(self, text: str, attachments=None):
         try:
             # The turn runs on this worker's event loop: its model call holds no thread, its
             # store writes and blocking tools go through bounded pools (runtime.executors).
             await turns.turn_send_async(
-                session_id=self.session_id, owner_id=self.user_id, text=text
+                session_id=self.session_id,
+                owner_id=self.user_id,
+                text=text,
+                attachments=attachments,
             )
-        except (SessionBusy, TooManyTurns, drain.Draining) as error:
+        except (
+            SessionBusy,
+            TooManyTurns,
+            drain.Draining,
+            limits.InputInvalid,
+            files.AttachmentUnknown,
+        ) as error:
             await self._error(error.code, str(error))
         except SessionNotFound:
             await self._error(Code.NOT_FOUND, "the session no longer exists; reload to start anew")
@@ -366,13 +376,17 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             logger.exception("turn failed in session %s", self.session_id)
             await self._error(Code.TURN_FAILED, "the turn failed; the error is in the server log")
 
-    async def _enqueue(self, text: str, mode: str):
+    async def _enqueue(self, text: str, mode: str, attachments=None):
         # Every tab, this one too, learns the prompt's place from the `queued` event.
         try:
             await database_sync_to_async(prompt_modes.prompt_enqueue)(
-                session_id=self.session_id, owner_id=self.user_id, text=text, mode=mode
+                session_id=self.session_id,
+                owner_id=self.user_id,
+                text=text,
+                mode=mode,
+                attachments=attachments,
             )
-        except QueueFull as error:
+        except (QueueFull, limits.InputInvalid, files.AttachmentUnknown) as error:
             await self._error(error.code, str(error))
         except SessionNotFound:
             await self._error(Code.NOT_FOUND, "the session no longer exists; reload to start anew")

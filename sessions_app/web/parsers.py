@@ -18,6 +18,10 @@ from rest_framework.utils import json
 from jarvis_site.shared.errors import Code, status_of
 from sessions_app.core import limits
 
+# A multipart form carries its boundaries and other fields around the file: what an upload's
+# body may take beyond the file's own limit.
+MULTIPART_ALLOWANCE = 64 * 1024
+
 
 class RequestTooLarge(exceptions.APIException):
     status_code = status_of(Code.TOO_LARGE)

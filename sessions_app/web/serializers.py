@@ -178,6 +178,13 @@ class MessageInput(serializers.Serializer):
     mode = serializers.ChoiceField(
         choices=["queue", "steer", "interrupt", "reject"], required=False, default="reject"
     )
+    # docs/design.md §23: files uploaded to the session, sent with this prompt (mode reject).
+    attachments = serializers.ListField(
+        child=serializers.RegexField(r"^[0-9a-f]{64}$", max_length=64),
+        required=False,
+        max_length=20,
+        help_text="ids of files uploaded to this session (POST …/files/)",
+    )
 
 
 class BranchInput(serializers.Serializer):
@@ -484,3 +491,19 @@ class HistoryImportOutput(serializers.Serializer):
     unchanged = serializers.IntegerField()
     failed = serializers.IntegerField()
     sessions = HistoryImportSessionOutput(many=True)
+
+
+class FileUploadInput(serializers.Serializer):
+    file = serializers.FileField(
+        allow_empty_file=True,
+        help_text="an image (PNG, JPEG, GIF, WebP), a UTF-8 text or a PDF; told by its bytes",
+    )
+
+
+class FileOutput(serializers.Serializer):
+    id = serializers.CharField(help_text="the SHA-256 of the bytes: same bytes, same id")
+    name = serializers.CharField()
+    mime = serializers.CharField()
+    size = serializers.IntegerField()
+    width = serializers.IntegerField(required=False, help_text="images only")
+    height = serializers.IntegerField(required=False, help_text="images only")

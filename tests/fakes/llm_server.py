@@ -26,6 +26,7 @@ benchmark knows each stream's model time exactly.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import threading
@@ -86,6 +87,102 @@ class HistoryRefused(Exception):
     def __init__(self, body: dict):
         super().__init__(json.dumps(body))
         self.body = body
+
+
+# Image types both APIs take, and the first bytes each must start with.
+IMAGE_MAGIC = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),
+}
+
+
+# Anthropic's limit on one image, counted on its base64.
+ANTHROPIC_IMAGE_MAX_BASE64 = 5 * 1024 * 1024
+
+
+def image_refusal(media_type: str, data: str) -> str | None:
+    """Why an image of this type and base64 data would be refused; None if it would not."""
+    if media_type not in IMAGE_MAGIC:
+        return f"Image does not match the provided media type {media_type}"
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except ValueError:
+        return "Image data is not valid base64"
+    if not raw.startswith(IMAGE_MAGIC[media_type]):
+        return f"Image does not match the provided media type {media_type}"
+    return None
+
+
+def openai_content_check(messages: list[dict]) -> None:
+    """Chat Completions' check of content parts: text, or `image_url` with an http(s) URL or
+    a `data:image/<type>;base64,` URL of a real image, with its real error body."""
+
+    def refuse(message: str, index: int):
+        raise HistoryRefused(
+            {
+                "error": {
+                    "message": message,
+                    "type": "invalid_request_error",
+                    "param": f"messages.[{index}].content",
+                    "code": "invalid_image_format" if "image" in message.lower() else None,
+                }
+            }
+        )
+
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            if part.get("type") == "text" and isinstance(part.get("text"), str):
+                continue
+            if part.get("type") != "image_url" or message["role"] != "user":
+                refuse(
+                    f"Invalid content part {part.get('type')!r} for role {message['role']}", index
+                )
+            url = (part.get("image_url") or {}).get("url", "")
+            if url.startswith(("https://", "http://")):
+                continue
+            head, _, data = url.partition(",")
+            if not head.startswith("data:") or not head.endswith(";base64"):
+                refuse("Invalid image URL: expected a URL or a base64 data URL", index)
+            problem = image_refusal(head[len("data:") : -len(";base64")], data)
+            if problem:
+                refuse(f"Invalid image: {problem}", index)
+
+
+def anthropic_content_check(messages: list[dict]) -> None:
+    """The Messages API's check of image blocks: in user messages only, a base64 source of a
+    supported type whose bytes are that type, with its real error body."""
+
+    def refuse(message: str):
+        raise HistoryRefused(
+            {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        )
+
+    for index, message in enumerate(messages):
+        content = message["content"]
+        for position, block in enumerate(content if isinstance(content, list) else []):
+            if block.get("type") != "image":
+                continue
+            where = f"messages.{index}.content.{position}.image"
+            if message["role"] != "user":
+                refuse(f"{where}: images are only allowed in user messages")
+            source = block.get("source") or {}
+            if source.get("type") != "base64":
+                refuse(
+                    f"{where}.source: Input tag {source.get('type')!r} found using 'type' does not match any of the expected tags: 'base64', 'url'"
+                )
+            problem = image_refusal(source.get("media_type", ""), source.get("data", ""))
+            if problem:
+                refuse(f"{where}.source.base64: {problem}")
+            if len(source["data"]) > ANTHROPIC_IMAGE_MAX_BASE64:
+                refuse(
+                    f"{where}.source.base64: image exceeds 5 MB maximum: "
+                    f"{len(source['data'])} bytes > {ANTHROPIC_IMAGE_MAX_BASE64} bytes"
+                )
 
 
 def openai_check(messages: list[dict]) -> None:
@@ -411,6 +508,7 @@ class FakeLLMServer:
         try:
             openai_parameters_check(body)
             openai_check(body["messages"])
+            openai_content_check(body["messages"])
         except HistoryRefused as refused:
             self.refusals.append(refused.body)
             return handler._json(400, refused.body)
@@ -526,6 +624,7 @@ class FakeLLMServer:
         try:
             thinking = anthropic_thinking(body)
             anthropic_check(body["messages"], thinking=thinking)
+            anthropic_content_check(body["messages"])
         except HistoryRefused as refused:
             self.refusals.append(refused.body)
             return handler._json(400, refused.body)

@@ -199,6 +199,10 @@ class Command(BaseCommand):
             # nginx refuses what a worker would, before it reads it.
             BODY_MAX_BYTES=str(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0),
             IMPORT_BODY_MAX_BYTES=str(settings.IMPORT_MAX_BYTES + MULTIPART_ALLOWANCE),
+            UPLOAD_BODY_MAX_BYTES=str(settings.UPLOAD_MAX_BYTES + MULTIPART_ALLOWANCE),
+            SIGNED_IN_BODY_MAX_BYTES=str(
+                max(settings.IMPORT_MAX_BYTES, settings.UPLOAD_MAX_BYTES) + MULTIPART_ALLOWANCE
+            ),
             UPSTREAM_SERVERS="\n".join(
                 f"        server 127.0.0.1:{worker_port} max_fails=1 fail_timeout=2s;"
                 for worker_port in worker_ports

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 import anthropic
 
+from sessions_app.runtime.attachments import seeing_parts
 from sessions_app.runtime.history import (
     continues_with_thinking,
     project_anthropic,
@@ -131,7 +132,9 @@ class AnthropicProvider(SdkProvider):
         self, entries: Sequence[EntryRecord], system_prompt: str, tools, parameters: dict
     ) -> dict:
         thinking = (parameters.get("thinking") or {}).get("type") == "enabled"
-        system, messages = project_anthropic(entries, system_prompt, thinking=thinking)
+        system, messages = project_anthropic(
+            entries, system_prompt, thinking=thinking, files=seeing_parts
+        )
         if thinking and not continues_with_thinking(messages):
             # The request continues a tool use the model made without thinking (thinking
             # was turned on after it): Anthropic refuses thinking there, so this one request
@@ -140,7 +143,7 @@ class AnthropicProvider(SdkProvider):
             parameters = {key: value for key, value in parameters.items() if key != "thinking"} | {
                 "max_tokens": MAX_OUTPUT_TOKENS
             }
-            system, messages = project_anthropic(entries, system_prompt)
+            system, messages = project_anthropic(entries, system_prompt, files=seeing_parts)
         validate_anthropic(messages, thinking=thinking)
         request: dict = {
             "model": self.model,

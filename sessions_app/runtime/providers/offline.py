@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 
+from sessions_app.runtime.attachments import blind_parts
 from sessions_app.runtime.history import (
     project_anthropic,
     project_openai,
@@ -243,7 +244,7 @@ class OfflineProvider:
     def request_body(self, *, entries, system_prompt, tools, parameters=None) -> dict:  # noqa: ARG002
         """What the offline model reads: the Anthropic projection (which keeps `is_error`)
         and the tools it may call. Nothing goes over a wire; a replay shows this."""
-        _, messages = project_anthropic(entries, system_prompt)
+        _, messages = project_anthropic(entries, system_prompt, files=blind_parts)
         return {
             "model": self.model,
             "system": system_prompt,
@@ -256,7 +257,7 @@ class OfflineProvider:
         # Both projections are validated: the offline model refuses exactly what either
         # real provider would refuse. It reads the Anthropic shape, which keeps is_error.
         validate_openai(project_openai(entries, system_prompt))
-        _, messages = project_anthropic(entries, system_prompt)
+        _, messages = project_anthropic(entries, system_prompt, files=blind_parts)
         validate_anthropic(messages)
         input_tokens = estimate_tokens(system_prompt + json.dumps(messages, ensure_ascii=False))
         last = messages[-1]["content"]

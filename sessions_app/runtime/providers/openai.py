@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 import openai
 
+from sessions_app.runtime.attachments import seeing_parts
 from sessions_app.runtime.history import project_openai, validate_openai
 from sessions_app.runtime.providers.base import (
     ModelReply,
@@ -109,7 +110,7 @@ class OpenAIProvider(SdkProvider):
     def _request(
         self, entries: Sequence[EntryRecord], system_prompt: str, tools, parameters: dict
     ) -> dict:
-        messages = project_openai(entries, system_prompt)
+        messages = project_openai(entries, system_prompt, files=seeing_parts)
         validate_openai(messages)
         request: dict = {"model": self.model, "messages": messages, **parameters}
         if tools:

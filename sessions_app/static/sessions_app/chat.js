@@ -4,6 +4,7 @@
 // textContent; only assistant answers are rendered, as sanitized markdown (markdown.js).
 
 import { api, errorText, loginUrl, sessionPath } from "./api.js";
+import { attachmentsElement, setupAttachments } from "./attachments.js";
 import { $, el, icon, iconButton } from "./dom.js";
 import { setupDrawer } from "./drawer.js";
 import { renderMarkdownInto } from "./markdown.js";
@@ -351,6 +352,8 @@ function renderUserMessage(entry) {
   // holds half a turn. The turn_start is stored right before its user message.
   const turnStart = state.turnStarts.get(entry.turn_id) ?? entry.seq;
   bubble.dataset.branchAt = String(turnStart - 1);
+  const files = entry.data && entry.data.attachments;
+  if (Array.isArray(files) && files.length) bubble.appendChild(attachmentsElement(state.sessionId, files));
   bubble.appendChild(el("div", "text", entry.content));
   const edit = iconButton("edit", "Edit", "msg-action edit-message");
   edit.setAttribute("aria-label", "Edit message");
@@ -1401,6 +1404,8 @@ async function refreshCost() {
 // Moves this page to another session without reloading it; `prompt` is sent there as soon as
 // its socket is open (an edit or a regenerate).
 function switchSession(sessionId, { prompt = null } = {}) {
+  // Files are uploaded to one session: another one cannot be sent them.
+  if (sessionId !== state.sessionId) attachments.clear();
   closeSocket();
   resetConversation();
   setBusy(false);
@@ -1482,7 +1487,14 @@ function submitPrompt(mode = "queue") {
     switchSession(state.sessionId, { prompt: text });
     return;
   }
-  if (send({ type: "prompt", text, mode })) {
+  const files = attachments.ready();
+  if (files === null) {
+    showNotice("A file is still uploading — send once it is attached.", "error");
+    return;
+  }
+  const frame = files.length ? { type: "prompt", text, mode, attachments: files } : { type: "prompt", text, mode };
+  if (send(frame)) {
+    attachments.clear();
     promptBox.value = "";
     fitPrompt();
     // The reader's own message, and the answer, show at the end of the conversation.
@@ -1565,6 +1577,11 @@ window.addEventListener("focus", () => {
   refreshGoals();
 });
 setupModelPicker({ sessionId: () => state.sessionId, onError: (text) => showNotice(text, "error") });
+const attachments = setupAttachments({
+  sessionId: () => state.sessionId,
+  onError: (text) => showNotice(text, "error"),
+  announce,
+});
 setupSearch();
 // Back and forward between sessions this page switched to: open the one in the URL.
 window.addEventListener("popstate", () => window.location.reload());

@@ -25,6 +25,8 @@ EXAMPLES_PER_OPERATION = 10
 SCHEMA_CANNOT_SAY = {
     # The file must be an uploaded file (a part with a filename), not a text field.
     ("POST", "/api/import/"): [checks.positive_data_acceptance],
+    # ... and its bytes an image, a text or a PDF (docs/design.md §23).
+    ("POST", "/api/sessions/{id}/files/"): [checks.positive_data_acceptance],
     # run_at must be in the future, and exactly one of run_at and in_seconds given.
     ("POST", "/api/schedules/"): [checks.positive_data_acceptance],
     # report_to must be one of the caller's conversations; the text more than whitespace.

@@ -6,6 +6,7 @@ DATABASE_URL, REDIS_URL, SECRET_KEY, DEBUG and ALLOWED_HOSTS explicitly.
 """
 
 import os
+import re
 import secrets
 from pathlib import Path
 
@@ -259,16 +260,35 @@ RETENTION_SWEEP_EVERY_SEC = _positive("RETENTION_SWEEP_EVERY_SEC", 3600.0)
 # database); larger: 400 file_too_large.
 IMPORT_MAX_BYTES = _positive("IMPORT_MAX_BYTES", 50 * 1024 * 1024, cast=int)
 # Files in a conversation (docs/design.md §23). Bytes live once, by their SHA-256, in the
-# `blobs` storage: a directory (BLOB_STORAGE_URL unset: var/blobs/; or `file:///path`).
+# `blobs` storage: a directory (BLOB_STORAGE_URL unset: var/blobs/; or `file:///path`), or
+# an S3-compatible bucket (`s3://<bucket>[/<prefix>]`, through django-storages).
 BLOB_STORAGE_URL = env.str("BLOB_STORAGE_URL", default="")
+BLOB_DIR = VAR_DIR / "blobs"
+BLOB_S3_BUCKET = BLOB_S3_PREFIX = ""
+# S3 bucket names: 3-63 lowercase letters, digits, dots and hyphens, a letter or digit at
+# either end (a prefix is any key path below it).
+_S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 if BLOB_STORAGE_URL.startswith("file://"):
     BLOB_DIR = Path(BLOB_STORAGE_URL.removeprefix("file://")).expanduser()
-elif not BLOB_STORAGE_URL:
-    BLOB_DIR = VAR_DIR / "blobs"
-else:
+elif BLOB_STORAGE_URL.startswith("s3://"):
+    BLOB_S3_BUCKET, _, BLOB_S3_PREFIX = BLOB_STORAGE_URL.removeprefix("s3://").partition("/")
+    BLOB_S3_PREFIX = BLOB_S3_PREFIX.strip("/")
+    if not _S3_BUCKET.fullmatch(BLOB_S3_BUCKET) or any(c in BLOB_STORAGE_URL for c in "?#@"):
+        raise ImproperlyConfigured(
+            f"BLOB_STORAGE_URL must be s3://<bucket>[/<prefix>] with a valid bucket name, "
+            f"not {BLOB_STORAGE_URL!r}"
+        )
+elif BLOB_STORAGE_URL:
     raise ImproperlyConfigured(
-        f"BLOB_STORAGE_URL must be file:///<directory> (or unset: var/blobs/), not {BLOB_STORAGE_URL!r}"
+        "BLOB_STORAGE_URL must be file:///<directory> or s3://<bucket>[/<prefix>] "
+        f"(or unset: var/blobs/), not {BLOB_STORAGE_URL!r}"
     )
+# The S3 connection, under django-storages' own names (it reads them from here); unset ones
+# fall back to boto3's own lookup (its environment variables, ~/.aws, an instance role).
+AWS_S3_ENDPOINT_URL = env.str("AWS_S3_ENDPOINT_URL", default=None)
+AWS_ACCESS_KEY_ID = env.str("AWS_ACCESS_KEY_ID", default=None)
+AWS_SECRET_ACCESS_KEY = env.str("AWS_SECRET_ACCESS_KEY", default=None)
+AWS_S3_REGION_NAME = env.str("AWS_S3_REGION_NAME", default=None)
 # The largest file one upload takes (413 too_large), and what one person's files may take
 # together (413 quota_exceeded).
 UPLOAD_MAX_BYTES = _positive("UPLOAD_MAX_BYTES", 20 * 1024 * 1024, cast=int)
@@ -501,6 +521,21 @@ STORAGES = {
         "OPTIONS": {"location": str(BLOB_DIR), "file_permissions_mode": 0o600},
     },
 }
+if BLOB_S3_BUCKET:
+    STORAGES["blobs"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": BLOB_S3_BUCKET,
+            "location": BLOB_S3_PREFIX,
+            "default_acl": "private",
+            # The app streams the bytes itself (its own checks first): no signed URLs.
+            "querystring_auth": False,
+            # A blob's name is its content: writing one twice writes the same bytes.
+            "file_overwrite": True,
+            # An object read past this many bytes spools to disk rather than memory.
+            "max_memory_size": 4 * 1024 * 1024,
+        },
+    }
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 SERVE_STATIC = env.bool("SERVE_STATIC", default=True)

@@ -96,8 +96,10 @@ def owner_links(*, owner_id: int | None, sha256: str) -> bool:
 
 
 def _put(storage, name: str, content: BinaryIO | str) -> None:
-    """Write `content` at `name` unless a file is there. The storage picks another name when
-    two writers race for one; the second copy is the same bytes and is dropped."""
+    """Write `content` at `name` unless a file is there. When two writers race for one, a
+    directory picks another name for the second (the same bytes, dropped) and a bucket
+    overwrites the object with the same bytes. Only the storage API is used, no local path:
+    the same code serves a directory and an S3 bucket."""
     if storage.exists(name):
         return
     if isinstance(content, str):

@@ -38,6 +38,11 @@ def start_django(**env) -> subprocess.CompletedProcess:
         ("MODEL_LIMITS", '{"m": {"window": 8000, "output": 9000}}', "output below window"),
         ("CONTEXT_RESERVE_TOKENS", "0", "CONTEXT_RESERVE_TOKENS must be positive"),
         ("DEFAULT_CONTEXT_WINDOW", "-5", "DEFAULT_CONTEXT_WINDOW must be positive"),
+        ("BLOB_STORAGE_URL", "gs://blobs", "BLOB_STORAGE_URL must be file:///<directory> or s3"),
+        ("BLOB_STORAGE_URL", "s3://", "BLOB_STORAGE_URL must be s3://<bucket>[/<prefix>]"),
+        ("BLOB_STORAGE_URL", "s3://My_Blobs/x", "BLOB_STORAGE_URL must be s3://<bucket>"),
+        ("BLOB_STORAGE_URL", "s3://key:secret@blobs", "BLOB_STORAGE_URL must be s3://<bucket>"),
+        ("BLOB_STORAGE_URL", "s3://blobs/x?region=eu", "BLOB_STORAGE_URL must be s3://<bucket>"),
     ],
 )
 def test_a_bad_value_is_refused_with_its_name(variable, value, message):
@@ -111,3 +116,19 @@ def test_delivery_back_off_has_channel_neutral_names_and_still_reads_the_old_one
     both = {"NOTIFY_RETRY_MAX_SEC": "60", "NOTIFY_WEBHOOK_RETRY_MAX_SEC": "90"}
     assert setting_value("NOTIFY_RETRY_MAX_SEC", **both) == "60.0"
     assert setting_value("NOTIFY_TIMEOUT_SEC") == "10.0"
+
+
+def test_an_s3_blob_url_names_the_bucket_and_the_prefix():
+    """docs/design.md §23: s3://<bucket>/<prefix> is an S3Storage on that bucket, keys under
+    the prefix, private, read back by the app itself (no signed URLs)."""
+    blobs = "STORAGES['blobs']"
+    url = {"BLOB_STORAGE_URL": "s3://jarvis-blobs/prod/files/"}
+    assert setting_value(f"{blobs}['BACKEND']", **url) == "storages.backends.s3.S3Storage"
+    options = f"{blobs}['OPTIONS']"
+    assert setting_value(f"{options}['bucket_name']", **url) == "jarvis-blobs"
+    assert setting_value(f"{options}['location']", **url) == "prod/files"
+    assert setting_value(f"{options}['default_acl']", **url) == "private"
+    assert setting_value(f"{options}['querystring_auth']", **url) == "False"
+    endpoint = {**url, "AWS_S3_ENDPOINT_URL": "http://127.0.0.1:9000"}
+    assert setting_value("AWS_S3_ENDPOINT_URL", **endpoint) == "http://127.0.0.1:9000"
+    assert setting_value(f"{blobs}['BACKEND']").endswith("FileSystemStorage")  # unset: a dir

@@ -45,6 +45,7 @@ from sessions_app.runtime.lease import (
 )
 from sessions_app.runtime.memory_context import system_prompt_for
 from sessions_app.runtime.providers import Provider, ProviderError, provider_for
+from sessions_app.runtime.providers.oneshot import model_configured
 from sessions_app.runtime.queue import (
     queue_take,
     queue_turn_ended,
@@ -54,6 +55,7 @@ from sessions_app.runtime.queue import (
     steers_waiting,
 )
 from sessions_app.runtime.timings import Stopwatch, tool_outcome
+from sessions_app.runtime.titles import first_answer, title_by_model
 from sessions_app.runtime.tools import ToolContext, TurnAbort, tool_run
 from sessions_app.signals import turn_finished
 from sessions_app.store import EntryRecord, NewEntry, SessionMeta, SessionNotFound, get_store
@@ -426,7 +428,7 @@ async def _run(session_id, text, owner_id, on_event, provider, queue_id, wait_se
         pump = _EventPump(on_event)
         try:
             lease.watch(on_abort=abort.set)
-            return await _loop(meta, owner_id, text, provider, abort, pump, queue_id)
+            result = await _loop(meta, owner_id, text, provider, abort, pump, queue_id)
         finally:
             # Before the first await: the pump cannot deliver `agent_end` before this.
             release_user_slot()
@@ -444,6 +446,25 @@ async def _run(session_id, text, owner_id, on_event, provider, queue_id, wait_se
             except DatabaseError:
                 # The turn's own outcome stands; the recovery sweep runs what waits.
                 logger.exception("looking for prompts queued behind turn of %s failed", session_id)
+    if (
+        not meta.title
+        and meta.spawned_by is None
+        and result.status == "completed"
+        and model_configured()
+    ):
+        # The first answer: the model names the conversation, after the lease is released
+        # (the next turn need not wait for a title). A sub-agent's session is in nobody's
+        # list: no title is worth a call there.
+        await in_pool(
+            "store",
+            title_by_model,
+            session_id=session_id,
+            incarnation=meta.incarnation,
+            first_words=title_from_message(text),
+            prompt=text,
+            answer=first_answer(result.entries),
+        )
+    return result
 
 
 async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnResult:

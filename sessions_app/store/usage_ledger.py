@@ -10,6 +10,7 @@ from sessions_app.models import ModelUsage
 
 SUB_AGENT = ModelUsage.SUB_AGENT
 CONSOLIDATION = ModelUsage.CONSOLIDATION
+TITLE = ModelUsage.TITLE
 COUNTS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")
 
 

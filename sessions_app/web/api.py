@@ -35,7 +35,7 @@ from sessions_app.runtime.history import HistoryInvalid
 from sessions_app.runtime.queue import QueuedPromptNotFound, QueueFull
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
 from sessions_app.services import approvals as approval_services
-from sessions_app.services import deletion, notices, prompt_modes, sessions
+from sessions_app.services import deletion, notices, organize, prompt_modes, sessions
 from sessions_app.services import turns as turn_services
 from sessions_app.services.foreign_import import (
     ForeignFormatInvalid,
@@ -251,6 +251,7 @@ class SessionViewSet(ViewSet):
                 agent=query.get("agent"),
                 include_tests=query["include_tests"],
                 include_subagents=query["include_subagents"],
+                archived=query["archived"],
             )
         )
 
@@ -296,17 +297,27 @@ class SessionViewSet(ViewSet):
     )
     def partial_update(self, request, id=None):
         data = _parse(serializers.SessionPatchInput, request.data)
-        try:
-            meta = sessions.session_configure(
+        if data.keys() & {"title", "pinned", "archived"}:
+            # Naming and ordering the list: no turn lease, and no entry in the conversation.
+            meta = organize.session_organize(
                 session_id=id,
                 owner_id=request.user.id,
-                model=data.get("model"),
-                thinking=data.get("thinking"),
+                title=data.get("title"),
+                pinned=data.get("pinned"),
+                archived=data.get("archived"),
             )
-        except ValueError as error:
-            if isinstance(error, InvalidSessionId):
-                raise
-            raise exceptions.ValidationError({"model": [str(error)]}) from error
+        if data.keys() & {"model", "thinking"}:
+            try:
+                meta = sessions.session_configure(
+                    session_id=id,
+                    owner_id=request.user.id,
+                    model=data.get("model"),
+                    thinking=data.get("thinking"),
+                )
+            except ValueError as error:
+                if isinstance(error, InvalidSessionId):
+                    raise
+                raise exceptions.ValidationError({"model": [str(error)]}) from error
         return Response(selectors.session_to_api(meta))
 
     @extend_schema(

@@ -420,6 +420,7 @@ REST_FRAMEWORK = {
         "branches": env.str("BRANCH_THROTTLE_RATE", default="30/min"),
         "search": env.str("SEARCH_THROTTLE_RATE", default="120/min"),
         "exports": env.str("EXPORT_THROTTLE_RATE", default="10/hour"),
+        "shares": env.str("SHARE_THROTTLE_RATE", default="120/min"),
     },
     # Every error body is {"code", "detail"} (docs/design.md §7).
     "EXCEPTION_HANDLER": "sessions_app.web.api.exception_handler",

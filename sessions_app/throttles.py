@@ -6,7 +6,11 @@ Each is a scope of REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], counted in Django's
   history — `POST …/branch/` and the `/branch` slash command (chat page and terminal);
 - `search` (SEARCH_THROTTLE_RATE): a query ranks every matching message of the user;
 - `exports` (EXPORT_THROTTLE_RATE): "download everything" reads and compresses all the user
-  has — `GET /api/me/export/`.
+  has — `GET /api/me/export/`;
+- `shares` (SHARE_THROTTLE_RATE): share links made and refreshed, and shared conversations
+  read — `/s/<token>` and `GET /api/shared/<token>/`, counted per address for a reader who
+  is not signed in (DRF's user throttle does that by itself). A copy of a share is a new
+  session holding a history, like a branch: it counts as one (`branches`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ class SearchRateThrottle(UserRateThrottle):
 
 class ExportRateThrottle(UserRateThrottle):
     scope = "exports"
+
+
+class ShareRateThrottle(UserRateThrottle):
+    scope = "shares"
 
 
 def _wait(throttle: UserRateThrottle, user) -> float | None:

@@ -42,6 +42,7 @@ from sessions_app.services.foreign_import import (
     ImportTooLarge,
     history_import,
 )
+from sessions_app.share_selectors import ShareNotFound
 from sessions_app.store import AgentMismatch, InvalidSessionId, SessionNotFound
 from sessions_app.throttles import BranchRateThrottle, SearchRateThrottle, TurnRateThrottle
 from sessions_app.web import serializers
@@ -71,6 +72,7 @@ DOMAIN_ERRORS: dict[type[Exception], int] = {
     turn_selectors.TurnNotFound: status.HTTP_404_NOT_FOUND,
     QueueFull: status.HTTP_409_CONFLICT,
     QueuedPromptNotFound: status.HTTP_404_NOT_FOUND,
+    ShareNotFound: status.HTTP_404_NOT_FOUND,
 }
 NOT_FOUND_DETAIL = "no such session"
 

@@ -25,7 +25,7 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
-from sessions_app import limits, selectors, turn_selectors
+from sessions_app import limits, selectors, tree_selectors, turn_selectors
 from sessions_app.foreign_formats import SQLITE_MAGIC
 from sessions_app.ids import ReservedSessionId
 from sessions_app.runtime.agents import UnknownAgent
@@ -478,6 +478,11 @@ class SessionViewSet(ViewSet):
             session_id=id, owner_id=request.user.id, call_id=call_id, allow=data["allow"]
         )
         return Response({"call_id": call_id, "status": decided})
+
+    @extend_schema(parameters=[SESSION_ID], responses={200: serializers.TreeNodeOutput, **ERRORS})
+    @action(detail=True, methods=["get"])
+    def tree(self, request, id=None):
+        return Response(tree_selectors.session_tree(session_id=id, owner_id=request.user.id))
 
     @extend_schema(
         parameters=[SESSION_ID],

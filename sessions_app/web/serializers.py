@@ -230,6 +230,19 @@ class SessionOutput(serializers.Serializer):
     archived = serializers.BooleanField(help_text="listed only with ?archived=true")
 
 
+class TreeNodeOutput(serializers.Serializer):
+    id = SessionIdField()
+    title = serializers.CharField(allow_blank=True)
+    parent_id = SessionIdField(allow_null=True)
+    branched_at_seq = serializers.IntegerField(allow_null=True)
+    children = serializers.ListField(
+        child=serializers.DictField(), help_text="nodes of the same shape, oldest first"
+    )
+    truncated = serializers.BooleanField(
+        required=False, help_text="present when a chain this deep was cut here"
+    )
+
+
 class SessionDetailOutput(SessionOutput):
     entry_counts = serializers.DictField(
         child=serializers.IntegerField(),

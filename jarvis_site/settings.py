@@ -192,6 +192,16 @@ if not (
     raise ImproperlyConfigured(
         f"JARVIS_MODEL must be 'offline', 'openai:<model>' or 'anthropic:<model>', not {JARVIS_MODEL!r}"
     )
+# The model that names a conversation after its first answer (docs/design.md §24): "" is
+# JARVIS_MODEL; a small model is enough; `offline` keeps the first prompt's words.
+TITLE_MODEL = env.str("TITLE_MODEL", default="")
+if TITLE_MODEL and not (
+    TITLE_MODEL == "offline"
+    or (TITLE_MODEL.startswith(("openai:", "anthropic:")) and TITLE_MODEL.split(":", 1)[1])
+):
+    raise ImproperlyConfigured(
+        f"TITLE_MODEL must be empty, 'offline', 'openai:<model>' or 'anthropic:<model>', not {TITLE_MODEL!r}"
+    )
 OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
 OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="")
 ANTHROPIC_API_KEY = env.str("ANTHROPIC_API_KEY", default="")

@@ -1,7 +1,8 @@
 """A conversation's title, written by the model after its first answer (docs/design.md §24).
 
 The first request names the conversation at once with its own first words (turns.py), so
-the list never shows a bare id. When a model is configured, the first answer is followed by
+the list never shows a bare id. When a model is configured (TITLE_MODEL, else JARVIS_MODEL;
+`offline` for neither), the first answer is followed by
 one small question to it — a few words naming the exchange — which replaces that title
 unless the person renamed the session meanwhile. The call's usage is the session's own, in
 the usage ledger (§22). A failed or empty answer keeps the first words: a title is never
@@ -12,7 +13,9 @@ from __future__ import annotations
 
 import logging
 
-from sessions_app.runtime.providers.oneshot import model_ask, model_calls_counted, model_configured
+from django.conf import settings
+
+from sessions_app.runtime.providers.oneshot import model_ask, model_calls_counted
 from sessions_app.signals import session_retitled
 from sessions_app.store import get_store
 from sessions_app.store.base import EntryRecord
@@ -38,6 +41,12 @@ def title_cleaned(answer: str) -> str:
     return " ".join(words[:TITLE_WORDS_MAX])
 
 
+def title_model() -> str | None:
+    """The model that writes titles (TITLE_MODEL, else JARVIS_MODEL); None for `offline`."""
+    spec = settings.TITLE_MODEL or settings.JARVIS_MODEL
+    return None if spec == "offline" else spec
+
+
 def title_by_model(
     *, session_id: str, incarnation: str, first_words: str, prompt: str, answer: str
 ) -> str | None:
@@ -47,12 +56,13 @@ def title_by_model(
     the session, as of `incarnation`, still has the first words as its title; add the
     call's usage to the ledger; tell the person's tabs (`session_retitled`).
     """
-    if not model_configured():
+    model = title_model()
+    if model is None:
         return None
     text = f"User: {prompt[:EXCHANGE_CHARS]}\n\nAssistant: {answer[:EXCHANGE_CHARS]}"
     with model_calls_counted() as calls:
         try:
-            title = title_cleaned(model_ask(instructions=INSTRUCTIONS, text=text))
+            title = title_cleaned(model_ask(instructions=INSTRUCTIONS, text=text, model=model))
         except Exception:  # noqa: BLE001 - any model failure keeps the first words
             logger.warning("title for session %s failed", session_id, exc_info=True)
             title = ""

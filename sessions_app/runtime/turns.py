@@ -45,7 +45,6 @@ from sessions_app.runtime.lease import (
 )
 from sessions_app.runtime.memory_context import system_prompt_for
 from sessions_app.runtime.providers import Provider, ProviderError, provider_for
-from sessions_app.runtime.providers.oneshot import model_configured
 from sessions_app.runtime.queue import (
     queue_take,
     queue_turn_ended,
@@ -55,7 +54,7 @@ from sessions_app.runtime.queue import (
     steers_waiting,
 )
 from sessions_app.runtime.timings import Stopwatch, tool_outcome
-from sessions_app.runtime.titles import first_answer, title_by_model
+from sessions_app.runtime.titles import first_answer, title_by_model, title_model
 from sessions_app.runtime.tools import ToolContext, TurnAbort, tool_run
 from sessions_app.signals import turn_finished
 from sessions_app.store import EntryRecord, NewEntry, SessionMeta, SessionNotFound, get_store
@@ -450,7 +449,7 @@ async def _run(session_id, text, owner_id, on_event, provider, queue_id, wait_se
         not meta.title
         and meta.spawned_by is None
         and result.status == "completed"
-        and model_configured()
+        and title_model() is not None
     ):
         # The first answer: the model names the conversation, after the lease is released
         # (the next turn need not wait for a title). A sub-agent's session is in nobody's

@@ -84,3 +84,31 @@ def test_the_offline_model_leaves_the_first_prompts_words(backend, alice, settin
     assert session_of(alice)["title"] == "Plan a picnic for Saturday"
     assert set(usage_of(alice)["by_model"]) == {"offline"}, "the turn's own call only"
     assert not ModelUsage.objects.filter(session_id="chat-1").exists()
+
+
+def test_title_model_names_the_model_that_writes_titles(backend, server, alice, settings):
+    settings.TITLE_MODEL = "openai:gpt-4o-mini"  # a small model is enough for a few words
+    get_store().create("chat-1", owner_id=alice.id)
+    server.script(
+        Reply(text="Paris.", input_tokens=100, output_tokens=20),
+        Reply(text="French capital", input_tokens=40, output_tokens=5),
+    )
+    turn("chat-1", alice, PROMPT)
+    assert [request["model"] for request in server.requests] == ["gpt-4o", "gpt-4o-mini"]
+    assert session_of(alice)["title"] == "French capital"
+    by_model = usage_of(alice)["by_model"]
+    assert (by_model["gpt-4o-mini"]["input_tokens"], by_model["gpt-4o"]["input_tokens"]) == (
+        40,
+        100,
+    )
+
+
+def test_title_model_offline_keeps_the_first_words_with_a_real_model(
+    backend, server, alice, settings
+):
+    settings.TITLE_MODEL = "offline"
+    get_store().create("chat-1", owner_id=alice.id)
+    server.script(Reply(text="Paris."))
+    turn("chat-1", alice, "Capital of France?")
+    assert session_of(alice)["title"] == "Capital of France?"
+    assert len(server.requests) == 1

@@ -299,15 +299,6 @@ class SessionViewSet(ViewSet):
     )
     def partial_update(self, request, id=None):
         data = _parse(serializers.SessionPatchInput, request.data)
-        if data.keys() & {"title", "pinned", "archived"}:
-            # Naming and ordering the list: no turn lease, and no entry in the conversation.
-            meta = organize.session_organize(
-                session_id=id,
-                owner_id=request.user.id,
-                title=data.get("title"),
-                pinned=data.get("pinned"),
-                archived=data.get("archived"),
-            )
         if data.keys() & {"model", "thinking"}:
             try:
                 meta = sessions.session_configure(
@@ -320,6 +311,16 @@ class SessionViewSet(ViewSet):
                 if isinstance(error, InvalidSessionId):
                     raise
                 raise exceptions.ValidationError({"model": [str(error)]}) from error
+        if data.keys() & {"title", "pinned", "archived"}:
+            # Naming and ordering the list: no turn lease, and no entry in the conversation.
+            # After the settings, which may be refused (busy): a refused PATCH changes nothing.
+            meta = organize.session_organize(
+                session_id=id,
+                owner_id=request.user.id,
+                title=data.get("title"),
+                pinned=data.get("pinned"),
+                archived=data.get("archived"),
+            )
         return Response(selectors.session_to_api(meta))
 
     @extend_schema(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
+from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -132,6 +133,7 @@ class SharedCopyView(OwnerApiView):
 
 
 @require_GET
+@ensure_csrf_cookie  # the copy button of a signed-in reader sends it back
 def shared_page(request, token):
     """The read-only page of a share: the conversation only, never indexed."""
     throttle = ShareRateThrottle()

@@ -194,6 +194,16 @@ if not (
     raise ImproperlyConfigured(
         f"JARVIS_MODEL must be 'offline', 'openai:<model>' or 'anthropic:<model>', not {JARVIS_MODEL!r}"
     )
+# The model that names a conversation after its first answer (docs/design.md §24): "" is
+# JARVIS_MODEL; a small model is enough; `offline` keeps the first prompt's words.
+TITLE_MODEL = env.str("TITLE_MODEL", default="")
+if TITLE_MODEL and not (
+    TITLE_MODEL == "offline"
+    or (TITLE_MODEL.startswith(("openai:", "anthropic:")) and TITLE_MODEL.split(":", 1)[1])
+):
+    raise ImproperlyConfigured(
+        f"TITLE_MODEL must be empty, 'offline', 'openai:<model>' or 'anthropic:<model>', not {TITLE_MODEL!r}"
+    )
 OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
 OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="")
 ANTHROPIC_API_KEY = env.str("ANTHROPIC_API_KEY", default="")
@@ -479,6 +489,7 @@ REST_FRAMEWORK = {
         "search": env.str("SEARCH_THROTTLE_RATE", default="120/min"),
         "exports": env.str("EXPORT_THROTTLE_RATE", default="10/hour"),
         "uploads": env.str("UPLOAD_THROTTLE_RATE", default="60/min"),
+        "shares": env.str("SHARE_THROTTLE_RATE", default="120/min"),
     },
     # Every error body is {"code", "detail"} (docs/design.md §7).
     "EXCEPTION_HANDLER": "sessions_app.web.api.exception_handler",

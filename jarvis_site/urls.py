@@ -9,6 +9,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from notices_app.api import GoalViewSet, ScheduleViewSet, service_worker
+from sessions_app.web import share_api
 from sessions_app.web.api import HistoryImportView, SearchViewSet, SessionViewSet
 from sessions_app.web.files_api import FileThumbView, FileUploadView, FileView
 
@@ -37,6 +38,15 @@ urlpatterns = [
         FileThumbView.as_view(),
         name="file-thumb",
     ),
+    path("api/sessions/<str:id>/shares/", share_api.SessionSharesView.as_view()),
+    path("api/sessions/<str:id>/shares/<int:share_id>/", share_api.SessionShareView.as_view()),
+    path(
+        "api/sessions/<str:id>/shares/<int:share_id>/refresh/",
+        share_api.SessionShareRefreshView.as_view(),
+    ),
+    path("api/shared/<str:token>/", share_api.SharedView.as_view(), name="shared-json"),
+    path("api/shared/<str:token>/copy/", share_api.SharedCopyView.as_view()),
+    path("s/<str:token>", share_api.shared_page, name="shared-page"),
     path("api/", include(router.urls)),
     # Before notices_app's: its `me/` view, extended with DELETE (the account).
     path("api/", include("accounts_app.urls")),

@@ -14,6 +14,7 @@ class SessionsAppConfig(AppConfig):
     def ready(self):
         # Imported in AppConfig.ready: apps.py is loaded while Django fills the app registry,
         # before any module that touches a model may be imported.
+        from sessions_app.core import signals
         from sessions_app.runtime.agents import agent_registry
         from sessions_app.runtime.approvals import approval_decisions_poll
         from sessions_app.runtime.lease import lease_poll_hook_register
@@ -33,6 +34,13 @@ class SessionsAppConfig(AppConfig):
         # server process also sweeps for queues a dead worker left behind.
         queue_runner_register(prompt_modes.queue_kick)
         heartbeat_hook_register(prompt_modes.queue_sweep)
+
+        # The person's live list (docs/design.md §24) and share links follow the sessions.
+        signals.turn_finished.connect(receivers.announce_answer, dispatch_uid="sessions_answer")
+        signals.session_retitled.connect(receivers.announce_title, dispatch_uid="sessions_title")
+        signals.session_deleted.connect(
+            receivers.forget_deleted_session, dispatch_uid="sessions_forget_deleted"
+        )
 
         connection_created.connect(keep_wal_open, dispatch_uid="jarvis_site.keep_wal_open")
 

@@ -40,6 +40,10 @@ class Session(models.Model):
     # How hard the model thinks (docs/design.md §20): off, low, medium or high; changed by
     # /think and PATCH, and sent to the provider with every request of a turn.
     thinking = models.CharField(max_length=8, default="off", db_default="off")
+    # The person's order of the list (docs/design.md §24): pinned ones first, archived ones
+    # only when asked for. Not activity: changing them leaves `updated_at` alone.
+    pinned = models.BooleanField(default=False, db_default=False)
+    archived = models.BooleanField(default=False, db_default=False)
     # Turn lease (docs/design.md §5.5): one turn per session across processes. A holder renews the
     # expiry while its turn runs; a crashed holder's lease simply runs out.
     lease_holder = models.CharField(max_length=64, blank=True, default="")
@@ -293,7 +297,12 @@ class ModelUsage(models.Model):
 
     SUB_AGENT = "sub_agent"
     CONSOLIDATION = "consolidation"
-    SOURCES = [(SUB_AGENT, "sub-agent turn"), (CONSOLIDATION, "consolidation")]
+    TITLE = "title"
+    SOURCES = [
+        (SUB_AGENT, "sub-agent turn"),
+        (CONSOLIDATION, "consolidation"),
+        (TITLE, "title"),
+    ]
 
     session_id = models.CharField(max_length=200)
     source = models.CharField(max_length=16, choices=SOURCES)
@@ -367,3 +376,31 @@ class BlobLink(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}: {self.name}"
+
+
+class ShareLink(models.Model):
+    """A read-only link to a session up to a seq (docs/design.md §24).
+
+    Only the SHA-256 of the token is kept: the token is shown once, at creation, and a
+    database dump cannot be turned into working links. A plain session id with the session's
+    incarnation, not a foreign key: the jsonl backend keeps no session row, and a share of a
+    session deleted and created again under the same id must not show the new one. The
+    session's delete removes its links (sessions_app.services.receivers).
+    """
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="share_links"
+    )
+    session_id = models.CharField(max_length=200)
+    session_incarnation = models.CharField(max_length=32)
+    token_hash = models.CharField(max_length=64, unique=True)
+    upto_seq = models.PositiveBigIntegerField()
+    include_tools = models.BooleanField(default=False)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["session_id"], name="share_link_session")]
+
+    def __str__(self) -> str:
+        return f"share {self.pk} of {self.session_id}"

@@ -48,6 +48,10 @@ def child_env(**extra) -> dict:
     env["SESSIONS_DIR"] = str(settings.SESSIONS_DIR)
     env["EXPORTS_DIR"] = str(settings.EXPORTS_DIR)
     env["DJANGO_SETTINGS_MODULE"] = "jarvis_site.settings"
+    # Servers a test starts name conversations by their first words unless the test asks for
+    # model-written titles: a title call after each first answer would take a reply the test
+    # scripted for something else.
+    env.setdefault("TITLE_MODEL", "offline")
     env.update({key: str(value) for key, value in extra.items()})
     return env
 

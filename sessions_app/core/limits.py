@@ -85,6 +85,11 @@ def title_check(title: Any) -> str:
     return text_check(title, name="the title", max_chars=TITLE_MAX_CHARS)
 
 
+def renamed_title_check(title: Any) -> str:
+    """A title the person gives: not empty (an empty one would read as a nameless row)."""
+    return text_check(title, name="the title", max_chars=TITLE_MAX_CHARS, min_chars=1).strip()
+
+
 def notice_check(content: Any) -> str:
     return text_check(content, name="the notice", max_chars=NOTICE_MAX_CHARS)
 

@@ -24,6 +24,10 @@ session_ended = Signal()
 # `compaction` entry stored at entry_seq). Sent in the transaction that stores that entry.
 session_compacted = Signal()
 
+# kwargs: session_id. Sent after the model's title of a conversation was stored (outside any
+# transaction: the title is committed).
+session_retitled = Signal()
+
 # kwargs: session_id, notice (the store's Notice). Sent by `proactive_add` in the transaction
 # that adds a new notice (not for a repeated message_id), so that what a receiver queues for
 # it commits with it.

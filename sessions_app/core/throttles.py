@@ -9,6 +9,10 @@ Each is a scope of REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], counted in Django's
   has — `GET /api/me/export/`;
 - `uploads` (UPLOAD_THROTTLE_RATE): a file upload hashes, decodes (an image's header, a
   PDF's text) and stores up to UPLOAD_MAX_BYTES — `POST …/files/`.
+- `shares` (SHARE_THROTTLE_RATE): share links made and refreshed, and shared conversations
+  read — `/s/<token>` and `GET /api/shared/<token>/`, counted per address for a reader who
+  is not signed in (DRF's user throttle does that by itself). A copy of a share is a new
+  session holding a history, like a branch: it counts as one (`branches`).
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ class ExportRateThrottle(UserRateThrottle):
 
 class UploadRateThrottle(UserRateThrottle):
     scope = "uploads"
+
+
+class ShareRateThrottle(UserRateThrottle):
+    scope = "shares"
 
 
 def _wait(throttle: UserRateThrottle, user) -> float | None:

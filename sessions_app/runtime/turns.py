@@ -56,6 +56,7 @@ from sessions_app.runtime.queue import (
     steers_waiting,
 )
 from sessions_app.runtime.timings import Stopwatch, tool_outcome
+from sessions_app.runtime.titles import first_answer, title_by_model, title_model
 from sessions_app.runtime.tools import ToolContext, TurnAbort, tool_run
 from sessions_app.store import EntryRecord, NewEntry, SessionMeta, SessionNotFound, get_store
 from sessions_app.store.request_headers import header_digest, header_save
@@ -445,7 +446,7 @@ async def _run(
         pump = _EventPump(on_event)
         try:
             lease.watch(on_abort=abort.set)
-            return await _loop(meta, owner_id, text, provider, abort, pump, queue_id, attachments)
+            result = await _loop(meta, owner_id, text, provider, abort, pump, queue_id, attachments)
         finally:
             # Before the first await: the pump cannot deliver `agent_end` before this.
             release_user_slot()
@@ -463,6 +464,25 @@ async def _run(
             except DatabaseError:
                 # The turn's own outcome stands; the recovery sweep runs what waits.
                 logger.exception("looking for prompts queued behind turn of %s failed", session_id)
+    if (
+        not meta.title
+        and meta.spawned_by is None
+        and result.status == "completed"
+        and title_model() is not None
+    ):
+        # The first answer: the model names the conversation, after the lease is released
+        # (the next turn need not wait for a title). A sub-agent's session is in nobody's
+        # list: no title is worth a call there.
+        await in_pool(
+            "store",
+            title_by_model,
+            session_id=session_id,
+            incarnation=meta.incarnation,
+            first_words=title_from_message(text),
+            prompt=text,
+            answer=first_answer(result.entries),
+        )
+    return result
 
 
 async def _loop(

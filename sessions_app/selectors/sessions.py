@@ -74,6 +74,8 @@ def session_to_api(meta: SessionMeta) -> dict[str, Any]:
         "model": meta.model,
         "spawned_by": meta.spawned_by,
         "thinking": meta.thinking,
+        "pinned": meta.pinned,
+        "archived": meta.archived,
     }
 
 
@@ -83,17 +85,23 @@ def session_list(
     agent: str | None = None,
     include_tests: bool = True,
     include_subagents: bool = False,
+    archived: bool | None = False,
 ) -> list[dict[str, Any]]:
-    """The caller's sessions, newest activity first; reads only metadata, never entries.
+    """The caller's sessions, pinned ones first, then newest activity first; reads only
+    metadata, never entries.
 
-    Sub-agent sessions (made by `delegate`) are left out unless `include_subagents`.
+    Sub-agent sessions (made by `delegate`) are left out unless `include_subagents`; archived
+    ones are listed instead of the others with `archived=True` (None: all).
     """
     metas = get_store().list(
         owner_id=owner_id,
         agent=agent,
         include_tests=include_tests,
         include_subagents=include_subagents,
+        archived=archived,
     )
+    # A stable sort: within pinned and unpinned, the store's activity order stays.
+    metas.sort(key=lambda meta: not meta.pinned)
     return [session_to_api(meta) for meta in metas]
 
 

@@ -14,6 +14,7 @@ from sessions_app.core.ids import (
 )
 from sessions_app.core.signals import session_ended
 from sessions_app.runtime.agents import agent_known
+from sessions_app.services.session_events import CREATED, session_changed_on_commit
 from sessions_app.services.sessions import SIGNAL_SENDER, session_locked
 from sessions_app.store import (
     SessionMeta,
@@ -56,6 +57,8 @@ def connection_open(
         if meta.owner_id != user_id:
             raise SessionNotFound(session_id)
         connections.register(session_id=session_id, channel_name=channel_name, user_id=user_id)
+        if created:
+            session_changed_on_commit(meta=meta, action=CREATED)
     return meta, created
 
 

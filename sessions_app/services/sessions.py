@@ -33,6 +33,7 @@ from sessions_app.runtime.providers import check_model_spec
 from sessions_app.services import compaction
 from sessions_app.services.branch_summaries import branch_summary_entry
 from sessions_app.services.broadcasts import session_broadcast_on_commit
+from sessions_app.services.session_events import CREATED, session_changed_on_commit
 from sessions_app.store import (
     EntryRecord,
     NewEntry,
@@ -89,6 +90,8 @@ def session_create(
     meta = store.create(session_id, agent=agent, owner_id=owner_id, title=title)
     if meta.owner_id != owner_id:  # another user created it in between
         raise SessionIdUnavailable(f"session id {session_id!r} is not available")
+    if existing is None:
+        session_changed_on_commit(meta=meta, action=CREATED)
     return meta, existing is None
 
 
@@ -150,6 +153,7 @@ def session_branch(
             )
             usage_ledger_copy(source_id=session_id, new_id=branch.id, up_to_seq=cut)
             blob_links_copy(source_id=session_id, new_id=branch.id)
+            session_changed_on_commit(meta=branch, action=CREATED)
     except SessionExists as error:
         raise SessionIdUnavailable(f"session id {new_id!r} is already taken") from error
     return branch

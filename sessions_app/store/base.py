@@ -104,6 +104,8 @@ class SessionMeta:
     model: str = ""  # "" = the agent's model, else JARVIS_MODEL
     spawned_by: str | None = None  # the calling session of a sub-agent session
     thinking: str = "off"  # off | low | medium | high (THINKING_LEVELS)
+    pinned: bool = False  # listed before the others (docs/design.md §24)
+    archived: bool = False  # left out of the list unless asked for
 
 
 @dataclass(frozen=True)
@@ -222,12 +224,20 @@ class SessionStore(Protocol):
 
     def set_thinking(self, session_id: str, thinking: str) -> SessionMeta: ...
 
+    def set_flags(
+        self, session_id: str, *, pinned: bool | None = None, archived: bool | None = None
+    ) -> SessionMeta:
+        """Pin/unpin and archive/unarchive (None leaves a flag as it is); not activity:
+        `updated_at` stays."""
+        ...
+
     def list(
         self,
         owner_id: int | None = None,
         agent: str | None = None,
         include_tests: bool = True,
         include_subagents: bool = True,
+        archived: bool | None = None,
     ) -> list[SessionMeta]: ...
 
     def get_messages(

@@ -63,6 +63,8 @@ META_FIELDS = (
     "model",
     "spawned_by",
     "thinking",
+    "pinned",
+    "archived",
 )
 
 
@@ -232,13 +234,27 @@ class DbSessionStore:
             raise SessionNotFound(session_id)
         return self.get_meta(session_id)
 
+    def set_flags(self, session_id, *, pinned=None, archived=None):
+        validate_session_id(session_id)
+        changes = {
+            name: bool(value)
+            for name, value in (("pinned", pinned), ("archived", archived))
+            if value is not None
+        }
+        rows = Session.objects.filter(id=session_id)
+        if not (rows.update(**changes) if changes else rows.exists()):
+            raise SessionNotFound(session_id)
+        return self.get_meta(session_id)
+
     def get_meta(self, session_id):
         # Read several times by every turn: the same plain SQL as the list.
         validate_session_id(session_id)
         found = self._metas(" WHERE id = %s", [session_id])
         return found[0] if found else None
 
-    def list(self, owner_id=None, agent=None, include_tests=True, include_subagents=True):
+    def list(
+        self, owner_id=None, agent=None, include_tests=True, include_subagents=True, archived=None
+    ):
         """Sessions newest activity first, as SessionMeta; reads only session rows.
 
         SQL through Django's connection, like the hot paths: the sessions list is what the
@@ -259,6 +275,9 @@ class DbSessionStore:
         if agent is not None:
             conditions.append("agent = %s")
             params.append(agent)
+        if archived is not None:
+            conditions.append("archived = %s")
+            params.append(bool(archived))
         if not include_tests:
             # A plain prefix comparison, case-sensitive on both databases (SQLite's LIKE is
             # not), as the jsonl backend's str.startswith.
@@ -277,7 +296,7 @@ class DbSessionStore:
         )
         sql = (
             f"SELECT id, agent, owner_id, title, parent_id, branched_at_seq, {stamps}, "
-            f"last_seq, incarnation, model, spawned_by, thinking "
+            f"last_seq, incarnation, model, spawned_by, thinking, pinned, archived "
             f"FROM {self._tables['session']}{where} "
             "ORDER BY updated_at DESC, id DESC"
         )
@@ -304,6 +323,8 @@ class DbSessionStore:
                     "model": model,
                     "spawned_by": spawned_by,
                     "thinking": thinking,
+                    "pinned": bool(pinned),
+                    "archived": bool(archived),
                 }
             )
             for (
@@ -320,6 +341,8 @@ class DbSessionStore:
                 model,
                 spawned_by,
                 thinking,
+                pinned,
+                archived,
             ) in rows
         ]
 

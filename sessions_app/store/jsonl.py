@@ -210,6 +210,16 @@ class JsonlSessionStore:
             self._write_meta(meta, durable=True)
         return meta
 
+    def set_flags(self, session_id, *, pinned=None, archived=None):
+        with self._locked(session_id):
+            meta = self._current_meta(session_id, None)
+            if pinned is not None:
+                meta = replace(meta, pinned=bool(pinned))
+            if archived is not None:
+                meta = replace(meta, archived=bool(archived))
+            self._write_meta(meta, durable=True)
+        return meta
+
     def get_meta(self, session_id):
         return self._read_meta(session_id)
 
@@ -265,7 +275,9 @@ class JsonlSessionStore:
             if self._read_meta(session_id) is None:
                 Session.objects.filter(id=session_id).delete()
 
-    def list(self, owner_id=None, agent=None, include_tests=True, include_subagents=True):
+    def list(
+        self, owner_id=None, agent=None, include_tests=True, include_subagents=True, archived=None
+    ):
         metas = []
         # Only meta files are read: listing never touches a conversation's entries.
         for path in self.root.glob("*.meta.json"):
@@ -278,6 +290,8 @@ class JsonlSessionStore:
             if agent is not None and meta.agent != agent:
                 continue
             if not include_subagents and meta.spawned_by is not None:
+                continue
+            if archived is not None and meta.archived != bool(archived):
                 continue
             if not include_tests and meta.id.startswith(tuple(settings.TEST_SESSION_PREFIXES)):
                 continue

@@ -11,6 +11,7 @@ from sessions_app.store.rows import delete_rows_of_session
 
 SUB_AGENT = ModelUsage.SUB_AGENT
 CONSOLIDATION = ModelUsage.CONSOLIDATION
+TITLE = ModelUsage.TITLE
 COUNTS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")
 
 

@@ -38,8 +38,9 @@ from sessions_app.runtime.history import HistoryInvalid
 from sessions_app.runtime.providers import BadModel
 from sessions_app.runtime.queue import QueuedPromptNotFound, QueueFull
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
+from sessions_app.selectors.shares import ShareNotFound
 from sessions_app.services import approvals as approval_services
-from sessions_app.services import deletion, files, notices, prompt_modes, sessions
+from sessions_app.services import deletion, files, notices, organize, prompt_modes, sessions
 from sessions_app.services import turns as turn_services
 from sessions_app.services.foreign_import import (
     ForeignFormatInvalid,
@@ -80,6 +81,7 @@ DOMAIN_ERRORS: tuple[type[Exception], ...] = (
     file_types.ImageTooManyPixels,
     files.UploadTooLarge,
     files.QuotaExceeded,
+    ShareNotFound,
 )
 
 
@@ -258,6 +260,7 @@ class SessionViewSet(ViewSet):
                 agent=query.get("agent"),
                 include_tests=query["include_tests"],
                 include_subagents=query["include_subagents"],
+                archived=query["archived"],
             )
         )
 
@@ -303,12 +306,23 @@ class SessionViewSet(ViewSet):
     )
     def partial_update(self, request, id=None):
         data = _parse(serializers.SessionPatchInput, request.data)
-        meta = sessions.session_configure(
-            session_id=id,
-            owner_id=request.user.id,
-            model=data.get("model"),
-            thinking=data.get("thinking"),
-        )
+        if data.keys() & {"model", "thinking"}:
+            meta = sessions.session_configure(
+                session_id=id,
+                owner_id=request.user.id,
+                model=data.get("model"),
+                thinking=data.get("thinking"),
+            )
+        if data.keys() & {"title", "pinned", "archived"}:
+            # Naming and ordering the list: no turn lease, and no entry in the conversation.
+            # After the settings, which may be refused (busy): a refused PATCH changes nothing.
+            meta = organize.session_organize(
+                session_id=id,
+                owner_id=request.user.id,
+                title=data.get("title"),
+                pinned=data.get("pinned"),
+                archived=data.get("archived"),
+            )
         return Response(selectors.session_to_api(meta))
 
     @extend_schema(
@@ -476,6 +490,11 @@ class SessionViewSet(ViewSet):
             session_id=id, owner_id=request.user.id, call_id=call_id, allow=data["allow"]
         )
         return Response({"call_id": call_id, "status": decided})
+
+    @extend_schema(parameters=[SESSION_ID], responses={200: serializers.TreeNodeOutput, **ERRORS})
+    @action(detail=True, methods=["get"])
+    def tree(self, request, id=None):
+        return Response(selectors.session_tree(session_id=id, owner_id=request.user.id))
 
     @extend_schema(
         parameters=[SESSION_ID],

@@ -15,12 +15,13 @@ from urllib.parse import quote
 
 from jarvis_site.shared.errors import Code
 from sessions_app import selectors
+from sessions_app.core import limits
 from sessions_app.core.command_registry import REGISTERED_COMMANDS, CommandRefused
 from sessions_app.core.throttles import branch_throttle_wait
 from sessions_app.runtime.agents import model_for_session
 from sessions_app.runtime.lease import SessionBusy
 from sessions_app.runtime.providers import MODEL_SPEC_HELP, BadModel
-from sessions_app.services import cleanup
+from sessions_app.services import cleanup, organize
 from sessions_app.services import sessions as session_services
 from sessions_app.store import InvalidSessionId, SessionNotFound
 from sessions_app.store.base import THINKING_LEVELS
@@ -168,6 +169,30 @@ def _think(ctx: _Context) -> CommandResult:
     )
 
 
+def _rename(ctx: _Context) -> CommandResult:
+    if not ctx.args:
+        raise CommandError(Code.BAD_REQUEST, "usage: /rename <new title>")
+    try:
+        title = limits.renamed_title_check(" ".join(ctx.args))
+    except limits.InputInvalid as error:
+        raise CommandError(error.code, str(error)) from error
+    meta = organize.session_organize(session_id=ctx.session_id, owner_id=ctx.owner_id, title=title)
+    return CommandResult(
+        "rename", f"renamed: {meta.title}", {"session": selectors.session_to_api(meta)}
+    )
+
+
+def _pin(ctx: _Context) -> CommandResult:
+    if ctx.args not in ([], ["off"]):
+        raise CommandError(Code.BAD_REQUEST, "usage: /pin [off]")
+    pinned = not ctx.args
+    meta = organize.session_organize(
+        session_id=ctx.session_id, owner_id=ctx.owner_id, pinned=pinned
+    )
+    text = "pinned: listed first" if pinned else "unpinned"
+    return CommandResult("pin", text, {"session": selectors.session_to_api(meta)})
+
+
 def _cleanup(ctx: _Context) -> CommandResult:
     if ctx.owner_id is None:
         # An ownerless conversation (`manage.py chat` without --user) is no one's to clean.
@@ -274,6 +299,8 @@ COMMANDS: dict[str, tuple[Callable[[_Context], CommandResult], str, str]] = {
         "[off|low|medium|high]",
         "show or set how hard the model thinks (the offline model ignores it)",
     ),
+    "rename": (_rename, "<new title>", "rename this conversation"),
+    "pin": (_pin, "[off]", "pin this conversation to the top of the list, or unpin it"),
     "cleanup": (
         _cleanup,
         "[agents|tests|stm|connections confirm]",

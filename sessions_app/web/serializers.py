@@ -62,6 +62,15 @@ class ModelSpecField(serializers.CharField):
 # --- input --------------------------------------------------------------------------------
 
 
+class JsonBooleanField(serializers.BooleanField):
+    """true or false, and nothing DRF would read as one (0, "yes"): the schema says boolean."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
 class LimitedText(serializers.CharField):
     """Text checked by one of sessions_app.core.limits' checks and by nothing else, so that the API
     refuses exactly what the WebSocket and the chat command refuse (length, NUL, lone
@@ -120,6 +129,9 @@ class SessionListQuery(serializers.Serializer):
     include_subagents = serializers.BooleanField(
         required=False, default=False, help_text="also list the sessions sub-agents work in"
     )
+    archived = serializers.BooleanField(
+        required=False, default=False, help_text="the archived sessions instead of the others"
+    )
 
 
 class SessionPatchInput(serializers.Serializer):
@@ -132,10 +144,22 @@ class SessionPatchInput(serializers.Serializer):
         choices=list(THINKING_LEVELS),
         help_text="how hard the model thinks from the next turn on",
     )
+    title = LimitedText(
+        check=limits.renamed_title_check,
+        required=False,
+        max_length=limits.TITLE_MAX_CHARS,
+        help_text="rename the session",
+    )
+    pinned = JsonBooleanField(required=False, help_text="listed first")
+    archived = JsonBooleanField(
+        required=False, help_text="left out of the list unless ?archived=true"
+    )
 
     def validate(self, attrs):
         if not attrs:
-            raise serializers.ValidationError("give model, thinking or both")
+            raise serializers.ValidationError(
+                "give at least one of model, thinking, title, pinned, archived"
+            )
         return attrs
 
 
@@ -223,6 +247,21 @@ class SessionOutput(serializers.Serializer):
     )
     thinking = serializers.ChoiceField(
         choices=list(THINKING_LEVELS), help_text="set with /think or PATCH"
+    )
+    pinned = serializers.BooleanField(help_text="listed first")
+    archived = serializers.BooleanField(help_text="listed only with ?archived=true")
+
+
+class TreeNodeOutput(serializers.Serializer):
+    id = SessionIdField()
+    title = serializers.CharField(allow_blank=True)
+    parent_id = SessionIdField(allow_null=True)
+    branched_at_seq = serializers.IntegerField(allow_null=True)
+    children = serializers.ListField(
+        child=serializers.DictField(), help_text="nodes of the same shape, oldest first"
+    )
+    truncated = serializers.BooleanField(
+        required=False, help_text="present when a chain this deep was cut here"
     )
 
 

@@ -76,9 +76,10 @@ def question_entry(text: str) -> EntryRecord:
     )
 
 
-def model_ask(*, instructions: str, text: str) -> str:
-    """The configured model's answer to one user message under `instructions` (no tools)."""
-    provider = provider_for()
+def model_ask(*, instructions: str, text: str, model: str | None = None) -> str:
+    """The configured model's (or `model`'s) answer to one user message under `instructions`
+    (no tools)."""
+    provider = provider_for(model)
     reply = provider.complete(
         entries=[question_entry(text)],
         system_prompt=instructions,

@@ -7,12 +7,16 @@ import { api, errorText, loginUrl, sessionPath } from "./api.js";
 import { attachmentsElement, setupAttachments } from "./attachments.js";
 import { $, el, icon, iconButton } from "./dom.js";
 import { setupDrawer } from "./drawer.js";
+import { setupFamilyTree } from "./family_tree.js";
+import { rowActions, setupArchivedSwitch, showingArchived } from "./list_actions.js";
+import { followSessionChanges } from "./live_list.js";
 import { renderMarkdownInto } from "./markdown.js";
 import { setupModelPicker, showModel, showThinking } from "./model_picker.js";
 import { markNoticesSeen, unseenNotices } from "./notice_badges.js";
 import { refreshReminders } from "./reminders.js";
 import { refreshGoals } from "./goals.js";
 import { setupSearch } from "./search.js";
+import { setupShareDialog } from "./share_dialog.js";
 
 const log = $("log");
 const promptBox = $("prompt");
@@ -1277,6 +1281,10 @@ function sessionItem(session, unseen) {
   if (current) link.setAttribute("aria-current", "page");
   const name = el("span", "session-name");
   if (session.spawned_by) name.appendChild(icon("agent"));
+  if (session.pinned) {
+    name.appendChild(icon("pin"));
+    name.appendChild(el("span", "visually-hidden", "Pinned: "));
+  }
   name.appendChild(el("span", "", session.title || session.id));
   link.appendChild(name);
   link.appendChild(el("span", "session-meta", session.last_seq + " entries · " + relativeTime(session.updated_at)));
@@ -1294,6 +1302,11 @@ function sessionItem(session, unseen) {
   remove.setAttribute("aria-label", "Delete session " + (session.title || session.id));
   remove.appendChild(icon("trash"));
   remove.addEventListener("click", () => deleteFromList(session.id, item));
+  if (!session.spawned_by) {
+    item.appendChild(
+      rowActions(item, session, { onChanged: refreshSessions, onError: (text) => showNotice(text, "error") }),
+    );
+  }
   item.appendChild(remove);
   return item;
 }
@@ -1334,7 +1347,10 @@ function sessionTree(sessions, unseen) {
 }
 
 async function refreshSessions() {
-  const result = await api("GET", "/api/sessions/?include_subagents=true");
+  // Frames of the live list can come in a burst: only the latest answer is drawn.
+  const asked = (state.listAsks = (state.listAsks || 0) + 1);
+  const result = await api("GET", "/api/sessions/?include_subagents=true&archived=" + showingArchived());
+  if (asked !== state.listAsks) return;
   const list = $("session-list");
   if (!result.ok) {
     $("sessions-status").textContent = "Could not load sessions: " + errorText(result);
@@ -1349,7 +1365,11 @@ async function refreshSessions() {
       .filter((session) => session.id !== state.sessionId && !session.spawned_by)
       .map((session) => session.id),
   );
-  $("sessions-status").textContent = result.data.length ? "" : "No sessions yet.";
+  $("sessions-status").textContent = result.data.length
+    ? ""
+    : showingArchived()
+      ? "No archived sessions."
+      : "No sessions yet.";
   list.textContent = "";
   for (const item of sessionTree(result.data, unseen)) list.appendChild(item);
 }
@@ -1583,6 +1603,11 @@ const attachments = setupAttachments({
   announce,
 });
 setupSearch();
+// The list follows every change made in any tab or on any device (docs/design.md §24).
+followSessionChanges(() => refreshSessions());
+setupArchivedSwitch($("show-archived"), refreshSessions);
+setupShareDialog({ sessionId: () => state.sessionId });
+setupFamilyTree({ sessionId: () => state.sessionId, open: (sessionId) => switchSession(sessionId) });
 // Back and forward between sessions this page switched to: open the one in the URL.
 window.addEventListener("popstate", () => window.location.reload());
 // Keeps idle proxies from dropping the socket; the server answers pong.

@@ -48,7 +48,8 @@ def usage_of(user, session_id: str) -> dict:
 
 
 def session_on(owner, session_id: str, model: str = "openai:gpt-4o") -> str:
-    get_store().create(session_id, owner_id=owner.id)
+    # Named up front: the model is not asked for a title, so each test counts its own calls.
+    get_store().create(session_id, owner_id=owner.id, title=session_id)
     sessions.session_configure(session_id=session_id, owner_id=owner.id, model=model)
     return session_id
 

@@ -201,23 +201,30 @@ def _close_turn(
     unanswered_text: str,
     unanswered_texts: dict[str, str] | None = None,
     code: str = "",
+    answer: list[NewEntry] | None = None,
 ) -> list[EntryRecord]:
     """Answer every call still waiting with an error result, then store the turn_end.
 
     One append, and turn_finished is sent in the same transaction: a receiver that fails
-    rolls the turn_end back (the turn is then closed by repair on next use).
+    rolls the turn_end back (the turn is then closed by repair on next use). `answer`, the
+    turn's last model message, is stored first in the same transaction: one commit and one
+    pool call less for every turn that ends with an answer.
     """
-    # The same closing as a crash repair, with this turn's own status and texts.
-    closing = repair_entries(
-        history,
-        result_text=unanswered_text,
-        turn_error=error,
-        status=status,
-        result_texts=unanswered_texts,
-        code=code,
-    )
     with transaction.atomic():
-        records = get_store().append(session_id, closing, incarnation=incarnation)
+        records = []
+        if answer:
+            records = get_store().append(session_id, answer, incarnation=incarnation)
+            history = [*history, *records]
+        # The same closing as a crash repair, with this turn's own status and texts.
+        closing = repair_entries(
+            history,
+            result_text=unanswered_text,
+            turn_error=error,
+            status=status,
+            result_texts=unanswered_texts,
+            code=code,
+        )
+        records += get_store().append(session_id, closing, incarnation=incarnation)
         # A steer sent too late for this turn is the next thing to run (docs/design.md §18).
         steers_to_front(session_id=session_id, incarnation=incarnation)
         turn_finished.send(
@@ -325,10 +332,10 @@ def _begin(
             ],
             incarnation=meta.incarnation,
         )
-    if not meta.title:
-        # A conversation is named after its first request, so the sessions list reads as
-        # what was asked rather than as ids.
-        store.set_title(session_id, title_from_message(text), incarnation=meta.incarnation)
+        if not meta.title:
+            # A conversation is named after its first request, so the sessions list reads
+            # as what was asked rather than as ids (in the same commit as the message).
+            store.set_title(session_id, title_from_message(text), incarnation=meta.incarnation)
     return meta, owner_id, history, turn_entries
 
 
@@ -409,15 +416,24 @@ async def turn_run_async(
         return await _run(session_id, text, owner_id, on_event, provider, queue_id, wait_sec)
 
 
+def _open(session_id: str, owner_id: int | None) -> tuple[SessionMeta, TurnLease]:
+    """The turn's first pool call: the session (SessionNotFound when it is missing or, with
+    `owner_id`, someone else's) and its lease, not yet acquired. One hop instead of three:
+    under a burst every hop of a turn's start waits behind the other turns' work."""
+    meta = _meta(session_id)
+    if owner_id is not None and meta.owner_id != owner_id:
+        raise SessionNotFound(session_id)
+    return meta, TurnLease.for_session(session_id)
+
+
 async def _run(session_id, text, owner_id, on_event, provider, queue_id, wait_sec) -> TurnResult:
-    meta = await in_pool("store", _meta, session_id)
+    meta, lease = await in_pool("store", _open, session_id, owner_id)
     log_context_set(user_id=meta.owner_id)
     owner = owner_id if owner_id is not None else meta.owner_id
     with _user_slot(owner) as release_user_slot:
         if provider is None:
             provider = model_for_session(agent=meta.agent, model=meta.model)
         provider = _resolve(provider)
-        lease = await in_pool("store", TurnLease.for_session, session_id)
         await lease.acquire_async(settings.BUSY_GRACE_SEC if wait_sec is None else wait_sec)
         abort = TurnAbort()
         with _running_lock:
@@ -435,15 +451,21 @@ async def _run(session_id, text, owner_id, on_event, provider, queue_id, wait_se
                     del _running[session_id]
                     del _running_owner[session_id]
             await pump.close()
-            await in_pool("store", lease.release)
-            # After the release: a prompt queued while the lease was held is seen here, or
-            # its sender found the lease free and runs it itself.
-            try:
-                if await in_pool("store", queue_waiting, session_id):
-                    queue_turn_ended(session_id)
-            except DatabaseError:
-                # The turn's own outcome stands; the recovery sweep runs what waits.
-                logger.exception("looking for prompts queued behind turn of %s failed", session_id)
+            if await in_pool("store", _release, lease):
+                queue_turn_ended(session_id)
+
+
+def _release(lease: TurnLease) -> bool:
+    """Let go of the turn's lease, then say whether prompts wait for the session (one pool
+    call). After the release: a prompt queued while the lease was held is seen here, or its
+    sender found the lease free and runs it itself."""
+    lease.release()
+    try:
+        return queue_waiting(lease.session_id)
+    except DatabaseError:
+        # The turn's own outcome stands; the recovery sweep runs what waits.
+        logger.exception("looking for prompts queued behind turn of %s failed", lease.session_id)
+        return False
 
 
 async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnResult:
@@ -453,37 +475,45 @@ async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnRe
     started = time.monotonic()
     waited = 0.0  # on the model and on tools: the part of the turn that is not ours
     agent = agent_get(meta.agent)
-    system_prompt = await in_pool(
-        "store", system_prompt_for, agent_prompt=agent.system_prompt, meta=meta
-    )
     tools = agent_tools(agent)
     specs = [tool.spec() for tool in tools.values()]
     thinking = meta.thinking
     parameters = provider.parameters_for(thinking)
-    # What every request of the turn shares; stored once per distinct value and named by
-    # turn_start, so that each request can be rebuilt (docs/design.md §20).
-    header = {
-        "system": system_prompt,
-        "tools": [asdict(spec) for spec in specs],
-        "parameters": parameters,
-        "thinking": thinking,
-    }
-    meta, owner_id, history, turn_entries = await in_pool(
-        "store",
-        _begin,
-        session_id=session_id,
-        agent=agent.name,
-        owner_id=owner_id,
-        turn_id=turn_id,
-        text=text,
-        queue_id=queue_id,
-        start_data={
-            "model": provider.label,
-            "agent": agent.name,
+
+    def prompt_and_begin():
+        # One pool call for the system prompt (memory's reads) and the turn's first writes.
+        system_prompt = system_prompt_for(agent_prompt=agent.system_prompt, meta=meta)
+        # What every request of the turn shares; stored once per distinct value and named
+        # by turn_start, so that each request can be rebuilt (docs/design.md §20).
+        header = {
+            "system": system_prompt,
+            "tools": [asdict(spec) for spec in specs],
+            "parameters": parameters,
             "thinking": thinking,
-            "header": header_digest(header),
-        },
-        header=header,
+        }
+        begun = _begin(
+            session_id=session_id,
+            agent=agent.name,
+            owner_id=owner_id,
+            turn_id=turn_id,
+            text=text,
+            queue_id=queue_id,
+            start_data={
+                "model": provider.label,
+                "agent": agent.name,
+                "thinking": thinking,
+                "header": header_digest(header),
+            },
+            header=header,
+        )
+        # The first step's boundary: steers sent while the turn started are its messages.
+        begun[3].extend(
+            _steers_store(session_id=session_id, incarnation=begun[0].incarnation, turn_id=turn_id)
+        )
+        return system_prompt, begun
+
+    system_prompt, (meta, owner_id, history, turn_entries) = await in_pool(
+        "store", prompt_and_begin
     )
     incarnation = meta.incarnation
     store = get_store()
@@ -540,14 +570,17 @@ async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnRe
 
     status = "max_turns"
     error = f"the turn reached its limit of {settings.MAX_STEPS} model calls"
+    answer: list[NewEntry] = []
     code = ""
     try:
         for _step in range(settings.MAX_STEPS):
             if abort.is_set():
                 status, error = "aborted", ""
                 break
-            # The step boundary: the results of the calls under way are stored.
-            await append_steers()
+            # The step boundary: the results of the calls under way are stored (the first
+            # step's steers were taken with the turn's first writes).
+            if _step:
+                await append_steers()
             model_started = time.monotonic()
             model_clock = Stopwatch()
             try:
@@ -569,19 +602,21 @@ async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnRe
             calls = [] if reply.stopped else reply.tool_calls
             model_call = model_clock.fact(finish_reason=_finish_reason(reply, calls))
             if reply.text.strip() or calls:
-                await append(
-                    [
-                        NewEntry(
-                            role="assistant",
-                            content=reply.text,
-                            tool_calls=calls or None,
-                            model=reply.model or provider.model,
-                            usage=reply.usage,
-                            turn_id=turn_id,
-                            data=_answer_data(model_call, reply.reasoning),
-                        )
-                    ]
+                message = NewEntry(
+                    role="assistant",
+                    content=reply.text,
+                    tool_calls=calls or None,
+                    model=reply.model or provider.model,
+                    usage=reply.usage,
+                    turn_id=turn_id,
+                    data=_answer_data(model_call, reply.reasoning),
                 )
+                if not calls and not reply.stopped:
+                    # The turn's answer: stored with the turn's closing, in one commit.
+                    answer = [message]
+                    status, error = "completed", ""
+                    break
+                await append([message])
             if reply.stopped:
                 status, error = "aborted", ""
                 break
@@ -630,6 +665,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnRe
         error=error,
         unanswered_text=unanswered,
         code=code,
+        answer=answer,
     )
     turn_entries.extend(closing)
     stored(closing)

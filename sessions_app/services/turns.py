@@ -62,7 +62,10 @@ def turn_send(
 async def turn_send_async(*, session_id: str, owner_id: int | None, text: str) -> turns.TurnResult:
     """`turn_send` for the event loop (the WebSocket): the turn runs on the caller's loop, its
     model call holds no thread, its store work and blocking tools go through bounded pools."""
-    await in_pool("store", _owned_session, session_id=session_id, owner_id=owner_id)
+    if owner_id is None:
+        await in_pool("store", _owned_session, session_id=session_id, owner_id=owner_id)
+    # With an owner, the turn's first pool call checks the session is theirs (one hop less
+    # before the model call).
     return await turns.turn_run_async(
         session_id=session_id,
         text=text,

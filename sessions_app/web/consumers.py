@@ -24,7 +24,7 @@ from jarvis_site import metrics
 from jarvis_site.log_context import log_context_set, new_request_id
 from sessions_app import frames, limits, live, selectors
 from sessions_app.ids import InvalidSessionId, group_name, validate_session_id
-from sessions_app.runtime import drain
+from sessions_app.runtime import drain, loop_lag
 from sessions_app.runtime.agents import UnknownAgent
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.executors import in_pool
@@ -114,6 +114,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     # --- lifecycle ------------------------------------------------------------------
     async def connect(self):
+        loop_lag.watch()  # the worker's loop, measured once sockets use it (§26)
         self.tasks: set[asyncio.Task] = set()
         self.heartbeat: asyncio.Task | None = None
         self.notices_sent: set[str] = set()

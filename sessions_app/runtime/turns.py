@@ -29,7 +29,12 @@ from sessions_app.runtime.agents import agent_get, agent_tools, model_for_sessio
 from sessions_app.runtime.approvals import ApprovalGate, approvals_interrupted
 from sessions_app.runtime.context_fit import ContextFit
 from sessions_app.runtime.drain import turn_admitted
-from sessions_app.runtime.executors import in_pool, in_sync_caller, run_for_sync_caller
+from sessions_app.runtime.executors import (
+    in_pool,
+    in_pool_first,
+    in_sync_caller,
+    run_for_sync_caller,
+)
 from sessions_app.runtime.history import (
     CRASH_RESULT_TEXT,
     CRASH_TURN_ERROR,
@@ -427,7 +432,8 @@ def _open(session_id: str, owner_id: int | None) -> tuple[SessionMeta, TurnLease
 
 
 async def _run(session_id, text, owner_id, on_event, provider, queue_id, wait_sec) -> TurnResult:
-    meta, lease = await in_pool("store", _open, session_id, owner_id)
+    # A turn's start goes ahead of the writes of turns already streaming (§26).
+    meta, lease = await in_pool_first("store", _open, session_id, owner_id)
     log_context_set(user_id=meta.owner_id)
     owner = owner_id if owner_id is not None else meta.owner_id
     with _user_slot(owner) as release_user_slot:
@@ -512,7 +518,7 @@ async def _loop(meta, owner_id, text, provider, abort, pump, queue_id) -> TurnRe
         )
         return system_prompt, begun
 
-    system_prompt, (meta, owner_id, history, turn_entries) = await in_pool(
+    system_prompt, (meta, owner_id, history, turn_entries) = await in_pool_first(
         "store", prompt_and_begin
     )
     incarnation = meta.incarnation

@@ -103,6 +103,15 @@ def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
             event = {**event, "entry": selectors.entry_to_api(event["entry"])}
         await send(event)
 
+    def absorb(event: dict[str, Any]) -> bool:
+        """Keep a delta that arrives within the interval, as `on_event` would, without being
+        awaited; False when it is due to leave (the caller then hands it to `on_event`)."""
+        sent_at = state["sent_at"]
+        if sent_at is None or clock() - sent_at >= delta_interval():
+            return False
+        pending.append(event.get("text", ""))
+        return True
+
     async def close() -> None:
         # A turn cut short without agent_end (its session deleted under it) must not stay
         # joinable: a socket of a session re-created with the id would see it running.
@@ -111,4 +120,5 @@ def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
             state["turn"] = None
 
     on_event.close = close
+    on_event.absorb = absorb
     return on_event

@@ -587,6 +587,8 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
         "rss_per_turn_kb": growth_kb / count,
         "cpu_ms_per_turn": cpu_used * 1000 / count,
         "lag_p99_ms": lag_p99_ms(lag_before, lag_after),
+        # Frames a watching socket received per turn: the deltas' coalescing shows here.
+        "frames_per_turn": statistics.mean(c.frames for c in measured) if measured else None,
         "across_p99_ms": percentile([(c.ended - c.sent - args.latency) * 1000 for c in across], 99),
         "peak_running": progress.peak,
         "statuses": sorted({c.status for c in load[1:] if c.status and c.status != "completed"}),

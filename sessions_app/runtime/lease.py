@@ -30,7 +30,7 @@ from django.db import connection
 from jarvis_site.shared import metrics
 from jarvis_site.shared.errors import Code
 from sessions_app.core.ids import validate_session_id
-from sessions_app.runtime.executors import in_pool
+from sessions_app.runtime.executors import in_pool_first
 from sessions_app.store import get_store
 from sessions_app.store.lease import TurnLeaseBackend
 from sessions_app.store.workers import heartbeat_start
@@ -89,7 +89,8 @@ class TurnLease:
     async def acquire_async(self, wait_sec: float) -> TurnLease:
         """`acquire` for a coroutine: it waits without holding a thread."""
         deadline = time.monotonic() + wait_sec
-        while not await in_pool("store", self.backend.try_acquire):
+        # Ahead of other turns' writes, as the rest of a turn's start (runtime.executors).
+        while not await in_pool_first("store", self.backend.try_acquire):
             if time.monotonic() >= deadline:
                 metrics.LEASE_BUSY.inc()
                 raise SessionBusy()

@@ -1,7 +1,7 @@
 """Turn events between workers: one Redis PUBLISH per event (docs/design.md §17).
 
-With REDIS_URL, each worker process keeps one pub/sub connection and one publishing
-connection per event loop. Three kinds of Redis channel:
+With REDIS_URL, each worker process keeps two pub/sub connections (events; control and
+answers) and one publishing connection per event loop. Three kinds of Redis channel:
 
 - `<prefix><session id>`: the events of the session's running turn. A worker subscribes while
   it has sockets of the session and does not run its turn itself; the worker that runs the
@@ -81,7 +81,13 @@ class LiveBus:
             socket_timeout=settings.REDIS_SOCKET_TIMEOUT_SEC,
             socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC,
         )
+        # Control before data: asks, aborts and their answers arrive on a connection of
+        # their own, so a Stop never waits behind the events of every turn this worker
+        # follows (a busy worker reads those seconds late).
         self.pubsub = aioredis.Redis.from_url(
+            url, socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC
+        ).pubsub()
+        self.control_pubsub = aioredis.Redis.from_url(
             url, socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC
         ).pubsub()
         self.followers: dict[str, int] = {}  # session id -> local sockets following it
@@ -90,28 +96,35 @@ class LiveBus:
         self.answers: dict[str, asyncio.Future] = {}
         # One command at a time on the pub/sub connection: two first subscribes at once
         # each opened a connection of their own, and one confirmation never came back.
-        self.commands = asyncio.Lock()
+        self.commands = {id(self.pubsub): asyncio.Lock(), id(self.control_pubsub): asyncio.Lock()}
         self.outbox: list[tuple[str, str]] = []
         self.outbox_ready = asyncio.Event()
-        self.reader: asyncio.Task | None = None
+        self.readers: dict[int, asyncio.Task] = {}
         self.publisher = asyncio.ensure_future(self._publish_loop())
         self.reply_ready = asyncio.ensure_future(self._subscribe(self.reply_channel))
 
     # --- subscriptions --------------------------------------------------------------------
+    def _pubsub_of(self, channel: str):
+        if channel == self.reply_channel or channel.endswith(":control"):
+            return self.control_pubsub
+        return self.pubsub
+
     async def _subscribe(self, channel: str) -> None:
         confirmed = self.subscribed.get(channel)
         if confirmed is None:
             confirmed = self.subscribed[channel] = asyncio.get_running_loop().create_future()
-            async with self.commands:
-                await self.pubsub.subscribe(channel)
-            if self.reader is None:
-                self.reader = asyncio.ensure_future(self._read_loop())
+            pubsub = self._pubsub_of(channel)
+            async with self.commands[id(pubsub)]:
+                await pubsub.subscribe(channel)
+            if id(pubsub) not in self.readers:
+                self.readers[id(pubsub)] = asyncio.ensure_future(self._read_loop(pubsub))
         await confirmed
 
     async def _unsubscribe(self, channel: str) -> None:
         if self.subscribed.pop(channel, None) is not None:
-            async with self.commands:
-                await self.pubsub.unsubscribe(channel)
+            pubsub = self._pubsub_of(channel)
+            async with self.commands[id(pubsub)]:
+                await pubsub.unsubscribe(channel)
 
     async def follow(self, session_id: str) -> None:
         """Receive the session's events from other workers; returns once subscribed."""
@@ -193,10 +206,10 @@ class LiveBus:
         return bool(await self.redis.publish(control_channel(session_id), message))
 
     # --- receiving ------------------------------------------------------------------------
-    async def _read_loop(self) -> None:
+    async def _read_loop(self, pubsub) -> None:
         while True:
             try:
-                message = await self.pubsub.get_message(timeout=None)
+                message = await pubsub.get_message(timeout=None)
             except (aioredis.RedisError, OSError):
                 # redis-py reconnects on the next read and subscribes again to every channel.
                 logger.exception("live bus connection lost; reconnecting")

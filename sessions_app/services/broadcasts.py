@@ -16,7 +16,7 @@ from sessions_app import selectors
 from sessions_app.core.ids import (
     group_name,
 )
-from sessions_app.runtime import live
+from sessions_app.runtime import live, loop_lag
 from sessions_app.store import (
     EntryRecord,
 )
@@ -45,6 +45,16 @@ def session_broadcast_on_commit(*, session_id: str, event: dict[str, Any]) -> No
 # Streamed text reaches the sockets at most once per DELTA_INTERVAL_SEC per turn: one event
 # per token would flood the other workers (and every tab) long before anyone can read that fast.
 DELTA_INTERVAL_SEC = 0.05
+# While the worker's event loop runs late, the interval grows with its lag, up to this bound:
+# a piece sent sooner would wait in the loop anyway, and every piece sent is work for the loop
+# (encoding, a socket write per tab, a publish) that delays every other turn and Stop.
+DELTA_INTERVAL_MAX_SEC = 0.5
+
+
+def delta_interval() -> float:
+    """The coalescing interval now: DELTA_INTERVAL_SEC, or the loop's lag when it is behind,
+    never more than DELTA_INTERVAL_MAX_SEC."""
+    return min(DELTA_INTERVAL_MAX_SEC, max(DELTA_INTERVAL_SEC, loop_lag.current()))
 
 
 def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
@@ -53,10 +63,10 @@ def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
     this worker's sockets directly and published once for the other workers).
 
     - Entries arrive as EntryRecord objects and leave as the API shows them.
-    - `delta`s are coalesced: a piece that arrives within DELTA_INTERVAL_SEC of the last
-      `delta` sent waits, and leaves joined with the next piece that arrives after the
-      interval, or just before the turn's next other event, so the order tabs see is the
-      order of the turn.
+    - `delta`s are coalesced: a piece that arrives within `delta_interval()` (50 ms, more
+      while the event loop is behind) of the last `delta` sent waits, and leaves joined
+      with the next piece that arrives after the interval, or just before the turn's next
+      other event, so the order tabs see is the order of the turn.
 
     The turn's event pump awaits it on the event loop, beside the turn, one event at a time.
     """
@@ -85,13 +95,22 @@ def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
         if kind == "delta":
             pending.append(event.get("text", ""))
             sent_at = state["sent_at"]
-            if sent_at is None or clock() - sent_at >= DELTA_INTERVAL_SEC:
+            if sent_at is None or clock() - sent_at >= delta_interval():
                 await flush()
             return
         await flush()
         if kind == "entry" and isinstance(event.get("entry"), EntryRecord):
             event = {**event, "entry": selectors.entry_to_api(event["entry"])}
         await send(event)
+
+    def absorb(event: dict[str, Any]) -> bool:
+        """Keep a delta that arrives within the interval, as `on_event` would, without being
+        awaited; False when it is due to leave (the caller then hands it to `on_event`)."""
+        sent_at = state["sent_at"]
+        if sent_at is None or clock() - sent_at >= delta_interval():
+            return False
+        pending.append(event.get("text", ""))
+        return True
 
     async def close() -> None:
         # A turn cut short without agent_end (its session deleted under it) must not stay
@@ -101,4 +120,5 @@ def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
             state["turn"] = None
 
     on_event.close = close
+    on_event.absorb = absorb
     return on_event

@@ -28,15 +28,16 @@ def header_digest(body: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def header_save(body: dict[str, Any]) -> str:
-    """Store the header unless a row has it already; return its digest.
+def header_save(body: dict[str, Any], digest: str | None = None) -> str:
+    """Store the header unless a row has it already; return its digest (`digest`, when the
+    caller computed it already: the JSON of a header's tool schemas is costly to write).
 
     The lookup by key comes first: nearly every turn sends a header already stored, and
     the read is cheaper than shipping the schemas to the database with every turn.
     Concurrent first savers of one header both end with the one row (ON CONFLICT DO
     NOTHING).
     """
-    digest = header_digest(body)
+    digest = digest or header_digest(body)
     if not RequestHeader.objects.filter(digest=digest).exists():
         RequestHeader.objects.bulk_create(
             [RequestHeader(digest=digest, body=body, created_at=timezone.now())],

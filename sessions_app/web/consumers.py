@@ -27,7 +27,7 @@ from sessions_app import selectors
 from sessions_app.core import frames, limits
 from sessions_app.core.ids import InvalidSessionId, group_name, validate_session_id
 from sessions_app.core.throttles import turn_throttle_wait
-from sessions_app.runtime import drain, live
+from sessions_app.runtime import drain, live, loop_lag
 from sessions_app.runtime.agents import UnknownAgent
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.executors import in_pool
@@ -116,6 +116,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     # --- lifecycle ------------------------------------------------------------------
     async def connect(self):
+        loop_lag.watch()  # the worker's loop, measured once sockets use it (§26)
         self.tasks: set[asyncio.Task] = set()
         self.heartbeat: asyncio.Task | None = None
         self.notices_sent: set[str] = set()

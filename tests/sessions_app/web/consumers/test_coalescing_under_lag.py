@@ -1,0 +1,66 @@
+"""While the worker's event loop runs late, a turn's streamed text leaves in fewer, larger
+pieces (bounded), the tabs see the same text, and `event_seq` has no gap (docs/design.md §26)."""
+
+import json
+
+import pytest
+from channels.db import database_sync_to_async
+
+from sessions_app.runtime import live, loop_lag
+from sessions_app.services import broadcasts
+from sessions_app.store import get_store
+
+from .test_edges import StepClock
+
+pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
+
+
+async def stream(monkeypatch, *, lag: float, pieces: int, step: float) -> list[dict]:
+    """One turn's events as a tab of its session receives them: `pieces` deltas `step`
+    seconds apart on the turn's clock, while the loop runs `lag` seconds late."""
+    monkeypatch.setattr(loop_lag, "current", lambda: lag)
+    await database_sync_to_async(get_store().create)("s1")
+    sent: list[dict] = []
+
+    async def record(text):
+        sent.append(json.loads(text))
+
+    socket = live.LiveSocket("s1", record)
+    await live.socket_join(socket)
+    await socket.go_live(None)
+    clock = StepClock()
+    on_event = broadcasts.turn_event_broadcaster("s1", clock=clock)
+    await on_event({"type": "agent_start", "turn_id": "t1"})
+    for index in range(pieces):
+        await on_event({"type": "delta", "turn_id": "t1", "text": f"{index},"})
+        clock.now += step
+    await on_event({"type": "agent_end", "turn_id": "t1", "status": "completed", "last_seq": 0})
+    await live.socket_leave(socket)
+    return sent
+
+
+def deltas(sent: list[dict]) -> list[str]:
+    return [event["text"] for event in sent if event["type"] == "delta"]
+
+
+async def test_a_late_loop_gets_fewer_deltas_with_the_same_text_and_no_gap(backend, monkeypatch):
+    # 50 pieces 40 ms apart (a 2 s answer): every other one leaves on a loop that keeps up,
+    # one in eight while it runs 300 ms late.
+    keeping_up = await stream(monkeypatch, lag=0.0, pieces=50, step=0.04)
+    live._sockets.clear()
+    await database_sync_to_async(get_store().delete)("s1")
+    behind = await stream(monkeypatch, lag=0.3, pieces=50, step=0.04)
+
+    whole = "".join(f"{index}," for index in range(50))
+    assert "".join(deltas(keeping_up)) == "".join(deltas(behind)) == whole
+    assert len(deltas(behind)) <= len(deltas(keeping_up)) / 3
+    for sent in (keeping_up, behind):
+        assert [event["event_seq"] for event in sent] == list(range(1, len(sent) + 1))
+        assert sent[-1]["type"] == "agent_end"
+
+
+async def test_the_interval_never_grows_past_its_bound(backend, monkeypatch):
+    # A loop ten seconds late still sends a piece every DELTA_INTERVAL_MAX_SEC of the turn.
+    step = broadcasts.DELTA_INTERVAL_MAX_SEC
+    sent = await stream(monkeypatch, lag=10.0, pieces=6, step=step)
+    assert deltas(sent) == [f"{index}," for index in range(6)]

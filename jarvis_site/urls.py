@@ -9,7 +9,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from notices_app.api import GoalViewSet, ScheduleViewSet, service_worker
-from sessions_app.web import share_api
+from sessions_app.web import share_api, shared_files_api
 from sessions_app.web.api import HistoryImportView, SearchViewSet, SessionViewSet
 from sessions_app.web.files_api import FileThumbView, FileUploadView, FileView
 
@@ -46,6 +46,16 @@ urlpatterns = [
     ),
     path("api/shared/<str:token>/", share_api.SharedView.as_view(), name="shared-json"),
     path("api/shared/<str:token>/copy/", share_api.SharedCopyView.as_view()),
+    path(
+        "api/shared/<str:token>/files/<str:file_id>/",
+        shared_files_api.SharedFileView.as_view(),
+        name="shared-file",
+    ),
+    path(
+        "api/shared/<str:token>/files/<str:file_id>/thumb/",
+        shared_files_api.SharedFileThumbView.as_view(),
+        name="shared-file-thumb",
+    ),
     path("s/<str:token>", share_api.shared_page, name="shared-page"),
     path("api/", include(router.urls)),
     # Before notices_app's: its `me/` view, extended with DELETE (the account).

@@ -3,8 +3,9 @@
 A share shows one session's conversation up to the link's `upto_seq`: the user's and the
 assistant's messages, and tool calls with their results only when the link was made with
 `include_tools`. Never the model's thinking, the session's id, its parent or branches, its
-model, usage or settings: nothing but the conversation's words, its title and times.
-Revoked, expired and unknown tokens are one and the same 404.
+model, usage or settings: nothing but the conversation's words, its title and times, and
+the files attached to a shown user message (their refs here; their bytes through
+selectors/shared_files.py). Revoked, expired and unknown tokens are one and the same 404.
 """
 
 from __future__ import annotations
@@ -83,6 +84,24 @@ def shared_entries(share: ShareLink) -> list[EntryRecord]:
     return [entry for entry in messages if entry.role != "tool" and entry.content.strip()]
 
 
+# What the share shows of a file attached to a message: what the chat shows, never more.
+ATTACHMENT_FIELDS = ("id", "name", "mime", "size", "width", "height")
+
+
+def shared_attachments(entry: EntryRecord) -> list[dict[str, Any]]:
+    """The refs of the files a user message carries (`data.attachments`, files §23)."""
+    if entry.role != "user" or not isinstance(entry.data, dict):
+        return []
+    refs = entry.data.get("attachments")
+    if not isinstance(refs, list):
+        return []
+    return [
+        {field: ref[field] for field in ATTACHMENT_FIELDS if field in ref}
+        for ref in refs
+        if isinstance(ref, dict) and isinstance(ref.get("id"), str)
+    ]
+
+
 def _answered_calls_only(messages: list[EntryRecord]) -> list[EntryRecord]:
     """Tool calls shown with their results: a call cut off before its result by `upto_seq`
     is left out, so a copy of the share is a valid history."""
@@ -118,6 +137,9 @@ def shared_entry_to_api(entry: EntryRecord, *, include_tools: bool) -> dict[str,
         "content": entry.content,
         "created_at": entry.created_at.isoformat(),
     }
+    attachments = shared_attachments(entry)
+    if attachments:
+        shown["data"] = {"attachments": attachments}
     if include_tools:
         shown["tool_calls"] = [
             {"id": call["id"], "name": call["name"], "arguments": call["arguments"]}

@@ -5,6 +5,8 @@ CSP, and `attachment` for anything but an image."""
 
 from __future__ import annotations
 
+from typing import BinaryIO
+
 from django.conf import settings
 from django.http import FileResponse, HttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -18,6 +20,7 @@ from rest_framework.views import APIView
 from sessions_app import selectors
 from sessions_app.core.throttles import UploadRateThrottle
 from sessions_app.models import Blob
+from sessions_app.selectors.files import StoredFile
 from sessions_app.services import files
 from sessions_app.web import serializers
 from sessions_app.web.api import ERRORS, SESSION_ID, _parse
@@ -37,6 +40,21 @@ def _safe(response: HttpResponse) -> HttpResponse:
     # Content-addressed: the bytes under an id never change.
     response["Cache-Control"] = "private, max-age=31536000, immutable"
     return response
+
+
+def file_response(stored: StoredFile, opened: BinaryIO) -> HttpResponse:
+    """A file's bytes as a browser may only look at them: inline for an image, a download
+    for anything else, text as plain text."""
+    is_image = stored.kind == Blob.IMAGE
+    content_type = "text/plain; charset=utf-8" if stored.kind == Blob.TEXT else stored.mime
+    response = FileResponse(
+        opened, as_attachment=not is_image, filename=stored.name, content_type=content_type
+    )
+    return _safe(response)
+
+
+def thumbnail_response(png: bytes) -> HttpResponse:
+    return _safe(HttpResponse(png, content_type="image/png"))
 
 
 class _FilesView(APIView):
@@ -99,12 +117,7 @@ class FileView(_FilesView):
         stored, opened = selectors.file_open(
             session_id=id, owner_id=request.user.id, file_id=file_id
         )
-        is_image = stored.kind == Blob.IMAGE
-        content_type = "text/plain; charset=utf-8" if stored.kind == Blob.TEXT else stored.mime
-        response = FileResponse(
-            opened, as_attachment=not is_image, filename=stored.name, content_type=content_type
-        )
-        return _safe(response)
+        return file_response(stored, opened)
 
 
 @extend_schema(tags=["files"])
@@ -115,4 +128,4 @@ class FileThumbView(_FilesView):
     )
     def get(self, request, id=None, file_id=None):
         png = selectors.file_thumbnail(session_id=id, owner_id=request.user.id, file_id=file_id)
-        return _safe(HttpResponse(png, content_type="image/png"))
+        return thumbnail_response(png)

@@ -31,11 +31,27 @@ class ShareCreatedOutput(ShareOutput):
     url = serializers.CharField(help_text="/s/<token>: shown once, never again")
 
 
+class SharedAttachmentOutput(serializers.Serializer):
+    id = serializers.CharField(help_text="read it at /api/shared/<token>/files/<id>/")
+    name = serializers.CharField()
+    mime = serializers.CharField()
+    size = serializers.IntegerField()
+    width = serializers.IntegerField(required=False, help_text="images only")
+    height = serializers.IntegerField(required=False, help_text="images only")
+
+
+class SharedEntryDataOutput(serializers.Serializer):
+    attachments = SharedAttachmentOutput(many=True)
+
+
 class SharedEntryOutput(serializers.Serializer):
     seq = serializers.IntegerField()
     role = serializers.ChoiceField(choices=["user", "assistant", "tool"])
     content = serializers.CharField(allow_blank=True)
     created_at = serializers.DateTimeField()
+    data = SharedEntryDataOutput(
+        required=False, help_text="a user message's attached files (only when it has any)"
+    )
     tool_calls = serializers.ListField(
         child=serializers.DictField(), allow_null=True, required=False
     )

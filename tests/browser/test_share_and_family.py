@@ -1,13 +1,19 @@
 """Share links, the live list and the family tree in Chromium (docs/design.md §24): a share
 link opens in a fresh browser without an account; a rename and a pin in one tab show in a
 second tab without a reload; a three-level branch tree is walked by keyboard; and axe-core
-finds no serious or critical violation on the shared page nor the tree."""
+finds no serious or critical violation on the shared page nor the tree. A shared message's
+image shows as its thumbnail, read through the share by a browser without an account."""
 
 import re
 
+import httpx
+import pytest
+
 from tests.browser.helpers import browser_test, in_thread, new_page, sign_in
 from tests.browser.test_layout_access import axe_audit
-from tests.builders import turn_entries
+from tests.builders import token_of, turn_entries
+from tests.multiprocess.servers import daphne
+from tests.sessions_app.files.helpers import png_bytes
 
 pytestmark = browser_test
 
@@ -51,6 +57,57 @@ def test_a_share_link_opens_without_an_account(browser, offline_server, alice):
 
     page.goto(f"{offline_server}/s/{'x' * 43}")
     assert page.locator(".msg").count() == 0
+
+
+@pytest.fixture
+def files_server(alice, tmp_path):
+    with daphne(BLOB_STORAGE_URL=f"file://{tmp_path / 'blobs'}") as base:
+        yield base
+
+
+def shared_beach_photo(base, owner):
+    """A prompt with an image and a text file, shared; the share's url."""
+    headers = {"Authorization": f"Token {in_thread(lambda: token_of(owner))}"}
+    with httpx.Client(base_url=base, headers=headers, timeout=60) as http:
+        assert http.post("/api/sessions/", json={"id": "beach"}).status_code == 201
+        ids = [
+            http.post("/api/sessions/beach/files/", files={"file": (name, content, mime)}).json()[
+                "id"
+            ]
+            for name, content, mime in (
+                ("beach.png", png_bytes(600, 300), "image/png"),
+                ("packing.txt", b"Passport, charger, sunscreen\n", "text/plain"),
+            )
+        ]
+        sent = http.post(
+            "/api/sessions/beach/messages/", json={"text": "Where is this?", "attachments": ids}
+        )
+        assert sent.status_code == 200, sent.text
+        return http.post("/api/sessions/beach/shares/", json={}).json()["url"]
+
+
+def test_a_shared_image_shows_as_its_thumbnail_without_an_account(files_server, browser, alice):
+    from playwright.sync_api import expect
+
+    url = shared_beach_photo(files_server, alice)
+    page = new_page(browser)  # nobody signed in
+    page.goto(files_server + url)
+    expect(page.locator(".msg.user .text")).to_have_text("Where is this?")
+    thumb = page.locator(".msg.user .sent-thumb")
+    expect(thumb).to_have_attribute("alt", "beach.png")
+    page.wait_for_function(
+        "() => { const i = document.querySelector('.msg.user .sent-thumb');"
+        " return i && i.complete && i.naturalWidth > 0; }"
+    )
+    assert page.evaluate("document.querySelector('.msg.user .sent-thumb').naturalWidth") == 256
+    chip = page.locator(".msg.user a.sent-attachment", has_text="packing.txt")
+    expect(chip).to_be_visible()
+    token = url.removeprefix("/s/")
+    for link in (page.locator(".msg.user a.sent-attachment:has(img)"), chip):
+        href = link.get_attribute("href")
+        assert href.startswith(f"/api/shared/{token}/files/")
+        assert page.request.get(files_server + href).status == 200
+    assert axe_audit(page) == []
 
 
 def test_rename_and_pin_in_one_tab_show_in_another_without_reload(browser, offline_server, alice):

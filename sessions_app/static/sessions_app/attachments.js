@@ -158,19 +158,20 @@ export function setupAttachments({ sessionId, onError, announce }) {
 }
 
 // What a sent message shows of its attachments: a thumbnail for an image, a chip for any
-// other file; each opens the file.
-export function attachmentsElement(sessionId, refs) {
+// other file; each opens the file. `fileUrl(id)` names where a file is read (a share's page
+// reads them through its link); the session's own file routes by default.
+export function attachmentsElement(sessionId, refs, fileUrl = (id) => filePath(sessionId, id)) {
   const list = el("ul", "sent-attachments");
   list.setAttribute("aria-label", "Attached files");
   for (const ref of refs) {
     const item = el("li");
     const link = el("a", "sent-attachment");
-    link.href = filePath(sessionId, ref.id);
+    link.href = fileUrl(ref.id);
     link.target = "_blank";
     link.rel = "noopener";
     if (String(ref.mime || "").startsWith("image/")) {
       const image = el("img", "sent-thumb");
-      image.src = filePath(sessionId, ref.id) + "thumb/";
+      image.src = fileUrl(ref.id) + "thumb/";
       image.alt = ref.name;
       image.loading = "lazy";
       if (ref.width && ref.height) {

@@ -2,15 +2,22 @@
 // them, and for a signed-in reader a button that copies them into a session of their own.
 
 import { api, errorText } from "./api.js";
+import { attachmentsElement } from "./attachments.js";
 import { $, el, icon } from "./dom.js";
 import { renderMarkdownInto } from "./markdown.js";
 
 const shared = JSON.parse($("shared-data").textContent);
 const log = $("log");
+const token = $("main").dataset.token;
+// The files a message shows are read through the share, never the owner's file routes.
+const sharedFileUrl = (fileId) =>
+  "/api/shared/" + encodeURIComponent(token) + "/files/" + encodeURIComponent(fileId) + "/";
 
 function userMessage(entry) {
   const bubble = el("article", "msg user");
   bubble.setAttribute("aria-label", "User");
+  const files = entry.data && entry.data.attachments;
+  if (Array.isArray(files) && files.length) bubble.appendChild(attachmentsElement(null, files, sharedFileUrl));
   bubble.appendChild(el("div", "text", entry.content));
   return bubble;
 }

@@ -542,10 +542,11 @@ class RawDb:
         """One owner's sessions (sub-agents' left out) in the API's shape, as the page gets them."""
         rows = self.db.execute(
             self.sql(
-                f"SELECT {self.META} FROM sessions_app_session WHERE owner_id = %s "
-                "AND spawned_by IS NULL ORDER BY updated_at DESC, id DESC"
+                f"SELECT {self.META}, pinned, archived FROM sessions_app_session "
+                "WHERE owner_id = %s AND spawned_by IS NULL AND archived = %s "
+                "ORDER BY pinned DESC, updated_at DESC, id DESC"
             ),
-            (owner_id,),
+            (owner_id, False),
         ).fetchall()
         return [_card(row, self.decode_timestamp) for row in rows]
 
@@ -583,6 +584,8 @@ def _card(row, decode) -> dict:
         model,
         spawned_by,
         thinking,
+        pinned,
+        archived,
     ) = row
     return {
         "id": session_id,
@@ -596,6 +599,8 @@ def _card(row, decode) -> dict:
         "model": model,
         "spawned_by": spawned_by,
         "thinking": thinking,
+        "pinned": bool(pinned),
+        "archived": bool(archived),
     }
 
 
@@ -738,9 +743,13 @@ class RawJsonl:
                         "model": meta.get("model", ""),
                         "spawned_by": meta.get("spawned_by"),
                         "thinking": meta.get("thinking", "off"),
+                        "pinned": meta.get("pinned", False),
+                        "archived": meta.get("archived", False),
                     }
                 )
-        return cards
+        # The page's order: pinned first, then newest activity (a stable sort).
+        cards.sort(key=lambda card: not card["pinned"])
+        return [card for card in cards if not card["archived"]]
 
 
 def read_meta(path: Path) -> dict:

@@ -14,6 +14,7 @@ import hmac
 import ipaddress
 import logging
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
@@ -21,6 +22,7 @@ from django.http import HttpResponse, JsonResponse
 
 from jarvis_site.shared.errors import Code
 from jarvis_site.shared.metrics import metrics_exposition
+from jarvis_site.shared.middleware import SyncAndAsyncMiddleware
 from sessions_app.runtime import loop_lag
 from sessions_app.runtime.drain import is_draining
 
@@ -148,18 +150,24 @@ def metrics(request) -> HttpResponse:
 ENDPOINTS = {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics}
 
 
-class ProbeMiddleware:
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
+class ProbeMiddleware(SyncAndAsyncMiddleware):
+    def call(self, request):
         endpoint = ENDPOINTS.get(request.path)
         if endpoint is None:
             return self.get_response(request)
-        if request.method not in ("GET", "HEAD"):
-            response = JsonResponse(
-                {"code": Code.METHOD_NOT_ALLOWED, "detail": "only GET"}, status=405
-            )
-            response["Allow"] = "GET, HEAD"
-            return response
-        return endpoint(request)
+        return _method_refused(request) or endpoint(request)
+
+    async def acall(self, request):
+        endpoint = ENDPOINTS.get(request.path)
+        if endpoint is None:
+            return await self.get_response(request)
+        # The probes read the database and the metrics files: plain code, in a thread.
+        return _method_refused(request) or await sync_to_async(endpoint)(request)
+
+
+def _method_refused(request):
+    if request.method in ("GET", "HEAD"):
+        return None
+    response = JsonResponse({"code": Code.METHOD_NOT_ALLOWED, "detail": "only GET"}, status=405)
+    response["Allow"] = "GET, HEAD"
+    return response

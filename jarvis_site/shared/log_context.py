@@ -20,7 +20,10 @@ import uuid
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from django.utils.functional import LazyObject, empty
 from pythonjsonlogger.json import JsonFormatter
+
+from jarvis_site.shared.middleware import SyncAndAsyncMiddleware
 
 FIELDS = ("request_id", "user_id", "session_id", "turn_id")
 _context: dict[str, ContextVar] = {name: ContextVar(name, default=None) for name in FIELDS}
@@ -82,34 +85,60 @@ class TextFormatter(logging.Formatter):
         return super().formatMessage(record)
 
 
-class RequestContextMiddleware:
+class RequestContextMiddleware(SyncAndAsyncMiddleware):
     """Gives every HTTP request an id (kept from X-Request-ID when a proxy sent one, echoed
     back in the answer) and logs one access line per request: method, path without its query
     (a search query is the person's words), status, duration and the authenticated user."""
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
-        sent = request.headers.get(REQUEST_ID_HEADER, "")
-        request_id = sent if _REQUEST_ID.fullmatch(sent) else new_request_id()
-        started = time.monotonic()
+    def call(self, request):
+        request_id, started = _request_started(request)
         with log_context(request_id=request_id, user_id=None, session_id=None, turn_id=None):
             response = self.get_response(request)
             user = getattr(request, "user", None)
-            # DRF authenticates tokens inside the view, and sets request.user when it does.
-            user_id = user.pk if user is not None and user.is_authenticated else None
-            fields = {
-                "method": request.method,
-                "path": request.path,
-                "status": response.status_code,
-                "duration_ms": round((time.monotonic() - started) * 1000, 1),
-            }
-            # The message reads on a console; the same values are fields of a JSON line.
-            access_logger.info(
-                "%(method)s %(path)s %(status)s %(duration_ms)s ms",
-                fields,
-                extra={"user_id": user_id, **fields},
-            )
+            _log_access(request, response, started, _user_id(user))
         response[REQUEST_ID_HEADER] = request_id
         return response
+
+    async def acall(self, request):
+        request_id, started = _request_started(request)
+        with log_context(request_id=request_id, user_id=None, session_id=None, turn_id=None):
+            response = await self.get_response(request)
+            _log_access(request, response, started, _user_id(await _auser(request)))
+        response[REQUEST_ID_HEADER] = request_id
+        return response
+
+
+def _request_started(request) -> tuple[str, float]:
+    sent = request.headers.get(REQUEST_ID_HEADER, "")
+    request_id = sent if _REQUEST_ID.fullmatch(sent) else new_request_id()
+    return request_id, time.monotonic()
+
+
+async def _auser(request):
+    """The request's user without a database read on the event loop: the one a view already
+    looked up (DRF sets request.user when it authenticates), else Django's async lookup."""
+    user = getattr(request, "user", None)
+    if isinstance(user, LazyObject) and user._wrapped is empty:
+        auser = getattr(request, "auser", None)
+        return await auser() if auser is not None else None
+    return user
+
+
+def _user_id(user) -> int | None:
+    # DRF authenticates tokens inside the view, and sets request.user when it does.
+    return user.pk if user is not None and user.is_authenticated else None
+
+
+def _log_access(request, response, started: float, user_id: int | None) -> None:
+    fields = {
+        "method": request.method,
+        "path": request.path,
+        "status": response.status_code,
+        "duration_ms": round((time.monotonic() - started) * 1000, 1),
+    }
+    # The message reads on a console; the same values are fields of a JSON line.
+    access_logger.info(
+        "%(method)s %(path)s %(status)s %(duration_ms)s ms",
+        fields,
+        extra={"user_id": user_id, **fields},
+    )

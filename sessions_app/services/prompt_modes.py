@@ -199,16 +199,29 @@ def _drop(*, session_id: str, queue_id: str) -> None:
 
 
 def _start_run(session_id: str) -> None:
-    task = asyncio.get_running_loop().create_task(queue_run_async(session_id=session_id))
+    # A fresh context: nothing of the caller's request or turn carries over.
+    task = asyncio.get_running_loop().create_task(
+        queue_run_async(session_id=session_id), context=contextvars.Context()
+    )
     _runs.add(task)
     task.add_done_callback(_runs.discard)
 
 
 def _run_in_thread(session_id: str) -> None:
     try:
-        asyncio.run(queue_run_async(session_id=session_id))
+        asyncio.run(_run_until_the_queue_is_empty(session_id))
     finally:
         connections.close_all()
+
+
+async def _run_until_the_queue_is_empty(session_id: str) -> None:
+    """A turn that ends with prompts waiting hands them to `queue_kick`, which starts the next
+    run as a task of this thread's loop: the loop stays until those runs end too. (Closing it
+    at once cancelled them, and what was queued waited for the sweep, QUEUE_SWEEP_SEC later.)"""
+    await queue_run_async(session_id=session_id)
+    loop = asyncio.get_running_loop()
+    while pending := [run for run in _runs if run.get_loop() is loop]:
+        await asyncio.gather(*pending, return_exceptions=True)
 
 
 def serve_on_this_loop() -> None:
@@ -227,10 +240,12 @@ def queue_kick(session_id: str) -> None:
     except RuntimeError:
         loop = None
     if loop is not None and not in_sync_caller():
-        loop.call_soon(_start_run, session_id, context=contextvars.Context())
+        # A task at once, not a callback: a loop that runs queued turns for a thread
+        # (`_run_until_the_queue_is_empty`) sees it before it decides to close.
+        _start_run(session_id)
         return
     if _server_loop and _server_loop[0].is_running():
-        _server_loop[0].call_soon_threadsafe(_start_run, session_id, context=contextvars.Context())
+        _server_loop[0].call_soon_threadsafe(_start_run, session_id)
         return
     threading.Thread(
         target=_run_in_thread, args=(session_id,), name="queue-run", daemon=True

@@ -20,6 +20,7 @@ from http import HTTPStatus
 from django.http import JsonResponse
 
 from jarvis_site.shared.errors import CODE_OF_STATUS, Code
+from jarvis_site.shared.middleware import SyncAndAsyncMiddleware
 
 API_PREFIX = "/api/"
 # Headers of the original answer that a client still needs (Allow on 405, the challenge on 401).
@@ -34,35 +35,45 @@ def _is_json(response) -> bool:
     return response.get("Content-Type", "").startswith("application/json")
 
 
-class ApiJsonErrorsMiddleware:
-    def __init__(self, get_response):
-        self.get_response = get_response
+class ApiJsonErrorsMiddleware(SyncAndAsyncMiddleware):
+    def call(self, request):
+        refused = _refused_before(request)
+        if refused is not None:
+            return refused
+        return _json_error(request, self.get_response(request))
 
-    def __call__(self, request):
-        if request.path.startswith(API_PREFIX) and _body_without_length(request):
-            return JsonResponse(
-                {
-                    "code": Code.LENGTH_REQUIRED,
-                    "detail": "send the request body with a Content-Length, not chunked",
-                },
-                status=411,
-            )
-        response = self.get_response(request)
-        if (
-            not request.path.startswith(API_PREFIX)
-            or response.status_code < 400
-            or _is_json(response)
-        ):
-            return response
-        status = response.status_code
-        try:
-            phrase = HTTPStatus(status).phrase
-        except ValueError:
-            phrase = "error"
-        code = CODE_OF_STATUS.get(status, Code.SERVER_ERROR if status >= 500 else Code.BAD_REQUEST)
-        detail = f"no such API path: {request.path}" if status == 404 else phrase.lower()
-        replacement = JsonResponse({"code": code, "detail": detail}, status=status)
-        for header in KEPT_HEADERS:
-            if header in response:
-                replacement[header] = response[header]
-        return replacement
+    async def acall(self, request):
+        refused = _refused_before(request)
+        if refused is not None:
+            return refused
+        return _json_error(request, await self.get_response(request))
+
+
+def _refused_before(request):
+    if request.path.startswith(API_PREFIX) and _body_without_length(request):
+        return JsonResponse(
+            {
+                "code": Code.LENGTH_REQUIRED,
+                "detail": "send the request body with a Content-Length, not chunked",
+            },
+            status=411,
+        )
+    return None
+
+
+def _json_error(request, response):
+    """The answer itself, or, for an /api/ error that is not JSON, its JSON replacement."""
+    if not request.path.startswith(API_PREFIX) or response.status_code < 400 or _is_json(response):
+        return response
+    status = response.status_code
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "error"
+    code = CODE_OF_STATUS.get(status, Code.SERVER_ERROR if status >= 500 else Code.BAD_REQUEST)
+    detail = f"no such API path: {request.path}" if status == 404 else phrase.lower()
+    replacement = JsonResponse({"code": code, "detail": detail}, status=status)
+    for header in KEPT_HEADERS:
+        if header in response:
+            replacement[header] = response[header]
+    return replacement

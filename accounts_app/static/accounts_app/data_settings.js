@@ -4,7 +4,7 @@
 // database (POST /api/import/, the report shown line by line), and "Delete my account"
 // (DELETE /api/me/ with the username typed as confirmation).
 
-import { api, errorText } from "../sessions_app/api.js";
+import { api, errorText, goToLogin } from "../sessions_app/api.js";
 
 const retentionForm = document.getElementById("retention-form");
 const retentionDays = document.getElementById("retention-days");
@@ -105,7 +105,7 @@ async function deleteAccount(event) {
   deleteButton.disabled = true;
   const result = await api("DELETE", "/api/me/", { confirm: deleteConfirm.value });
   if (result.status === 204) {
-    window.location.href = "/accounts/login/";
+    goToLogin("/accounts/login/");
     return;
   }
   say("Not deleted: " + errorText(result));

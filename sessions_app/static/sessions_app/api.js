@@ -9,6 +9,17 @@ export function loginUrl() {
   return "/accounts/login/?next=" + encodeURIComponent(location.pathname + location.search);
 }
 
+// The page leaves for the sign-in page once. Signing out, or deleting the account, closes
+// the sockets and fails the requests in flight; each would start its own navigation, and a
+// second one aborts the first half-way.
+let leaving = false;
+
+export function goToLogin(url = loginUrl()) {
+  if (leaving) return;
+  leaving = true;
+  window.location.href = url;
+}
+
 export async function api(method, path, body) {
   const options = {
     method,
@@ -35,7 +46,7 @@ export async function api(method, path, body) {
     data = null;
   }
   if ((response.status === 401 || response.status === 403) && data && data.code === "not_authenticated") {
-    window.location.href = loginUrl();
+    goToLogin();
   }
   return { status: response.status, ok: response.ok, data };
 }

@@ -3,7 +3,7 @@
 // Plain JS modules, no build step. Text from the server goes into the page through
 // textContent; only assistant answers are rendered, as sanitized markdown (markdown.js).
 
-import { api, errorText, loginUrl, sessionPath } from "./api.js";
+import { api, errorText, goToLogin, sessionPath } from "./api.js";
 import { attachmentsElement, setupAttachments } from "./attachments.js";
 import { $, el, icon, iconButton } from "./dom.js";
 import { setupDrawer } from "./drawer.js";
@@ -1049,7 +1049,7 @@ function onSocketClosed(socket, closeEvent) {
     return;
   }
   if (closeEvent.code === 4401) {
-    window.location.href = loginUrl();
+    goToLogin();
     return;
   }
   if (closeEvent.code === 1009) {

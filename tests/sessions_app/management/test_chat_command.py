@@ -15,7 +15,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_chat_command_holds_a_conversation_from_piped_input():
     lines = "hello\nwhat is 2+3 and what time is it\n\nwhat did I say\n/quit\nnever sent\n"
-    completed = run_chat("test-chat", lines=lines, JARVIS_MODEL="offline")
+    # No sweep within the test's time: each queued line must start when the answer before it
+    # ends, as the person sees it, not when the recovery sweep comes by.
+    completed = run_chat("test-chat", lines=lines, JARVIS_MODEL="offline", QUEUE_SWEEP_SEC="3600")
     assert completed.returncode == 0, completed.stderr
     out = completed.stdout
     assert "You said: “hello”" in out
@@ -80,6 +82,7 @@ def test_lines_typed_during_an_answer_are_queued_or_steer_it():
         "test-chat-talk",
         lines="wait 2 seconds\nwhat is 2+3\n/steer what is 5+6\n",
         JARVIS_MODEL="offline",
+        QUEUE_SWEEP_SEC="3600",  # the queued line runs when the answer ends, not at a sweep
     )
     assert completed.returncode == 0, completed.stderr
     out = completed.stdout

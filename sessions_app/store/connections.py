@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from sessions_app.models import LiveConnection, Session
+from sessions_app.models import LiveConnection
 from sessions_app.store.rows import delete_rows_of_session
 from sessions_app.store.workers import current_worker_id, dead_workers
 
@@ -34,6 +34,29 @@ class Closed:
     session_id: str
     user_id: int | None
     last: bool
+
+
+# The first key of the PostgreSQL advisory locks that order a session's socket rows (below).
+CONNECTIONS_LOCK_CLASS = 0x4A43  # "JC"
+
+
+def _hold_connections_of(session_id: str) -> None:
+    """Until the transaction ends, be the only one adding or removing the session's socket
+    rows, or asking whether any is left.
+
+    Not the session row's lock: a turn's lease is written to that row, and a closing tab
+    (`unregister`) that held it made every turn start of the session wait for the close's
+    transaction — in a storm, for a thread that waited for the interpreter lock. On
+    PostgreSQL an advisory lock of the session's own; on SQLite every transaction is
+    IMMEDIATE (settings), so writers are one at a time already. Outside a transaction it
+    waits for the holders and lets go at once.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                [CONNECTIONS_LOCK_CLASS, session_id],
+            )
 
 
 def _cutoff():
@@ -61,6 +84,7 @@ def _stale(owner_id: int | None):
 def register(*, session_id: str, channel_name: str, user_id: int | None) -> None:
     """Record a socket of this worker on an existing session, dropping the session's rows
     that no longer count. The caller holds the session's lock (store.locked)."""
+    _hold_connections_of(session_id)
     now = timezone.now()
     _gone().filter(session_id=session_id).delete()
     LiveConnection.objects.update_or_create(
@@ -85,8 +109,8 @@ def renew(*, channel_name: str) -> bool:
 def unregister(*, channel_name: str) -> Closed | None:
     """Remove a socket's row; None when there is none.
 
-    The session's row is locked first, so that two tabs closing at once cannot both see the
-    other still open (and neither report the last one).
+    The session's sockets are held first (`_hold_connections_of`), so that two tabs closing
+    at once cannot both see the other still open (and neither report the last one).
     """
     with transaction.atomic():
         row = (
@@ -97,12 +121,15 @@ def unregister(*, channel_name: str) -> Closed | None:
         if row is None:
             return None
         session_id, user_id = row
-        list(Session.objects.select_for_update().filter(id=session_id).values_list("id"))
+        _hold_connections_of(session_id)
         LiveConnection.objects.filter(channel_name=channel_name).delete()
         return Closed(session_id=session_id, user_id=user_id, last=not any_live(session_id))
 
 
 def any_live(session_id: str) -> bool:
+    """Whether a socket is attached, once the closes and opens under way have committed (a
+    delete asks: a tab that is closing right now does not block it)."""
+    _hold_connections_of(session_id)
     return _live(session_id).exists()
 
 

@@ -22,6 +22,23 @@ os.environ["TEST_REDIS_URL"] = redis_url_of_worker(
 )
 
 
+# Folders whose tests start servers, browsers or other processes, and take seconds each.
+SLOW_FIRST = (
+    "tests/browser/",
+    "tests/multiprocess/",
+    "tests/scripts/",
+    "tests/sessions_app/management/",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The slow folders first, each test's order otherwise kept. `make test` hands tests out
+    in this order (xdist's `--dist load`): the long ones then run beside each other at the
+    start, and the run does not end with one of them going on alone on a worker while the
+    others wait."""
+    items.sort(key=lambda item: not item.nodeid.startswith(SLOW_FIRST))
+
+
 def on_postgres() -> bool:
     return settings.DATABASE_VENDOR == "postgresql"
 

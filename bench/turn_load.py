@@ -162,7 +162,7 @@ def stop(process: subprocess.Popen) -> None:
 
 def app_env(scratch: Path, database_url: str, **extra) -> dict:
     env = dict(os.environ)
-    for name in ("REDIS_URL", "ASGI_THREADS", "JARVIS_MODEL", "OPENAI_BASE_URL"):
+    for name in ("REDIS_URL", "ASGI_THREADS", "JARVIS_MODEL", "TITLE_MODEL", "OPENAI_BASE_URL"):
         env.pop(name, None)
     env.update(
         DJANGO_SETTINGS_MODULE="jarvis_site.settings",
@@ -871,6 +871,10 @@ def run_config(config: str, scratch: Path, args) -> list[dict]:
                 database_url,
                 JARVIS_MODEL=f"openai:{MODEL}",
                 OPENAI_BASE_URL=model_url,
+                # Turns against turns: the peer does not name its conversations, and a title
+                # written by the model is one more 2 s stream per new conversation (docs/
+                # performance.md). Here every session is new, so titles keep the first words.
+                TITLE_MODEL="offline",
                 **extra,
             )
             log(f"  migrating and creating {args.sessions + 1} users")

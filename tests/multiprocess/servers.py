@@ -55,7 +55,11 @@ def daphne(
     process = subprocess.Popen(
         command,
         cwd=REPO,
-        env=child_env(ALLOWED_HOSTS="127.0.0.1,localhost", PGAPPNAME=APPLICATION_NAME, **env),
+        # Named by its port: a test with two servers waits, as each stops, for that server's
+        # database sessions only, not for those of the server still running.
+        env=child_env(
+            ALLOWED_HOSTS="127.0.0.1,localhost", PGAPPNAME=f"{APPLICATION_NAME}-{port}", **env
+        ),
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -85,10 +89,12 @@ def daphne(
             process.kill()
             process.wait(timeout=GUARD_SEC)
         log.close()
-        _wait_for_its_database_sessions_to_end()
+        _wait_for_its_database_sessions_to_end(f"{APPLICATION_NAME}-{port}")
 
 
-def _wait_for_its_database_sessions_to_end(timeout: float = GUARD_SEC) -> None:
+def _wait_for_its_database_sessions_to_end(
+    application_name: str = APPLICATION_NAME, timeout: float = GUARD_SEC
+) -> None:
     """PostgreSQL notices a dead client's socket a moment after the process is gone; until
     then the test database cannot be dropped ("being accessed by other users").
 
@@ -106,7 +112,7 @@ def _wait_for_its_database_sessions_to_end(timeout: float = GUARD_SEC) -> None:
                     cursor.execute(
                         "SELECT count(*) FROM pg_stat_activity "
                         "WHERE datname = current_database() AND application_name = %s",
-                        [APPLICATION_NAME],
+                        [application_name],
                     )
                     if cursor.fetchone()[0] == 0:
                         return

@@ -6,6 +6,7 @@ transactional database all the same (the mark decides), which threads and server
 """
 
 import os
+import threading
 
 import pytest
 from django.conf import settings
@@ -13,6 +14,7 @@ from django.core.cache import cache
 
 from sessions_app.store import get_store
 from tests.builders import make_user, token_client, token_of
+from tests.helpers import GUARD_SEC
 from tests.parallel import redis_url_of_worker
 
 # Each xdist worker gets a Redis database of its own (tests/parallel.py). Set before any test
@@ -37,6 +39,20 @@ def pytest_collection_modifyitems(config, items):
     start, and the run does not end with one of them going on alone on a worker while the
     others wait."""
     items.sort(key=lambda item: not item.nodeid.startswith(SLOW_FIRST))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Before a test's fixtures are torn down, the prompts it queued have finished running.
+
+    Outside a server, a queued prompt runs in a thread of its own (`queue-run`,
+    services.prompt_modes), and a test that waits for the answer may end while that thread
+    still releases the lease and looks for what waits next. Its last statements then met the
+    database flush of the test's teardown: on PostgreSQL a deadlock with the flush's
+    TRUNCATE, and the next test found the last one's users still there."""
+    for thread in threading.enumerate():
+        if thread.name == "queue-run":
+            thread.join(GUARD_SEC)
 
 
 def on_postgres() -> bool:

@@ -10,10 +10,12 @@ as plain code under WSGI and Django's test client.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
 
-class SyncAndAsyncMiddleware:
+class SyncAndAsyncMiddleware(ABC):
     """Subclasses write `call(request)` and `acall(request)`, each calling `get_response` in
     its own mode; Django picks the mode by the handler it wraps."""
 
@@ -31,8 +33,10 @@ class SyncAndAsyncMiddleware:
             return self.acall(request)
         return self.call(request)
 
+    @abstractmethod
     def call(self, request):
-        raise NotImplementedError
+        """The middleware's work when Django runs synchronously (WSGI, the test client)."""
 
+    @abstractmethod
     async def acall(self, request):
-        raise NotImplementedError
+        """The same work on the event loop (ASGI), awaiting `get_response`."""

@@ -59,9 +59,13 @@ def providers_preload() -> None:
     """Build the default model's provider now, in a server that is starting.
 
     Importing an SDK costs about a second of CPU. Left to the first turn, it runs on the
-    worker's event loop while every other socket of the process waits.
+    worker's event loop while every other socket of the process waits; so does building the
+    first async client (SdkProvider.preload).
     """
-    provider_for()
+    provider = provider_for()
+    preload = getattr(provider, "preload", None)
+    if preload is not None:
+        preload()
 
 
 @lru_cache(maxsize=64)

@@ -111,6 +111,16 @@ class SdkProvider(ABC):
             self._client = self._make_client(**self._options)
         return self._client
 
+    def preload(self) -> None:
+        """Do now, in a server that is starting, what the first streamed call would do on the
+        worker's event loop: import the async client's HTTP transport (a client is built and
+        dropped: 0.6 s of a loaded worker's loop, measured in docs/performance.md) and the
+        asyncio backend of the library it streams with."""
+        import anyio  # the SDKs' own dependency, needed only where an SDK model is used
+
+        self._make_async_client(**self._options)
+        anyio.run(anyio.sleep, 0)
+
     def _aconnect(self):
         # One async client per event loop: its connection pool belongs to the loop that made it.
         loop = asyncio.get_running_loop()

@@ -94,9 +94,16 @@ class LiveBus:
         self.own_turns: set[str] = set()  # sessions whose turn runs on this loop
         self.subscribed: dict[str, asyncio.Future] = {}  # channel -> its confirmation
         self.answers: dict[str, asyncio.Future] = {}
-        # One command at a time on the pub/sub connection: two first subscribes at once
-        # each opened a connection of their own, and one confirmation never came back.
-        self.commands = {id(self.pubsub): asyncio.Lock(), id(self.control_pubsub): asyncio.Lock()}
+        # (Un)subscriptions waiting for each pub/sub connection's command task.
+        self.pending: dict[int, list[tuple[str, str]]] = {
+            id(self.pubsub): [],
+            id(self.control_pubsub): [],
+        }
+        self.pending_ready = {
+            id(self.pubsub): asyncio.Event(),
+            id(self.control_pubsub): asyncio.Event(),
+        }
+        self.commanders: dict[int, asyncio.Task] = {}
         self.outbox: list[tuple[str, str]] = []
         self.outbox_ready = asyncio.Event()
         self.readers: dict[int, asyncio.Task] = {}
@@ -113,18 +120,52 @@ class LiveBus:
         confirmed = self.subscribed.get(channel)
         if confirmed is None:
             confirmed = self.subscribed[channel] = asyncio.get_running_loop().create_future()
-            pubsub = self._pubsub_of(channel)
-            async with self.commands[id(pubsub)]:
-                await pubsub.subscribe(channel)
-            if id(pubsub) not in self.readers:
-                self.readers[id(pubsub)] = asyncio.ensure_future(self._read_loop(pubsub))
+            self._command(self._pubsub_of(channel), "SUBSCRIBE", channel)
         await confirmed
 
     async def _unsubscribe(self, channel: str) -> None:
         if self.subscribed.pop(channel, None) is not None:
-            pubsub = self._pubsub_of(channel)
-            async with self.commands[id(pubsub)]:
-                await pubsub.unsubscribe(channel)
+            self._command(self._pubsub_of(channel), "UNSUBSCRIBE", channel)
+
+    def _command(self, pubsub, verb: str, channel: str) -> None:
+        """Queue a (un)subscription for the connection's command task (never waits)."""
+        self.pending[id(pubsub)].append((verb, channel))
+        self.pending_ready[id(pubsub)].set()
+        if id(pubsub) not in self.commanders:
+            self.commanders[id(pubsub)] = asyncio.ensure_future(self._command_loop(pubsub))
+
+    async def _command_loop(self, pubsub) -> None:
+        """Send the queued (un)subscriptions of one pub/sub connection, as few commands as
+        their order allows: `SUBSCRIBE a b c`, then `UNSUBSCRIBE d`, ...
+
+        One task per connection, so commands never interleave (two first subscribes at once
+        each opened a connection of their own, and one confirmation never came back); and
+        batched, because under a burst hundreds of turns start at once and each used to wait
+        for its own turn at a lock, one pass of a loaded event loop per waiter — seconds
+        before a turn's first event could leave (docs/performance.md)."""
+        key = id(pubsub)
+        while True:
+            await self.pending_ready[key].wait()
+            self.pending_ready[key].clear()
+            batch, self.pending[key] = self.pending[key], []
+            for verb, channels in _runs(batch):
+                try:
+                    if verb == "SUBSCRIBE":
+                        await pubsub.subscribe(*channels)
+                    else:
+                        await pubsub.unsubscribe(*channels)
+                except Exception as error:  # noqa: BLE001 - handed to whoever waits
+                    logger.exception("live bus %s of %d channels failed", verb, len(channels))
+                    if verb == "SUBSCRIBE":
+                        self._subscribe_failed(channels, error)
+                if key not in self.readers:
+                    self.readers[key] = asyncio.ensure_future(self._read_loop(pubsub))
+
+    def _subscribe_failed(self, channels: list[str], error: Exception) -> None:
+        for channel in channels:
+            confirmed = self.subscribed.pop(channel, None)
+            if confirmed is not None and not confirmed.done():
+                confirmed.set_exception(error)
 
     async def follow(self, session_id: str) -> None:
         """Receive the session's events from other workers; returns once subscribed."""
@@ -255,6 +296,17 @@ class LiveBus:
         elif message["kind"] == "ask":
             reply = {"question": message["question"], "running": _handlers["on_ask"](session_id)}
             await self.redis.publish(message["reply_to"], json.dumps(reply))
+
+
+def _runs(batch: list[tuple[str, str]]) -> list[tuple[str, list[str]]]:
+    """Consecutive (verb, channel) pairs of the same verb joined: one command each."""
+    runs: list[tuple[str, list[str]]] = []
+    for verb, channel in batch:
+        if runs and runs[-1][0] == verb:
+            runs[-1][1].append(channel)
+        else:
+            runs.append((verb, [channel]))
+    return runs
 
 
 _buses: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -17,9 +17,10 @@ QUEUED_EVENTS = 200
 
 
 async def _closed(bus: live_bus.LiveBus) -> None:
-    for task in [bus.publisher, bus.reply_ready, *bus.readers.values()]:
+    tasks = [bus.publisher, *bus.readers.values(), *bus.commanders.values()]
+    for task in [*tasks, bus.reply_ready]:
         task.cancel()
-    await asyncio.gather(bus.publisher, *bus.readers.values(), return_exceptions=True)
+    await asyncio.gather(*tasks, return_exceptions=True)
     for client in (bus.redis, bus.pubsub, bus.control_pubsub):
         await client.aclose()
 
@@ -57,5 +58,55 @@ async def test_an_abort_overtakes_the_events_a_busy_worker_has_not_read(settings
         release.set()
     finally:
         release.set()
+        await _closed(worker)
+        await _closed(other)
+
+
+async def test_turns_that_start_at_once_subscribe_together_and_each_hears_its_stop(
+    settings, monkeypatch
+):
+    # Under a burst hundreds of turns start in the same moment. Each used to send its own
+    # SUBSCRIBE after waiting for the one before it at a lock, one pass of a busy event loop
+    # per turn: seconds before a turn's first event could leave. They go out together now.
+    settings.REDIS_URL = TEST_REDIS_URL
+    run = uuid.uuid4().hex[:8]
+    sessions = [f"burst-{run}-{index}" for index in range(QUEUED_EVENTS)]
+    stopped: set[str] = set()
+    all_stopped = asyncio.Event()
+
+    def on_abort(session_id):
+        stopped.add(session_id)
+        if len(stopped) == len(sessions):
+            all_stopped.set()
+
+    monkeypatch.setitem(live_bus._handlers, "on_abort", on_abort)
+    monkeypatch.setitem(live_bus._handlers, "on_ask", lambda session_id: None)
+    worker = live_bus.LiveBus(TEST_REDIS_URL)
+    other = live_bus.LiveBus(TEST_REDIS_URL)
+    sent: list[tuple] = []
+    send_command = worker.control_pubsub.execute_command
+
+    async def counted(*args):
+        sent.append(args)
+        return await send_command(*args)
+
+    monkeypatch.setattr(worker.control_pubsub, "execute_command", counted)
+    try:
+        async with asyncio.timeout(GUARD_SEC):
+            await worker.reply_ready
+            await asyncio.gather(*(worker.turn_started(session) for session in sessions))
+        subscribes = [args for args in sent if args[0] == "SUBSCRIBE"]
+        assert len(subscribes) <= 2, f"{len(subscribes)} SUBSCRIBE commands for one burst"
+        subscribed = [c for args in subscribes for c in args[1:] if c.endswith(":control")]
+        assert sorted(subscribed) == sorted(
+            live_bus.control_channel(session) for session in sessions
+        )
+        # Every turn listens: a Stop from the other worker reaches each one.
+        for session in sessions:
+            assert await other.abort(session), session
+        async with asyncio.timeout(GUARD_SEC):
+            await all_stopped.wait()
+        assert stopped == set(sessions)
+    finally:
         await _closed(worker)
         await _closed(other)

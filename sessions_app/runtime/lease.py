@@ -23,6 +23,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from django.conf import settings
 from django.db import connection
@@ -35,6 +36,7 @@ from sessions_app.store import get_store
 from sessions_app.store.lease import TurnLeaseBackend
 from sessions_app.store.workers import heartbeat_start
 
+T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 WATCH_INTERVAL_SEC = 0.2
@@ -68,6 +70,7 @@ class TurnLease:
     def __init__(self, backend: TurnLeaseBackend):
         self.backend = backend
         self.session_id = backend.session_id
+        self.held = False  # set by the thread that took it; whoever releases it clears it
 
     @staticmethod
     def for_session(session_id: str) -> TurnLease:
@@ -79,23 +82,37 @@ class TurnLease:
 
     def acquire(self, wait_sec: float) -> TurnLease:
         deadline = time.monotonic() + wait_sec
-        while not self.backend.try_acquire():
+        while not self._take():
             if time.monotonic() >= deadline:
                 metrics.LEASE_BUSY.inc()
                 raise SessionBusy()
             time.sleep(ACQUIRE_POLL_SEC)
         return self
 
-    async def acquire_async(self, wait_sec: float) -> TurnLease:
-        """`acquire` for a coroutine: it waits without holding a thread."""
+    def _take(self) -> bool:
+        self.held = self.backend.try_acquire()
+        return self.held
+
+    def _take_then(self, then: Callable[[], T]) -> tuple[bool, T | None]:
+        if not self._take():
+            return False, None
+        return True, then()  # if `then` fails, the lease is held still: `held` says so
+
+    async def acquire_async(self, wait_sec: float, then: Callable[[], T]) -> T:
+        """`acquire` for a coroutine (it waits without holding a thread), then `then()` in the
+        same pool call as the taking: a turn's first writes leave with its lease, one trip
+        through the pool's queue and back to a busy event loop instead of two. If `then`
+        raises, the lease is held (`held`) and the caller releases it."""
         deadline = time.monotonic() + wait_sec
-        # Ahead of other turns' writes, as the rest of a turn's start (runtime.executors).
-        while not await in_pool_first("store", self.backend.try_acquire):
+        while True:
+            # Ahead of other turns' writes, as the rest of a turn's start (runtime.executors).
+            taken, result = await in_pool_first("store", self._take_then, then)
+            if taken:
+                return result
             if time.monotonic() >= deadline:
                 metrics.LEASE_BUSY.inc()
                 raise SessionBusy()
             await asyncio.sleep(ACQUIRE_POLL_SEC)
-        return self
 
     def watch(self, on_abort: Callable[[], None]) -> None:
         """Keep the lease renewed and call `on_abort` (from another thread) when an abort is
@@ -105,6 +122,7 @@ class TurnLease:
     def release(self) -> None:
         _keeper.discard(self)
         self.backend.release()
+        self.held = False
 
 
 class _LeaseKeeper:

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from functools import partial
 
@@ -339,7 +339,8 @@ def _begin(
     header_save(header, start_data["header"])
     # A queued prompt leaves its row exactly when it becomes the turn's message: a crash
     # before this keeps it queued, after it the turn is in the history (repaired if cut).
-    with transaction.atomic():
+    # A prompt sent directly has no row: its append is its own transaction.
+    with transaction.atomic() if queue_id is not None else nullcontext():
         if queue_id is not None and not queue_take(
             session_id=session_id, incarnation=meta.incarnation, queue_id=queue_id
         ):
@@ -477,15 +478,32 @@ async def _run(
         if provider is None:
             provider = model_for_session(agent=meta.agent, model=meta.model)
         provider = _resolve(provider)
-        await lease.acquire_async(settings.BUSY_GRACE_SEC if wait_sec is None else wait_sec)
         abort = TurnAbort()
-        with _running_lock:
-            _running[session_id] = abort
-            _running_owner[session_id] = owner
         pump = _EventPump(on_event)
-        try:
+
+        def held() -> None:
+            # The lease is taken and the turn's first writes are stored: from now on a Stop
+            # of this worker finds the turn, and the keeper renews its lease.
+            with _running_lock:
+                _running[session_id] = abort
+                _running_owner[session_id] = owner
             lease.watch(on_abort=abort.set)
-            result = await _loop(meta, owner_id, text, provider, abort, pump, queue_id, attachments)
+
+        try:
+            result = await _loop(
+                meta,
+                owner_id,
+                text,
+                provider,
+                abort,
+                pump,
+                queue_id,
+                attachments,
+                take=partial(
+                    lease.acquire_async, settings.BUSY_GRACE_SEC if wait_sec is None else wait_sec
+                ),
+                held=held,
+            )
         finally:
             # Before the first await: the pump cannot deliver `agent_end` before this.
             release_user_slot()
@@ -494,7 +512,7 @@ async def _run(
                     del _running[session_id]
                     del _running_owner[session_id]
             await pump.close()
-            if await in_pool("store", _release, lease):
+            if lease.held and await in_pool("store", _release, lease):
                 queue_turn_ended(session_id)
     if (
         not meta.title
@@ -531,8 +549,10 @@ def _release(lease: TurnLease) -> bool:
 
 
 async def _loop(
-    meta, owner_id, text, provider, abort, pump, queue_id, attachments=None
+    meta, owner_id, text, provider, abort, pump, queue_id, attachments, *, take, held
 ) -> TurnResult:
+    """The turn from its lease on: `take(then)` takes the lease and runs `then` (the system
+    prompt and the first writes) in the same pool call; `held()` registers the running turn."""
     session_id = meta.id
     turn_id = f"turn_{uuid.uuid4().hex}"
     log_context_set(turn_id=turn_id)
@@ -577,9 +597,8 @@ async def _loop(
         )
         return system_prompt, begun
 
-    system_prompt, (meta, owner_id, history, turn_entries) = await in_pool_first(
-        "store", prompt_and_begin
-    )
+    system_prompt, (meta, owner_id, history, turn_entries) = await take(prompt_and_begin)
+    held()
     incarnation = meta.incarnation
     store = get_store()
     # After the first write: a queued prompt cancelled at the last moment never started.

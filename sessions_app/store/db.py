@@ -395,7 +395,13 @@ class DbSessionStore:
             return []
         now = timezone.now()
         created = self._db_datetime(now)
-        with transaction.atomic():
+        # Inside a caller's transaction (a turn's start, its closing) the append is part of
+        # it, with no savepoint: a savepoint is two more round trips, each of which waits
+        # for the interpreter lock on a busy worker (docs/performance.md). A missing session
+        # is raised after the block, so that the caller's transaction stays usable; a
+        # database error breaks it (on PostgreSQL it would anyway, savepoint aside).
+        missing = False
+        with transaction.atomic(savepoint=False):
             cursor, mark = self._append_cursor()
             try:
                 # One UPDATE both reserves the seqs and takes the session row lock on
@@ -413,11 +419,14 @@ class DbSessionStore:
                 )
                 row = cursor.fetchone()
                 if row is None:
-                    raise SessionNotFound(session_id)
-                first_seq = row[0] - len(entries) + 1
-                self._insert_entries(cursor, mark, session_id, first_seq, entries, created)
+                    missing = True
+                else:
+                    first_seq = row[0] - len(entries) + 1
+                    self._insert_entries(cursor, mark, session_id, first_seq, entries, created)
             finally:
                 cursor.close()
+        if missing:
+            raise SessionNotFound(session_id)
         return [
             record_from_fields(
                 {

@@ -89,6 +89,9 @@ NOT_RUN_FAILED = "not run: the turn failed before this tool ran ({error})"
 _running_lock = threading.Lock()
 _running: dict[str, TurnAbort] = {}
 _running_owner: dict[str, int] = {}  # whose turn each is: an abort checks it without a query
+# Turns of this process between their ownership check and their lease (the first of a session
+# only), with their owner: a Stop pressed while a turn starts stops it before its model call.
+_starting: dict[str, tuple[TurnAbort, int | None]] = {}
 _turns_of_user: dict[int, int] = {}
 
 
@@ -474,65 +477,79 @@ async def _run(
     meta, lease = await in_pool_first("store", _open, session_id, owner_id, meta)
     log_context_set(user_id=meta.owner_id)
     owner = owner_id if owner_id is not None else meta.owner_id
-    with _user_slot(owner) as release_user_slot:
-        if provider is None:
-            provider = model_for_session(agent=meta.agent, model=meta.model)
-        provider = _resolve(provider)
-        abort = TurnAbort()
-        pump = _EventPump(on_event)
+    abort = TurnAbort()
+    with _running_lock:
+        _starting.setdefault(session_id, (abort, owner))
+    try:
+        with _user_slot(owner) as release_user_slot:
+            if provider is None:
+                provider = model_for_session(agent=meta.agent, model=meta.model)
+            provider = _resolve(provider)
+            pump = _EventPump(on_event)
 
-        def held() -> None:
-            # The lease is taken and the turn's first writes are stored: from now on a Stop
-            # of this worker finds the turn, and the keeper renews its lease.
-            with _running_lock:
-                _running[session_id] = abort
-                _running_owner[session_id] = owner
-            lease.watch(on_abort=abort.set)
+            def held() -> None:
+                # The lease is taken and the turn's first writes are stored: from now on a Stop
+                # of this worker finds the turn, and the keeper renews its lease.
+                with _running_lock:
+                    _running[session_id] = abort
+                    _running_owner[session_id] = owner
+                    _stop_starting(session_id, abort)
+                lease.watch(on_abort=abort.set)
 
-        try:
-            result = await _loop(
-                meta,
-                owner_id,
-                text,
-                provider,
-                abort,
-                pump,
-                queue_id,
-                attachments,
-                take=partial(
-                    lease.acquire_async, settings.BUSY_GRACE_SEC if wait_sec is None else wait_sec
-                ),
-                held=held,
+            try:
+                result = await _loop(
+                    meta,
+                    owner_id,
+                    text,
+                    provider,
+                    abort,
+                    pump,
+                    queue_id,
+                    attachments,
+                    take=partial(
+                        lease.acquire_async,
+                        settings.BUSY_GRACE_SEC if wait_sec is None else wait_sec,
+                    ),
+                    held=held,
+                )
+            finally:
+                # Before the first await: the pump cannot deliver `agent_end` before this.
+                release_user_slot()
+                with _running_lock:
+                    if _running.get(session_id) is abort:
+                        del _running[session_id]
+                        del _running_owner[session_id]
+                await pump.close()
+                if lease.held and await in_pool("store", _release, lease):
+                    queue_turn_ended(session_id)
+        if (
+            not meta.title
+            and meta.spawned_by is None
+            and result.status == "completed"
+            and title_model() is not None
+        ):
+            # The first answer: the model names the conversation, after the lease is released
+            # (the next turn need not wait for a title). A sub-agent's session is in nobody's
+            # list: no title is worth a call there.
+            await in_pool(
+                "store",
+                title_by_model,
+                session_id=session_id,
+                incarnation=meta.incarnation,
+                first_words=title_from_message(text),
+                prompt=text,
+                answer=first_answer(result.entries),
             )
-        finally:
-            # Before the first await: the pump cannot deliver `agent_end` before this.
-            release_user_slot()
-            with _running_lock:
-                if _running.get(session_id) is abort:
-                    del _running[session_id]
-                    del _running_owner[session_id]
-            await pump.close()
-            if lease.held and await in_pool("store", _release, lease):
-                queue_turn_ended(session_id)
-    if (
-        not meta.title
-        and meta.spawned_by is None
-        and result.status == "completed"
-        and title_model() is not None
-    ):
-        # The first answer: the model names the conversation, after the lease is released
-        # (the next turn need not wait for a title). A sub-agent's session is in nobody's
-        # list: no title is worth a call there.
-        await in_pool(
-            "store",
-            title_by_model,
-            session_id=session_id,
-            incarnation=meta.incarnation,
-            first_words=title_from_message(text),
-            prompt=text,
-            answer=first_answer(result.entries),
-        )
-    return result
+        return result
+    finally:
+        with _running_lock:
+            _stop_starting(session_id, abort)
+
+
+def _stop_starting(session_id: str, abort: TurnAbort) -> None:
+    """Under _running_lock: the turn is no longer starting (it runs, or it ended)."""
+    if _starting.get(session_id, (None, None))[0] is abort:
+        del _starting[session_id]
 
 
 def _release(lease: TurnLease) -> bool:
@@ -828,10 +845,17 @@ def _abort_local(session_id: str) -> bool:
 def turn_abort_local_of_owner(*, session_id: str, owner_id: int) -> bool:
     """Stop the session's turn if this process runs it for `owner_id`; False otherwise. No
     query and no thread: a tab's Stop reaches a turn of its own worker before anything else
-    it waits for (the ownership check, the lease mark)."""
+    it waits for (the ownership check, the lease mark).
+
+    A turn of the owner that is still starting here is flagged too (it stops before its
+    model call), but this answers False for it: a turn of the session may be running on
+    another worker meanwhile, and the caller goes on to stop that one."""
     with _running_lock:
         local = _running.get(session_id)
         if local is None or _running_owner.get(session_id) != owner_id:
+            starting, starter = _starting.get(session_id, (None, None))
+            if starting is not None and starter == owner_id:
+                starting.set()
             return False
     local.set()
     return True

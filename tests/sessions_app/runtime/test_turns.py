@@ -8,6 +8,7 @@ from django.db import transaction
 
 from sessions_app.core.signals import turn_finished
 from sessions_app.runtime.history import CRASH_RESULT_TEXT
+from sessions_app.runtime.lease import TurnLease
 from sessions_app.runtime.turns import (
     SessionBusy,
     session_repair,
@@ -141,6 +142,36 @@ def test_a_tab_stops_its_owners_turn_on_its_worker_and_no_one_elses(
     assert outcome["result"].status == "aborted"
     assert_history_valid(session)
     assert turn_abort_local_of_owner(session_id=session, owner_id=alice.id) is False
+
+
+def test_a_stop_pressed_while_the_turn_starts_stops_it_before_its_model_call(
+    backend, alice, settings, monkeypatch
+):
+    """Between the prompt and the turn's lease (a busy worker starting other turns, another
+    worker's turn of the session finishing) a Stop flags the starting turn: it stores the
+    message and ends aborted without calling the model. The tab's check answers False, so
+    the Stop goes on to the turn that holds the lease, wherever it runs."""
+    settings.BUSY_GRACE_SEC = GUARD_SEC
+    session = get_store().create("stop-at-start", agent="jarvis", owner_id=alice.id).id
+    elsewhere = TurnLease.for_session(session).acquire(wait_sec=0)
+    refused = lease_contention(monkeypatch)
+    outcome = {}
+
+    def run():
+        outcome["result"] = turn_run(session_id=session, text="what is 2+3", owner_id=alice.id)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert refused.wait(GUARD_SEC), "the turn never tried to take the lease"
+    assert turn_abort_local_of_owner(session_id=session, owner_id=alice.id) is False
+    assert turn_abort(session_id=session) is True  # the lease holder's mark
+    elsewhere.release()
+    thread.join(GUARD_SEC)
+    assert not thread.is_alive(), "the starting turn never ended"
+    result = outcome["result"]
+    assert result.status == "aborted"
+    assert [e.role for e in result.entries if e.role] == ["user"], "the model was called"
+    assert_history_valid(session)
 
 
 def test_second_request_waits_for_the_grace_period_then_is_refused(session, settings, monkeypatch):

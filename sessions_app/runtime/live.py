@@ -130,6 +130,21 @@ async def _deliver_here(session_id: str, turn_id: str, event_seq: int, text: str
 # --- the turn's side ---------------------------------------------------------------------------
 
 
+def turn_starting(*, session_id: str) -> None:
+    """A turn of the session is starting on this worker: other workers' questions about it
+    start to arrive here already (see `turn_begin`; never waits)."""
+    bus = live_bus.bus()
+    if bus is not None:
+        bus.turn_starting(session_id)
+
+
+async def turn_not_started(*, session_id: str) -> None:
+    """The turn announced by `turn_starting` never reached its first event."""
+    bus = live_bus.bus()
+    if bus is not None:
+        await bus.turn_not_started(session_id)
+
+
 async def turn_begin(*, session_id: str, turn_id: str) -> LiveTurn:
     """Make the turn joinable: other workers can ask for its state and abort it once this
     returns, before its first event is numbered."""

@@ -181,6 +181,22 @@ class LiveBus:
         self.followers.pop(session_id, None)
         await self._unsubscribe(events_channel(session_id))
 
+    def turn_starting(self, session_id: str) -> None:
+        """Subscribe to the session's control channel while the turn is still starting (never
+        waits), so that `turn_started` finds the subscription confirmed: on a busy worker
+        each step of a subscription waits for a pass of the event loop, and the turn's
+        first event waits for all of them. An `ask` answered meanwhile finds no running
+        turn, which is true until the turn's first event."""
+        channel = control_channel(session_id)
+        if channel not in self.subscribed:
+            self.subscribed[channel] = asyncio.get_running_loop().create_future()
+            self._command(self.control_pubsub, "SUBSCRIBE", channel)
+
+    async def turn_not_started(self, session_id: str) -> None:
+        """The turn `turn_starting` announced never started (the session was busy, or gone)."""
+        if session_id not in self.own_turns:
+            await self._unsubscribe(control_channel(session_id))
+
     async def turn_started(self, session_id: str) -> None:
         """Answer asks and aborts for the session's turn; returns once subscribed, so an
         asker that finds nobody knows the turn has published nothing yet."""

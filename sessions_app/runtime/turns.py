@@ -149,6 +149,11 @@ class _EventPump:
         self.absorb = getattr(on_event, "absorb", None)
         self.queue: asyncio.Queue[dict | None] = asyncio.Queue()
         self.task = asyncio.ensure_future(self._run()) if on_event is not None else None
+        # A listener may get ready for the turn while it takes its lease (`prepare`, the
+        # broadcaster's: its live-bus subscription, docs/design.md §26).
+        prepare = getattr(on_event, "prepare", None)
+        if prepare is not None:
+            prepare()
 
     def put(self, event: dict) -> None:
         if self.task is not None:
@@ -835,8 +840,12 @@ def _steers_store(*, session_id: str, incarnation: str, turn_id: str) -> list[En
 
 
 def _abort_local(session_id: str) -> bool:
+    """Stop the session's turn if it runs here (True). A turn still starting here is flagged
+    too, but answers False: the turn that holds the lease may run elsewhere."""
     with _running_lock:
         local = _running.get(session_id)
+        if local is None and session_id in _starting:
+            _starting[session_id][0].set()
     if local is not None:
         local.set()
     return local is not None

@@ -71,10 +71,11 @@ def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
     The turn's event pump awaits it on the event loop, beside the turn, one event at a time.
     """
     pending: list[str] = []
-    state: dict[str, Any] = {"turn": None, "sent_at": None}
+    state: dict[str, Any] = {"turn": None, "sent_at": None, "starting": False, "begun": False}
 
     async def send(event: dict[str, Any]) -> None:
         if event["type"] == "agent_start":
+            state["begun"] = True
             state["turn"] = await live.turn_begin(session_id=session_id, turn_id=event["turn_id"])
         if state["turn"] is None:
             return  # a listener joined after the start: nothing to number its events from
@@ -112,13 +113,21 @@ def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
         pending.append(event.get("text", ""))
         return True
 
+    def prepare() -> None:
+        # The turn is about to take its lease: its joinable state gets ready meanwhile.
+        state["starting"] = True
+        live.turn_starting(session_id=session_id)
+
     async def close() -> None:
         # A turn cut short without agent_end (its session deleted under it) must not stay
         # joinable: a socket of a session re-created with the id would see it running.
         if state["turn"] is not None:
             await live.turn_finish(state["turn"])
             state["turn"] = None
+        elif state["starting"] and not state["begun"]:
+            await live.turn_not_started(session_id=session_id)
 
     on_event.close = close
+    on_event.prepare = prepare
     on_event.absorb = absorb
     return on_event

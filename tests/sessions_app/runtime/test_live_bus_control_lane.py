@@ -62,6 +62,39 @@ async def test_an_abort_overtakes_the_events_a_busy_worker_has_not_read(settings
         await _closed(other)
 
 
+async def test_a_starting_turn_listens_early_and_a_refused_one_leaves_a_running_turn_alone(
+    settings, monkeypatch
+):
+    settings.REDIS_URL = TEST_REDIS_URL
+    run = uuid.uuid4().hex[:8]
+    starting, running = f"starting-{run}", f"running-{run}"
+    stopped: list[str] = []
+    monkeypatch.setitem(live_bus._handlers, "on_abort", stopped.append)
+    monkeypatch.setitem(live_bus._handlers, "on_ask", lambda session_id: None)
+    worker = live_bus.LiveBus(TEST_REDIS_URL)
+    other = live_bus.LiveBus(TEST_REDIS_URL)
+    try:
+        async with asyncio.timeout(GUARD_SEC):
+            # While it takes its lease, the turn already hears a Stop from another worker.
+            worker.turn_starting(starting)
+            await worker.subscribed[live_bus.control_channel(starting)]
+            assert await other.abort(starting)
+            await worker.turn_started(starting)  # already subscribed: no second SUBSCRIBE
+
+            # A second prompt of a session whose turn runs here is refused (busy): the
+            # running turn keeps its control channel.
+            await worker.turn_started(running)
+            worker.turn_starting(running)
+            await worker.turn_not_started(running)
+            assert await other.abort(running)
+            while len(stopped) < 2:
+                await asyncio.sleep(0)  # the worker's reader hands the aborts over
+        assert stopped == [starting, running]
+    finally:
+        await _closed(worker)
+        await _closed(other)
+
+
 async def test_turns_that_start_at_once_subscribe_together_and_each_hears_its_stop(
     settings, monkeypatch
 ):

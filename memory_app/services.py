@@ -60,17 +60,16 @@ def episode_record_for_turn(
 ) -> Episode:
     """Write the episode of a finished turn and its thought log; idempotent per turn.
 
-    Steps: return the existing episode if this turn was recorded already; else take the
-    user's request (first user message), the final answer (last assistant text without tool
+    Steps: take the user's request (first user message), the final answer (last assistant text without tool
     calls), the tool names in call order and the task kind; store the episode, then one
     thought-log row per intermediate step (assistant text before tool calls, each call,
-    each result trimmed to a summary). Runs inside the caller's transaction (the runtime's
-    turn_end append), so a turn and its episode are stored together or not at all.
-    """
-    existing = Episode.objects.filter(session_id=session_id, turn_id=turn_id).first()
-    if existing is not None:
-        return existing
+    each result trimmed to a summary); if this turn was recorded already, return that
+    episode. Runs inside the caller's transaction (the runtime's turn_end append), so a
+    turn and its episode are stored together or not at all.
 
+    A turn is recorded once in nearly every case: the duplicate is found by the unique
+    constraint, not looked for first (one query less in every turn's closing).
+    """
     entries = sorted(entries, key=lambda entry: entry.seq)
     request = next(
         (e.content for e in entries if e.kind == "message" and e.role == "user"),

@@ -112,7 +112,9 @@ def unregister(*, channel_name: str) -> Closed | None:
     The session's sockets are held first (`_hold_connections_of`), so that two tabs closing
     at once cannot both see the other still open (and neither report the last one).
     """
-    with transaction.atomic():
+    # Part of the caller's transaction when there is one (a savepoint would be two more
+    # round trips for every closing tab, docs/performance.md): nothing here is retried.
+    with transaction.atomic(savepoint=False):
         row = (
             LiveConnection.objects.filter(channel_name=channel_name)
             .values_list("session_id", "user_id")
@@ -123,7 +125,8 @@ def unregister(*, channel_name: str) -> Closed | None:
         session_id, user_id = row
         _hold_connections_of(session_id)
         LiveConnection.objects.filter(channel_name=channel_name).delete()
-        return Closed(session_id=session_id, user_id=user_id, last=not any_live(session_id))
+        # Held above: the count sees every close and open that committed before this one.
+        return Closed(session_id=session_id, user_id=user_id, last=not _live(session_id).exists())
 
 
 def any_live(session_id: str) -> bool:

@@ -53,7 +53,10 @@ def db_worker(**env):
             log.seek(0)
             return "Starting worker" in log.read()
 
-        eventually(started, what="the worker says it started")
+        if not eventually(started, what="the worker says it started", fail=False):
+            log.seek(0)
+            printed = log.read()[-3000:] or "(nothing)"
+            raise AssertionError(f"the worker did not say it started; it printed: {printed}")
         yield process
     finally:
         process.terminate()

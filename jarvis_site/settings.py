@@ -611,7 +611,15 @@ LOGGING = {
         # never below INFO, whatever LOG_LEVEL says.
         **{
             name: {"level": "INFO" if LOG_LEVEL.upper() in {"DEBUG", "NOTSET"} else LOG_LEVEL}
-            for name in ("openai", "anthropic", "httpx", "httpcore")
+            for name in (
+                "openai",
+                "anthropic",
+                "httpx",
+                "httpcore",
+                "httpx2",
+                "httpcore2",
+                "aiohttp",
+            )
         },
     },
 }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -18,6 +17,11 @@ class ToolSpec:
     name: str
     description: str
     parameters: dict  # JSON schema of the arguments object
+
+    def as_dict(self) -> dict:
+        """The spec as plain data, sharing its schema (`dataclasses.asdict` deep-copies every
+        schema: 8% of a worker's CPU in a storm of turn starts, docs/performance.md)."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
 
 @dataclass
@@ -70,6 +74,21 @@ def sdk_error_text(error: Exception) -> str:
     return str(error)
 
 
+async def _closed_with_the_loop(clients: dict, loop: asyncio.AbstractEventLoop):
+    """Forgets and closes the loop's client when the loop shuts down.
+
+    The SDKs' async clients stream over aiohttp (`DefaultAioHttpClient`), whose sessions must
+    be closed on their own loop and hold that loop. A loop that ends through `asyncio.run` (a
+    synchronous caller's, a command's) closes the async generators it started first: this
+    one, parked at its `yield`, then drops the entry (which would keep the loop alive) and
+    closes the client. A server's loop lives as long as its process."""
+    try:
+        yield
+    finally:
+        client, _ = clients.pop(loop)
+        await client.close()
+
+
 class SdkProvider(ABC):
     """What the official-SDK providers share: options, and a client built on first use.
 
@@ -96,7 +115,7 @@ class SdkProvider(ABC):
             "timeout": timeout,
         }
         self._client = None
-        self._async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._async_clients: dict = {}  # loop -> (client, its closer)
 
     @abstractmethod
     def _make_client(self, **options):
@@ -121,13 +140,15 @@ class SdkProvider(ABC):
         self._make_async_client(**self._options)
         anyio.run(anyio.sleep, 0)
 
-    def _aconnect(self):
+    async def _aconnect(self):
         # One async client per event loop: its connection pool belongs to the loop that made it.
         loop = asyncio.get_running_loop()
-        client = self._async_clients.get(loop)
-        if client is None:
-            client = self._async_clients[loop] = self._make_async_client(**self._options)
-        return client
+        held = self._async_clients.get(loop)
+        if held is None:
+            closer = _closed_with_the_loop(self._async_clients, loop)
+            held = self._async_clients[loop] = (self._make_async_client(**self._options), closer)
+            await anext(closer)
+        return held[0]
 
     @property
     @abstractmethod
@@ -187,7 +208,7 @@ class SdkProvider(ABC):
         )
         answer = self._answer(on_delta)
         with self._sdk_errors():
-            async with await self._open_stream(self._aconnect(), request) as stream:
+            async with await self._open_stream(await self._aconnect(), request) as stream:
                 async for chunk in stream:
                     if abort.is_set():
                         return answer.finish(stopped=True)

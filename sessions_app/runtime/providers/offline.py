@@ -14,7 +14,6 @@ import math
 import re
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict
 
 from sessions_app.runtime.attachments import blind_parts
 from sessions_app.runtime.history import (
@@ -249,7 +248,7 @@ class OfflineProvider:
             "model": self.model,
             "system": system_prompt,
             "messages": messages,
-            "tools": [asdict(tool) for tool in tools],
+            "tools": [tool.as_dict() for tool in tools],
         }
 
     def _plan(self, entries, system_prompt, tools) -> tuple[ModelReply | None, str, int]:

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import partial
 
 from django.conf import settings
@@ -593,7 +593,7 @@ async def _loop(
         # by turn_start, so that each request can be rebuilt (docs/design.md §20).
         header = {
             "system": system_prompt,
-            "tools": [asdict(spec) for spec in specs],
+            "tools": [spec.as_dict() for spec in specs],
             "parameters": parameters,
             "thinking": thinking,
         }

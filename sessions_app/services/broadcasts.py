@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
@@ -16,7 +15,7 @@ from sessions_app import selectors
 from sessions_app.core.ids import (
     group_name,
 )
-from sessions_app.runtime import live, loop_lag
+from sessions_app.runtime import live, loop_lag, server_loop
 from sessions_app.store import (
     EntryRecord,
 )
@@ -26,14 +25,14 @@ def session_broadcast(*, session_id: str, event: dict[str, Any]) -> None:
     """Send one WebSocket event (docs/design.md §8) to every connection of a session, in any process.
 
     Callable from synchronous code only (services, the turn thread); async callers await
-    the channel layer themselves.
+    the channel layer themselves. In a server the send leaves from its event loop, after the
+    caller has moved on (runtime.server_loop).
     """
     layer = get_channel_layer()
     if layer is None:
         return
-    async_to_sync(layer.group_send)(
-        group_name(session_id), {"type": "session.event", "event": event}
-    )
+    message = {"type": "session.event", "event": event}
+    server_loop.send_soon(lambda: layer.group_send(group_name(session_id), message))
     metrics.EVENTS_SENT.inc()
 
 

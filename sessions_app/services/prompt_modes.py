@@ -26,7 +26,7 @@ from jarvis_site.shared.errors import Code
 from sessions_app import selectors
 from sessions_app.core import limits
 from sessions_app.core.owners import may_act_on
-from sessions_app.runtime import queue, turns
+from sessions_app.runtime import queue, server_loop, turns
 from sessions_app.runtime.drain import Draining, session_turn_running
 from sessions_app.runtime.executors import in_pool, in_sync_caller
 from sessions_app.runtime.lease import SessionBusy
@@ -42,10 +42,6 @@ QUEUE, STEER, INTERRUPT, REJECT = "queue", "steer", "interrupt", "reject"
 PROMPT_NOT_TEXT = 'a prompt has a "text" string'
 MODES = (QUEUE, STEER, INTERRUPT, REJECT)
 
-# The event loop of this server process, once a socket has used it: queues started from a
-# synchronous caller (the HTTP API, the sweep) run there, beside the process's other turns,
-# so their events reach this process's sockets the way every turn's do.
-_server_loop: list[asyncio.AbstractEventLoop] = []
 _runs: set[asyncio.Task] = set()
 _last_sweep = [0.0]
 # session id -> (listener, model) of a terminal chat in this process: the turns this process
@@ -224,17 +220,14 @@ async def _run_until_the_queue_is_empty(session_id: str) -> None:
         await asyncio.gather(*pending, return_exceptions=True)
 
 
-def serve_on_this_loop() -> None:
-    """Note the running event loop as this server process's (a socket's consumer calls it)."""
-    _server_loop[:] = [asyncio.get_running_loop()]
-
-
 def queue_kick(session_id: str) -> None:
     """Have this worker run the session's next waiting prompt, beside whatever called.
 
     On a server's event loop it is a task there (a fresh context: nothing of the caller's
     request or turn carries over); from synchronous code it goes to the server's loop when
-    this process has one, else to a thread of its own (manage.py, a script)."""
+    this process has one (runtime.server_loop: queues started from the HTTP API or the sweep
+    run there, beside the process's other turns, so their events reach this process's
+    sockets the way every turn's do), else to a thread of its own (manage.py, a script)."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
@@ -244,8 +237,9 @@ def queue_kick(session_id: str) -> None:
         # (`_run_until_the_queue_is_empty`) sees it before it decides to close.
         _start_run(session_id)
         return
-    if _server_loop and _server_loop[0].is_running():
-        _server_loop[0].call_soon_threadsafe(_start_run, session_id)
+    serving = server_loop.serving_loop()
+    if serving is not None:
+        serving.call_soon_threadsafe(_start_run, session_id)
         return
     threading.Thread(
         target=_run_in_thread, args=(session_id,), name="queue-run", daemon=True

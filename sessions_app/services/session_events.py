@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
 from sessions_app import selectors
+from sessions_app.runtime import server_loop
 from sessions_app.store import SessionMeta, get_store
 
 CREATED, UPDATED, DELETED = "created", "updated", "deleted"
@@ -30,9 +30,8 @@ def person_group(owner_id: int) -> str:
 def _send(owner_id: int, frame: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is not None:
-        async_to_sync(layer.group_send)(
-            person_group(owner_id), {"type": "person.event", "event": frame}
-        )
+        message = {"type": "person.event", "event": frame}
+        server_loop.send_soon(lambda: layer.group_send(person_group(owner_id), message))
 
 
 def session_changed_on_commit(*, meta: SessionMeta, action: str) -> None:

@@ -27,7 +27,7 @@ from sessions_app import selectors
 from sessions_app.core import frames, limits
 from sessions_app.core.ids import InvalidSessionId, group_name, validate_session_id
 from sessions_app.core.throttles import turn_throttle_wait
-from sessions_app.runtime import drain, live, loop_lag
+from sessions_app.runtime import drain, live, loop_lag, server_loop
 from sessions_app.runtime.agents import UnknownAgent
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
 from sessions_app.runtime.executors import in_pool
@@ -117,6 +117,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     # --- lifecycle ------------------------------------------------------------------
     async def connect(self):
         loop_lag.watch()  # the worker's loop, measured once sockets use it (§26)
+        # Queues this process runs for synchronous callers (the API) and channel-layer sends
+        # from synchronous code go to this loop.
+        server_loop.serve_on_this_loop()
         self.tasks: set[asyncio.Task] = set()
         self.heartbeat: asyncio.Task | None = None
         self.notices_sent: set[str] = set()
@@ -198,8 +201,6 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "session", **snapshot})
         await self.live_socket.go_live(running)
         self.heartbeat = asyncio.create_task(self._heartbeat_loop())
-        # Queues this process runs for synchronous callers (the API) run on this loop.
-        prompt_modes.serve_on_this_loop()
         if snapshot["queue"]:
             # The next worker to touch a session runs what its dead worker left queued.
             prompt_modes.queue_kick(session_id)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from jarvis_site.shared.errors import Code
-from sessions_app.runtime import drain
+from sessions_app.runtime import drain, server_loop
 from sessions_app.services.session_events import person_group
 from sessions_app.web.consumers import CLOSE_SERVICE_RESTART, CLOSE_UNAUTHENTICATED
 
@@ -28,6 +28,7 @@ class PersonConsumer(AsyncJsonWebsocketConsumer):
             return await self._refuse(CLOSE_UNAUTHENTICATED)
         if drain.is_draining():
             return await self._refuse(CLOSE_SERVICE_RESTART)
+        server_loop.serve_on_this_loop()  # sends from synchronous code leave from here
         # Joined before the handshake completes: a change made once the tab is connected
         # is never missed.
         self.group = person_group(user.id)

@@ -85,10 +85,16 @@ class LiveSocket:
         self.send = send
         self.loop = asyncio.get_running_loop()
         self.pending: list[tuple[str, int, str]] | None = []
+        # The snapshot's turn and event_seq: its events up to there are in the snapshot.
+        self.snapshot_holds: tuple[str, int] | None = None
 
     async def deliver(self, turn_id: str, event_seq: int, text: str) -> None:
         if self.pending is not None:
             self.pending.append((turn_id, event_seq, text))
+            return
+        if self._in_snapshot(turn_id, event_seq):
+            # From another worker, an event can arrive after the state that holds it: the
+            # answer to `ask` and the events leave that worker on different connections.
             return
         try:
             await self.send(text)
@@ -96,14 +102,20 @@ class LiveSocket:
             logger.debug("a live event could not reach a closing socket", exc_info=True)
 
     async def go_live(self, running: dict[str, Any] | None) -> None:
-        """Send what arrived while the snapshot was read, minus what the snapshot holds."""
+        """Send what arrived while the snapshot was read, minus what the snapshot holds (also
+        later: see `deliver`)."""
+        if running:
+            self.snapshot_holds = (running["turn_id"], running["event_seq"])
         while self.pending:
             batch, self.pending = self.pending, []
             for turn_id, event_seq, text in batch:
-                if running and turn_id == running["turn_id"] and event_seq <= running["event_seq"]:
-                    continue
-                await self.send(text)
+                if not self._in_snapshot(turn_id, event_seq):
+                    await self.send(text)
         self.pending = None
+
+    def _in_snapshot(self, turn_id: str, event_seq: int) -> bool:
+        holds = self.snapshot_holds
+        return holds is not None and turn_id == holds[0] and event_seq <= holds[1]
 
 
 _lock = threading.Lock()

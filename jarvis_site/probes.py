@@ -99,6 +99,7 @@ def _redis_check() -> str:
         settings.REDIS_URL,
         socket_timeout=REDIS_TIMEOUT_SEC,
         socket_connect_timeout=REDIS_TIMEOUT_SEC,
+        **settings.REDIS_CONNECTION_OPTIONS,
     )
     try:
         client.ping()

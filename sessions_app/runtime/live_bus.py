@@ -80,15 +80,20 @@ class LiveBus:
             url,
             socket_timeout=settings.REDIS_SOCKET_TIMEOUT_SEC,
             socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC,
+            **settings.REDIS_CONNECTION_OPTIONS,
         )
         # Control before data: asks, aborts and their answers arrive on a connection of
         # their own, so a Stop never waits behind the events of every turn this worker
         # follows (a busy worker reads those seconds late).
         self.pubsub = aioredis.Redis.from_url(
-            url, socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC
+            url,
+            socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC,
+            **settings.REDIS_CONNECTION_OPTIONS,
         ).pubsub()
         self.control_pubsub = aioredis.Redis.from_url(
-            url, socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC
+            url,
+            socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC,
+            **settings.REDIS_CONNECTION_OPTIONS,
         ).pubsub()
         self.followers: dict[str, int] = {}  # session id -> local sockets following it
         self.own_turns: set[str] = set()  # sessions whose turn runs on this loop

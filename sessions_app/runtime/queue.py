@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max, Min
 
 from jarvis_site.shared import metrics
@@ -152,7 +152,27 @@ def queue_head(*, session_id: str, incarnation: str) -> Waiting | None:
 
 def queue_waiting(session_id: str) -> bool:
     """Whether any prompt of the session waits (one indexed lookup; after every turn)."""
-    return QueuedPrompt.objects.filter(session_id=session_id).exists()
+    return _any_waiting(session_id)
+
+
+def _any_waiting(session_id: str, *, incarnation: str | None = None, kind: str = "") -> bool:
+    """Whether a prompt of the session waits (of that incarnation and kind, when given).
+
+    Plain SQL on the session's index: it runs at every turn's end and nearly always finds
+    nothing, and the ORM's building of the query cost more than the query (2-4% of a
+    worker's CPU in a storm of turns, docs/performance.md)."""
+    table = QueuedPrompt._meta.db_table
+    sql = f"SELECT 1 FROM {table} WHERE session_id = %s"
+    params: list[str] = [session_id]
+    if incarnation is not None:
+        sql += " AND incarnation = %s"
+        params.append(incarnation)
+    if kind:
+        sql += " AND kind = %s"
+        params.append(kind)
+    with connection.cursor() as cursor:
+        cursor.execute(sql + " LIMIT 1", params)
+        return cursor.fetchone() is not None
 
 
 def queue_sessions() -> list[str]:
@@ -203,6 +223,8 @@ def steers_take(*, session_id: str, incarnation: str) -> list[Waiting]:
 def steers_to_front(*, session_id: str, incarnation: str) -> None:
     """Move the steers a closing turn did not take before every other waiting prompt, in the
     order they were sent. Call inside the transaction that closes the turn."""
+    if not _any_waiting(session_id, incarnation=incarnation, kind=STEER):
+        return
     steers = list(
         QueuedPrompt.objects.select_for_update()
         .filter(session_id=session_id, incarnation=incarnation, kind=STEER)

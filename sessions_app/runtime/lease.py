@@ -34,7 +34,7 @@ from sessions_app.core.ids import validate_session_id
 from sessions_app.runtime.executors import in_pool_first
 from sessions_app.store import get_store
 from sessions_app.store.lease import TurnLeaseBackend
-from sessions_app.store.workers import heartbeat_start
+from sessions_app.store.workers import heartbeat_running, heartbeat_start
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -71,6 +71,12 @@ class TurnLease:
         self.backend = backend
         self.session_id = backend.session_id
         self.held = False  # set by the thread that took it; whoever releases it clears it
+
+    @staticmethod
+    def made_without_query() -> bool:
+        """Whether `for_session` makes no query now (so the event loop may call it): only
+        the process's first lease starts the heartbeat, which beats once at once."""
+        return not settings.WORKER_HEARTBEAT or heartbeat_running()
 
     @staticmethod
     def for_session(session_id: str) -> TurnLease:

@@ -479,7 +479,13 @@ async def _run(
     session_id, text, owner_id, on_event, provider, queue_id, wait_sec, meta, attachments=None
 ) -> TurnResult:
     # A turn's start goes ahead of the writes of turns already streaming (§26).
-    meta, lease = await in_pool_first("store", _open, session_id, owner_id, meta)
+    if meta is not None and meta.id == session_id and TurnLease.made_without_query():
+        # The caller read the session: nothing left for a pool call before the lease.
+        if owner_id is not None and meta.owner_id != owner_id:
+            raise SessionNotFound(session_id)
+        lease = TurnLease.for_session(session_id)
+    else:
+        meta, lease = await in_pool_first("store", _open, session_id, owner_id, meta)
     log_context_set(user_id=meta.owner_id)
     owner = owner_id if owner_id is not None else meta.owner_id
     abort = TurnAbort()

@@ -11,7 +11,7 @@ from typing import Any
 
 from sessions_app import selectors
 from sessions_app.runtime import live, turns
-from sessions_app.runtime.executors import in_pool
+from sessions_app.runtime.executors import in_pool, in_pool_first
 from sessions_app.services.broadcasts import turn_event_broadcaster
 from sessions_app.services.files import attachments_for_prompt
 from sessions_app.store import SessionMeta
@@ -77,7 +77,8 @@ async def turn_send_async(
 ) -> turns.TurnResult:
     """`turn_send` for the event loop (the WebSocket): the turn runs on the caller's loop, its
     model call holds no thread, its store work and blocking tools go through bounded pools."""
-    meta, files = await in_pool(
+    # The turn's first pool call: ahead of the writes of turns already streaming (§26).
+    meta, files = await in_pool_first(
         "store",
         _owned_with_attachments,
         session_id=session_id,

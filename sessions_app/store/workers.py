@@ -83,6 +83,11 @@ def _run_hook(hook) -> None:
         logger.exception("heartbeat hook %s failed once", hook.__name__)
 
 
+def heartbeat_running() -> bool:
+    """Whether this process beats already (`heartbeat_start` then makes no query)."""
+    return os.getpid() in _started
+
+
 def heartbeat_start() -> None:
     """Beat once now (so the row exists before any socket names it), then every few seconds."""
     pid = os.getpid()

@@ -116,6 +116,7 @@ class SdkProvider(ABC):
         }
         self._client = None
         self._async_clients: dict = {}  # loop -> (client, its closer)
+        self._spare_client = None  # built by `preload`, not yet bound to a loop
 
     @abstractmethod
     def _make_client(self, **options):
@@ -132,21 +133,29 @@ class SdkProvider(ABC):
 
     def preload(self) -> None:
         """Do now, in a server that is starting, what the first streamed call would do on the
-        worker's event loop: import the async client's HTTP transport (a client is built and
-        dropped: 0.6 s of a loaded worker's loop, measured in docs/performance.md) and the
-        asyncio backend of the library it streams with."""
+        worker's event loop: import the async client's HTTP transport (0.6 s of a loaded
+        worker's loop, measured in docs/performance.md) and the asyncio backend of the
+        library it streams with, and build the client the first loop that asks will use."""
         import anyio  # the SDKs' own dependency, needed only where an SDK model is used
 
-        self._make_async_client(**self._options)
-        anyio.run(anyio.sleep, 0)
+        # Building one loads the CA certificates: 70 ms of the loop at a storm's first turn.
+        self._spare_client = self._make_async_client(**self._options)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            anyio.run(anyio.sleep, 0)
+        # else: imported from code that runs on a loop (a test's), which has its backend.
 
     async def _aconnect(self):
         # One async client per event loop: its connection pool belongs to the loop that made it.
         loop = asyncio.get_running_loop()
         held = self._async_clients.get(loop)
         if held is None:
+            client, self._spare_client = self._spare_client, None
+            if client is None:
+                client = self._make_async_client(**self._options)
             closer = _closed_with_the_loop(self._async_clients, loop)
-            held = self._async_clients[loop] = (self._make_async_client(**self._options), closer)
+            held = self._async_clients[loop] = (client, closer)
             await anext(closer)
         return held[0]
 

@@ -52,6 +52,9 @@ application = ProtocolTypeRouter(
     }
 )
 
+# Allocations between two young collections (Python's default is 700).
+YOUNG_COLLECTION_EVERY = 20_000
+
 
 def _settle_the_heap() -> None:
     """What the server built at start (Django, the SDKs, the tokenizer: a few hundred thousand
@@ -65,5 +68,4 @@ def _settle_the_heap() -> None:
     gc.set_threshold(YOUNG_COLLECTION_EVERY, older, oldest)
 
 
-YOUNG_COLLECTION_EVERY = 20_000
 _settle_the_heap()

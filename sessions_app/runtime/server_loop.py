@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 
 logger = logging.getLogger(__name__)
 
@@ -62,20 +63,34 @@ def serve_on_this_loop() -> None:
         _serving[:] = [_Sender(loop)]
 
 
+def _running_sender() -> _Sender | None:
+    sender = _serving[0] if _serving else None
+    return sender if sender is not None and sender.loop.is_running() else None
+
+
 def serving_loop() -> asyncio.AbstractEventLoop | None:
     """This process's serving loop while it runs, else None."""
-    sender = _serving[0] if _serving else None
-    return sender.loop if sender is not None and sender.loop.is_running() else None
+    sender = _running_sender()
+    return sender.loop if sender is not None else None
 
 
 def send_soon(send: Callable[[], Awaitable[object]]) -> None:
     """Run the coroutine `send()` makes: on the serving loop when there is one (in order with
     the other sends made so, not waited for), else here and now through `async_to_sync`."""
-    sender = _serving[0] if _serving else None
-    if sender is not None and sender.loop.is_running():
+    sender = _running_sender()
+    if sender is not None:
         sender.put(send)
     else:
         async_to_sync(_awaited)(send)
+
+
+def group_send_soon(group: str, message: dict) -> bool:
+    """`send_soon` of one channel-layer group send; False when the process has no layer."""
+    layer = get_channel_layer()
+    if layer is None:
+        return False
+    send_soon(lambda: layer.group_send(group, message))
+    return True
 
 
 async def _awaited(send: Callable[[], Awaitable[object]]) -> None:

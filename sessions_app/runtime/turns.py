@@ -470,9 +470,15 @@ def _open(
     under the lease, in `_begin`)."""
     if meta is None or meta.id != session_id:
         meta = _meta(session_id)
+    return meta, _lease_of_owned(meta, owner_id)
+
+
+def _lease_of_owned(meta: SessionMeta, owner_id: int | None) -> TurnLease:
+    """The session's lease, not yet acquired; SessionNotFound when, with `owner_id`, the
+    session is someone else's."""
     if owner_id is not None and meta.owner_id != owner_id:
-        raise SessionNotFound(session_id)
-    return meta, TurnLease.for_session(session_id)
+        raise SessionNotFound(meta.id)
+    return TurnLease.for_session(meta.id)
 
 
 async def _run(
@@ -481,9 +487,7 @@ async def _run(
     # A turn's start goes ahead of the writes of turns already streaming (§26).
     if meta is not None and meta.id == session_id and TurnLease.made_without_query():
         # The caller read the session: nothing left for a pool call before the lease.
-        if owner_id is not None and meta.owner_id != owner_id:
-            raise SessionNotFound(session_id)
-        lease = TurnLease.for_session(session_id)
+        lease = _lease_of_owned(meta, owner_id)
     else:
         meta, lease = await in_pool_first("store", _open, session_id, owner_id, meta)
     log_context_set(user_id=meta.owner_id)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from channels.layers import get_channel_layer
 from django.db import transaction
 
 from jarvis_site.shared import metrics
@@ -28,12 +27,9 @@ def session_broadcast(*, session_id: str, event: dict[str, Any]) -> None:
     the channel layer themselves. In a server the send leaves from its event loop, after the
     caller has moved on (runtime.server_loop).
     """
-    layer = get_channel_layer()
-    if layer is None:
-        return
     message = {"type": "session.event", "event": event}
-    server_loop.send_soon(lambda: layer.group_send(group_name(session_id), message))
-    metrics.EVENTS_SENT.inc()
+    if server_loop.group_send_soon(group_name(session_id), message):
+        metrics.EVENTS_SENT.inc()
 
 
 def session_broadcast_on_commit(*, session_id: str, event: dict[str, Any]) -> None:

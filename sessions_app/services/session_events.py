@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from channels.layers import get_channel_layer
 from django.db import transaction
 
 from sessions_app import selectors
@@ -28,10 +27,7 @@ def person_group(owner_id: int) -> str:
 
 
 def _send(owner_id: int, frame: dict[str, Any]) -> None:
-    layer = get_channel_layer()
-    if layer is not None:
-        message = {"type": "person.event", "event": frame}
-        server_loop.send_soon(lambda: layer.group_send(person_group(owner_id), message))
+    server_loop.group_send_soon(person_group(owner_id), {"type": "person.event", "event": frame})
 
 
 def session_changed_on_commit(*, meta: SessionMeta, action: str) -> None:

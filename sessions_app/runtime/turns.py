@@ -9,7 +9,6 @@ Each step is committed as it completes; model calls and tools run with no row lo
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import threading
 import time
@@ -31,6 +30,7 @@ from sessions_app.runtime.agents import agent_get, agent_tools, model_for_sessio
 from sessions_app.runtime.approvals import ApprovalGate, approvals_interrupted
 from sessions_app.runtime.context_fit import ContextFit
 from sessions_app.runtime.drain import turn_admitted
+from sessions_app.runtime.event_pump import EventPump
 from sessions_app.runtime.executors import (
     in_pool,
     in_pool_first,
@@ -129,71 +129,6 @@ class QueuedPromptGone(LookupError):
     """The queued prompt a turn was to run was cancelled before the turn stored it."""
 
 
-class _EventPump:
-    """Delivers a turn's events to `on_event` in order, beside the turn.
-
-    The turn and its model stream only queue events (cheap, never blocking); a task sends
-    them, so a slow channel layer never slows the model's stream. Deltas queued while the
-    previous send was under way go out as one, which keeps a fast stream from flooding the
-    layer. `on_event` may be a coroutine function (the sockets' broadcaster) or a plain
-    callable that returns at once; if it has a coroutine function `close`, that is awaited
-    once the turn has sent its last event, however the turn ended (even when the session
-    was deleted under it and no `agent_end` was sent).
-    """
-
-    def __init__(self, on_event: Callable[[dict], object] | None):
-        self.on_event = on_event
-        # A listener may take a delta that need not leave yet without a trip through the
-        # queue (`absorb`, the broadcaster's): most of a stream's pieces only wait for the
-        # next send, and waking the pump for each was a tenth of a streaming turn's CPU.
-        self.absorb = getattr(on_event, "absorb", None)
-        self.queue: asyncio.Queue[dict | None] = asyncio.Queue()
-        self.task = asyncio.ensure_future(self._run()) if on_event is not None else None
-        # A listener may get ready for the turn while it takes its lease (`prepare`, the
-        # broadcaster's: its live-bus subscription, docs/design.md §26).
-        prepare = getattr(on_event, "prepare", None)
-        if prepare is not None:
-            prepare()
-
-    def put(self, event: dict) -> None:
-        if self.task is not None:
-            # Only when nothing waits in the queue: the piece must not overtake an event.
-            if (
-                self.absorb is not None
-                and event["type"] == "delta"
-                and self.queue.empty()
-                and self.absorb(event)
-            ):
-                return
-            self.queue.put_nowait(event)
-
-    async def close(self) -> None:
-        if self.task is not None:
-            self.queue.put_nowait(None)
-            await self.task
-            closing = getattr(self.on_event, "close", None)
-            if closing is not None:
-                await closing()
-
-    async def _run(self) -> None:
-        while True:
-            event = await self.queue.get()
-            if event is None:
-                return
-            while event["type"] == "delta" and not self.queue.empty():
-                following = self.queue._queue[0]  # peek: merge only a delta that follows
-                if following is None or following["type"] != "delta":
-                    break
-                self.queue.get_nowait()
-                event = {**event, "text": event["text"] + following["text"]}
-            try:
-                outcome = self.on_event(event)
-                if inspect.isawaitable(outcome):
-                    await outcome
-            except Exception:  # noqa: BLE001 - a listener that went away must not break the turn
-                logger.exception("turn event listener failed on %s", event.get("type"))
-
-
 def _resolve(provider: Provider | str | None) -> Provider:
     if provider is None or isinstance(provider, str):
         return provider_for(provider)
@@ -235,7 +170,8 @@ def _close_turn(
     One append, and turn_finished is sent in the same transaction: a receiver that fails
     rolls the turn_end back (the turn is then closed by repair on next use). `answer`, the
     turn's last model message, is stored first in the same transaction: one commit and one
-    pool call less for every turn that ends with an answer.
+    pool call less for every turn that ends with an answer (or with the part of one a
+    Stop cut short).
     """
     with transaction.atomic():
         records = []
@@ -500,7 +436,7 @@ async def _run(
             if provider is None:
                 provider = model_for_session(agent=meta.agent, model=meta.model)
             provider = _resolve(provider)
-            pump = _EventPump(on_event)
+            pump = EventPump(on_event)
 
             def held() -> None:
                 # The lease is taken and the turn's first writes are stored: from now on a Stop
@@ -727,10 +663,11 @@ async def _loop(
                     turn_id=turn_id,
                     data=_answer_data(model_call, reply.reasoning),
                 )
-                if not calls and not reply.stopped:
-                    # The turn's answer: stored with the turn's closing, in one commit.
+                if not calls:
+                    # The turn's answer, or what came of it before a Stop: stored with the
+                    # turn's closing, in one commit (a Stop is answered one pool call sooner).
                     answer = [message]
-                    status, error = "completed", ""
+                    status, error = ("aborted" if reply.stopped else "completed"), ""
                     break
                 await append([message])
             if reply.stopped:

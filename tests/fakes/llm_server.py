@@ -60,6 +60,9 @@ class Reply:
     # After its text, the reply keeps talking (a word every TALK_PAUSE_SEC) until the client
     # stops reading: a model only an abort ends.
     until_stopped: bool = False
+    # After its text, the stream carries an error event and ends, as OpenAI's does when the
+    # server fails mid-answer (the response's status was 200 already).
+    stream_error: str = ""
 
 
 TALK_PAUSE_SEC = 0.02
@@ -595,6 +598,10 @@ class FakeLLMServer:
             while reply.until_stopped and time.monotonic() < talk_until:
                 time.sleep(TALK_PAUSE_SEC)
                 yield chunk({"content": " more"})
+            if reply.stream_error:
+                failure = {"message": reply.stream_error, "type": "server_error"}
+                yield f"data: {json.dumps({'error': failure})}\n\n"
+                return
             for index, call in enumerate(calls):
                 arguments = call["function"]["arguments"]
                 yield chunk(

@@ -737,6 +737,8 @@ class FakeLLMServer:
                     )
                     words = block["text"].split(" ")
                     for position, word in paced(words, reply.latency, started):
+                        if reply.hold is not None and position == reply.hold.words:
+                            reply.hold.wait()
                         piece = word if position == 0 else " " + word
                         yield event(
                             "content_block_delta",

@@ -14,7 +14,7 @@ from sessions_app.runtime.providers.openai import OpenAIProvider
 from sessions_app.runtime.turns import turn_abort, turn_run
 from sessions_app.store import NewEntry, get_store
 from tests.builders import crash_mid_step
-from tests.fakes.llm_server import FakeLLMServer, Reply
+from tests.fakes.llm_server import FakeLLMServer, Hold, Reply
 from tests.handshakes import signal_waits
 from tests.helpers import GUARD_SEC
 
@@ -159,6 +159,50 @@ def test_abort_mid_tool_leaves_a_history_the_api_accepts(
     text, is_error = tool_results_sent(api, server.requests[1])[0]
     assert text.startswith("aborted")
     assert is_error in (None, True)
+    assert server.refusals == []
+
+
+def test_a_stop_mid_answer_keeps_the_words_so_far_before_the_turns_end(server, provider, session):
+    hold = Hold(words=3)
+    server.script(Reply(text="one two three four five", hold=hold), Reply(text="Yes?"))
+    events = []
+    said = threading.Event()
+
+    def on_event(event):
+        events.append(event)
+        text = "".join(e["text"] for e in events if e["type"] == "delta")
+        if text == "one two three":
+            said.set()
+
+    outcome = {}
+
+    def run():
+        outcome["result"] = turn_run(
+            session_id=session, text="count", provider=provider, on_event=on_event
+        )
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert said.wait(GUARD_SEC), "the first words never arrived"
+    turn_abort(session_id=session)
+    hold.release()
+    thread.join(GUARD_SEC)
+    result = outcome["result"]
+    assert result.status == "aborted"
+    # What the model said before the Stop, once, then the turn's end: one commit.
+    assert [(e.role or e.kind, e.content) for e in result.entries[-2:]] == [
+        ("assistant", "one two three"),
+        ("turn_end", ""),
+    ]
+    ends = [e for e in events if e["type"] in ("entry", "agent_end")][-3:]
+    assert [e.get("entry").kind if e["type"] == "entry" else e["type"] for e in ends] == [
+        "message",
+        "turn_end",
+        "agent_end",
+    ]
+    assert ends[-1]["status"] == "aborted"
+    follow_up = turn_run(session_id=session, text="still there?", provider=provider)
+    assert follow_up.status == "completed"
     assert server.refusals == []
 
 

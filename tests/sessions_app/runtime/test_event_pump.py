@@ -1,0 +1,96 @@
+"""A turn's event pump: every event delivered once, in order, however the turn closes it."""
+
+import asyncio
+
+from sessions_app.runtime.event_pump import EventPump
+
+
+class Listener:
+    """Records what it is sent and by which task; a send can be held until released."""
+
+    def __init__(self):
+        self.sent: list[tuple[str, str]] = []
+        self.senders: list[asyncio.Task] = []
+        self.hold: asyncio.Event | None = None
+        self.holding = asyncio.Event()
+        self.closed = 0
+
+    async def __call__(self, event):
+        self.senders.append(asyncio.current_task())
+        if self.hold is not None and event["type"] == "entry":
+            self.holding.set()
+            await self.hold.wait()
+        if event["type"] == "boom":
+            raise RuntimeError("the listener went away")
+        self.sent.append((event["type"], event.get("text", "")))
+
+    async def close(self):
+        self.closed += 1
+
+
+def test_events_leave_in_order_and_deltas_behind_a_send_leave_as_one():
+    async def scenario():
+        listener = Listener()
+        listener.hold = asyncio.Event()
+        pump = EventPump(listener)
+        pump.put({"type": "entry"})
+        await listener.holding.wait()  # the pump is inside the entry's send
+        for piece in ("a", "b", "c"):
+            pump.put({"type": "delta", "text": piece})
+        pump.put({"type": "boom"})
+        pump.put({"type": "delta", "text": "d"})
+        listener.hold.set()
+        await pump.close()
+        return listener
+
+    listener = asyncio.run(scenario())
+    # A listener that fails on one event still gets the next.
+    assert listener.sent == [("entry", ""), ("delta", "abc"), ("delta", "d")]
+    assert listener.closed == 1
+
+
+def test_a_closing_turn_sends_its_last_events_itself_when_the_pump_is_idle():
+    async def scenario():
+        listener = Listener()
+        pump = EventPump(listener)
+        await asyncio.sleep(0)  # the pump's task starts and waits for work
+        pump.put({"type": "entry"})
+        pump.put({"type": "agent_end"})
+        await pump.close()
+        return listener, asyncio.current_task()
+
+    listener, closer = asyncio.run(scenario())
+    assert listener.sent == [("entry", ""), ("agent_end", "")]
+    # No pass of the event loop between the turn's end and its agent_end (§26).
+    assert listener.senders == [closer, closer]
+    assert listener.closed == 1
+
+
+def test_closing_while_a_send_is_under_way_waits_for_it_and_keeps_the_order():
+    async def scenario():
+        listener = Listener()
+        listener.hold = asyncio.Event()
+        pump = EventPump(listener)
+        pump.put({"type": "entry"})
+        await listener.holding.wait()
+        pump.put({"type": "delta", "text": "x"})
+        pump.put({"type": "agent_end"})
+        closing = asyncio.ensure_future(pump.close())
+        await asyncio.sleep(0)
+        assert not closing.done(), "close waits for the send under way"
+        listener.hold.set()
+        await closing
+        return listener
+
+    listener = asyncio.run(scenario())
+    assert listener.sent == [("entry", ""), ("delta", "x"), ("agent_end", "")]
+    assert listener.closed == 1
+
+
+def test_a_pump_without_a_listener_takes_events_and_closes():
+    async def scenario():
+        pump = EventPump(None)
+        pump.put({"type": "delta", "text": "x"})
+        await pump.close()
+
+    asyncio.run(scenario())

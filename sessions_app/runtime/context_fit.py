@@ -28,6 +28,7 @@ from sessions_app.runtime.compaction import (
 )
 from sessions_app.runtime.context_window import (
     budget_for,
+    corrected_tokens,
     correction_observe,
     request_tokens,
     text_tokens,
@@ -94,8 +95,9 @@ class ContextFit:
     async def before_call(self) -> None:
         """Compact first when the next request would not fit (reason `auto`)."""
         body = self.body()
+        # Counted once (the count walks every message and the tool schemas), corrected after.
         self.counted = request_tokens(self.label, body, corrected=False)
-        if request_tokens(self.label, body) <= self.budget.available:
+        if corrected_tokens(self.label, self.counted) <= self.budget.available:
             return
         keep = min(settings.COMPACTION_KEEP_RECENT_TOKENS, self.budget.available // 2)
         await self._compact("auto", keep_tokens=keep, body=body)

@@ -191,8 +191,11 @@ def request_tokens(label: str, body: dict, *, corrected: bool = True) -> int:
     counted += text_tokens(label, body["system"]) if isinstance(body.get("system"), str) else 0
     if body.get("tools"):
         counted += text_tokens(label, json.dumps(body["tools"], sort_keys=True))
-    if not corrected:
-        return counted
+    return corrected_tokens(label, counted) if corrected else counted
+
+
+def corrected_tokens(label: str, counted: int) -> int:
+    """An uncorrected count raised by what the provider reported for the previous call."""
     with _corrections_lock:
         ratio = _corrections.get(label, 1.0)
     return int(counted * ratio)

@@ -69,9 +69,15 @@ class EventPump:
             # It waits for work, so nothing of an event is under way; it ends at its next
             # step, and nothing waits for that.
             self.task.cancel()
-            while self.events:
-                if await self._send_next():
-                    break
+            try:
+                while self.events:
+                    await self._send_next()
+            except asyncio.CancelledError:
+                # The caller was cancelled mid-way: what is left still leaves, from a task
+                # of its own, as it did before the turn's end.
+                self.task = asyncio.ensure_future(self._run())
+                self._queue(_CLOSE)
+                raise
         closing = getattr(self.on_event, "close", None)
         if closing is not None:
             await closing()

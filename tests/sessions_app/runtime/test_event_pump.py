@@ -94,3 +94,28 @@ def test_a_pump_without_a_listener_takes_events_and_closes():
         await pump.close()
 
     asyncio.run(scenario())
+
+
+def test_a_turn_cancelled_while_it_sends_its_last_events_still_gets_them_out():
+    async def scenario():
+        listener = Listener()
+        listener.hold = asyncio.Event()
+        pump = EventPump(listener)
+        await asyncio.sleep(0)  # the pump's task starts and waits for work
+
+        async def turn_ends():
+            pump.put({"type": "entry"})
+            pump.put({"type": "agent_end"})
+            await pump.close()
+
+        closing = asyncio.ensure_future(turn_ends())
+        await listener.holding.wait()  # the turn's own task is inside the entry's send
+        assert listener.senders == [closing]
+        closing.cancel()
+        await asyncio.gather(closing, return_exceptions=True)
+        listener.hold.set()
+        await pump.task  # the rest leaves from a task of its own
+        return listener
+
+    listener = asyncio.run(scenario())
+    assert listener.sent[-1] == ("agent_end", "")

@@ -73,11 +73,18 @@ class EventPump:
                 while self.events:
                     await self._send_next()
             except asyncio.CancelledError:
-                # The caller was cancelled mid-way: what is left still leaves, from a task
-                # of its own, as it did before the turn's end.
-                self.task = asyncio.ensure_future(self._run())
+                # The caller was cancelled mid-way: what is left still leaves, and the
+                # listener is closed, from a task of its own.
                 self._queue(_CLOSE)
+                self.task = asyncio.ensure_future(self._run_then_close())
                 raise
+        await self._close_listener()
+
+    async def _run_then_close(self) -> None:
+        await self._run()
+        await self._close_listener()
+
+    async def _close_listener(self) -> None:
         closing = getattr(self.on_event, "close", None)
         if closing is not None:
             await closing()

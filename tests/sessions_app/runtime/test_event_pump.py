@@ -28,10 +28,23 @@ class Listener:
         self.closed += 1
 
 
+def held_listener() -> Listener:
+    """A listener whose `entry` sends wait until the test sets its `hold`."""
+    listener = Listener()
+    listener.hold = asyncio.Event()
+    return listener
+
+
+async def idle_pump(listener: Listener) -> EventPump:
+    """A pump whose task has started and waits for work."""
+    pump = EventPump(listener)
+    await asyncio.sleep(0)  # a yield to the loop: the pump's task runs up to its wait
+    return pump
+
+
 def test_events_leave_in_order_and_deltas_behind_a_send_leave_as_one():
     async def scenario():
-        listener = Listener()
-        listener.hold = asyncio.Event()
+        listener = held_listener()
         pump = EventPump(listener)
         pump.put({"type": "entry"})
         await listener.holding.wait()  # the pump is inside the entry's send
@@ -52,8 +65,7 @@ def test_events_leave_in_order_and_deltas_behind_a_send_leave_as_one():
 def test_a_closing_turn_sends_its_last_events_itself_when_the_pump_is_idle():
     async def scenario():
         listener = Listener()
-        pump = EventPump(listener)
-        await asyncio.sleep(0)  # the pump's task starts and waits for work
+        pump = await idle_pump(listener)
         pump.put({"type": "entry"})
         pump.put({"type": "agent_end"})
         await pump.close()
@@ -68,8 +80,7 @@ def test_a_closing_turn_sends_its_last_events_itself_when_the_pump_is_idle():
 
 def test_closing_while_a_send_is_under_way_waits_for_it_and_keeps_the_order():
     async def scenario():
-        listener = Listener()
-        listener.hold = asyncio.Event()
+        listener = held_listener()
         pump = EventPump(listener)
         pump.put({"type": "entry"})
         await listener.holding.wait()
@@ -98,10 +109,8 @@ def test_a_pump_without_a_listener_takes_events_and_closes():
 
 def test_a_turn_cancelled_while_it_sends_its_last_events_still_gets_them_out():
     async def scenario():
-        listener = Listener()
-        listener.hold = asyncio.Event()
-        pump = EventPump(listener)
-        await asyncio.sleep(0)  # the pump's task starts and waits for work
+        listener = held_listener()
+        pump = await idle_pump(listener)
 
         async def turn_ends():
             pump.put({"type": "entry"})
@@ -114,8 +123,10 @@ def test_a_turn_cancelled_while_it_sends_its_last_events_still_gets_them_out():
         closing.cancel()
         await asyncio.gather(closing, return_exceptions=True)
         listener.hold.set()
-        await pump.task  # the rest leaves from a task of its own
+        await pump.task  # the rest leaves, and the listener closes, from a task of its own
         return listener
 
     listener = asyncio.run(scenario())
-    assert listener.sent[-1] == ("agent_end", "")
+    # The entry's send was the one cancelled; agent_end still reached the listener.
+    assert listener.sent == [("agent_end", "")]
+    assert listener.closed == 1

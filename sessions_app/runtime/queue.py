@@ -158,8 +158,8 @@ def queue_waiting(session_id: str) -> bool:
 def _any_waiting(session_id: str, *, incarnation: str | None = None, kind: str = "") -> bool:
     """Whether a prompt of the session waits (of that incarnation and kind, when given).
 
-    Plain SQL on the session's index: it runs at every turn's end and nearly always finds
-    nothing, and the ORM's building of the query cost more than the query (2-4% of a
+    Plain SQL on the session's index: it runs at every turn's start, step and end and nearly
+    always finds nothing, and the ORM's building of the query cost more than the query (2-4% of a
     worker's CPU in a storm of turns, docs/performance.md)."""
     table = QueuedPrompt._meta.db_table
     sql = f"SELECT 1 FROM {table} WHERE session_id = %s"
@@ -199,9 +199,7 @@ def queue_take(*, session_id: str, incarnation: str, queue_id: str) -> bool:
 
 def steers_waiting(*, session_id: str, incarnation: str) -> bool:
     """Whether a steer waits for the running turn (checked at every step boundary)."""
-    return QueuedPrompt.objects.filter(
-        session_id=session_id, incarnation=incarnation, kind=STEER
-    ).exists()
+    return _any_waiting(session_id, incarnation=incarnation, kind=STEER)
 
 
 def steers_take(*, session_id: str, incarnation: str) -> list[Waiting]:

@@ -17,6 +17,7 @@ import hashlib
 import json
 from typing import Any
 
+from django.db import connection
 from django.utils import timezone
 
 from sessions_app.models import RequestHeader
@@ -38,12 +39,24 @@ def header_save(body: dict[str, Any], digest: str | None = None) -> str:
     NOTHING).
     """
     digest = digest or header_digest(body)
-    if not RequestHeader.objects.filter(digest=digest).exists():
+    if not _header_stored(digest):
         RequestHeader.objects.bulk_create(
             [RequestHeader(digest=digest, body=body, created_at=timezone.now())],
             ignore_conflicts=True,
         )
     return digest
+
+
+def _header_stored(digest: str) -> bool:
+    # Plain SQL on the primary key: every turn asks, and building the ORM's query cost more
+    # than running it (docs/performance.md).
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {connection.ops.quote_name(RequestHeader._meta.db_table)} "
+            "WHERE digest = %s",
+            [digest],
+        )
+        return cursor.fetchone() is not None
 
 
 def header_get(digest: str) -> dict[str, Any] | None:

@@ -63,6 +63,9 @@ class Reply:
     # After its text, the stream carries an error event and ends, as OpenAI's does when the
     # server fails mid-answer (the response's status was 200 already).
     stream_error: str = ""
+    # With `keep_alive`: the chunked body's end waits for this hold's release (words unused),
+    # so a test knows the client read `[DONE]` before the body ended.
+    end_hold: Hold | None = None
 
 
 TALK_PAUSE_SEC = 0.02
@@ -395,9 +398,14 @@ class FakeLLMServer:
         responder: Callable[[dict], Reply] | None = None,
         *,
         max_request_chars: int | None = None,
+        keep_alive: bool = False,
     ):
         self._responder = responder
         self.max_request_chars = max_request_chars
+        # As the real APIs: a streamed answer in a chunked body on a connection that stays
+        # open for the next request. Otherwise each answer closes its connection.
+        self.keep_alive = keep_alive
+        self.connections = 0  # TCP connections accepted
         self.length_refused: list[int] = []  # sizes of the requests refused as too long
         # Size in characters of each answered request, in the order of `requests`.
         self.request_chars: list[int] = []
@@ -415,6 +423,11 @@ class FakeLLMServer:
 
             def log_message(self, *args):
                 pass
+
+            def setup(self):
+                super().setup()
+                with server._lock:
+                    server.connections += 1
 
             def do_POST(self):  # noqa: N802 - http.server's naming
                 length = int(self.headers["Content-Length"])
@@ -454,21 +467,35 @@ class FakeLLMServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def _sse(self, events, delay: float):
+            def _sse(self, events, delay: float, end_hold: Hold | None = None):
+                chunked = server.keep_alive
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
+                if chunked:
+                    self.send_header("Transfer-Encoding", "chunked")
+                else:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
                 self.end_headers()
-                self.close_connection = True
                 try:
                     for event in events:
-                        self.wfile.write(event.encode())
+                        data = event.encode()
+                        if chunked:
+                            data = b"%x\r\n%s\r\n" % (len(data), data)
+                        self.wfile.write(data)
                         self.wfile.flush()
                         if delay:
                             time.sleep(delay)
+                    if chunked:
+                        # The body's end in a write of its own, after the last event: a
+                        # client that stops reading at `[DONE]` leaves it unread.
+                        if end_hold is not None:
+                            end_hold.wait()
+                        self.wfile.write(b"0\r\n\r\n")
+                        self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client stopped reading (an abort)
+                    self.close_connection = True  # the client stopped reading (an abort)
 
         self._http = _Server(("127.0.0.1", 0), Handler)
         self._http.daemon_threads = True
@@ -624,7 +651,7 @@ class FakeLLMServer:
                 yield chunk(usage_value=usage, choices=False)
             yield "data: [DONE]\n\n"
 
-        handler._sse(events(), reply.delay_per_chunk)
+        handler._sse(events(), reply.delay_per_chunk, reply.end_hold)
 
     # --- Anthropic Messages ---------------------------------------------------------------
     def _anthropic(self, handler, body, size):
@@ -771,7 +798,7 @@ class FakeLLMServer:
             )
             yield event("message_stop", {})
 
-        handler._sse(events(), reply.delay_per_chunk)
+        handler._sse(events(), reply.delay_per_chunk, reply.end_hold)
 
 
 @contextlib.contextmanager

@@ -11,12 +11,17 @@ the response closed however the reading ends. Only the cutting into events is ou
 
 from __future__ import annotations
 
+import asyncio
 import json
+import ssl
 from collections.abc import AsyncIterator
 
+import httpx2
 import openai
 
 _BLANK_LINE = b"\n\n"
+# How long the end of a finished answer is waited for (the SDK waits as long).
+DRAIN_SEC = 0.1
 _DATA_LINE = b"data: "
 
 
@@ -88,11 +93,32 @@ class ChunkStream(openai.AsyncStream[object]):
         super().__init__(**kwargs)
         self._decoder = ServerSentEvents()
 
+    def _body(self) -> AsyncIterator[bytes]:
+        """The response's bytes. Unencoded (what the API sends), they are read straight from
+        its transport, as the SDK's own drain reads them: httpx's decoding and re-chunking
+        layers cost a step per piece and do nothing to plain bytes."""
+        response = self.response
+        if response.headers.get("content-encoding", "identity").lower() == "identity":
+            return response.stream.__aiter__()
+        return response.aiter_bytes()
+
+    async def _iter_events(self) -> AsyncIterator[tuple]:
+        # The SDK's errors for a stream cut or timed out, as its own `_iter_events` raises them.
+        try:
+            async for event in self._decoder.aiter_bytes(self._body()):
+                yield event
+        except httpx2.TimeoutException as error:
+            raise openai.APITimeoutError(request=self.response.request) from error
+        except (httpx2.RequestError, ssl.SSLError) as error:
+            raise openai.APIConnectionError(request=self.response.request) from error
+
     async def __stream__(self) -> AsyncIterator[object]:
         response = self.response
+        events = self._iter_events()
         try:
-            async for _name, data in self._iter_events():
+            async for _name, data in events:
                 if data.startswith("[DONE]"):
+                    await _drained(events)
                     break
                 chunk = json.loads(data)
                 if isinstance(chunk, dict) and chunk.get("error"):
@@ -108,3 +134,15 @@ class ChunkStream(openai.AsyncStream[object]):
                 yield chunk
         finally:
             await response.aclose()
+
+
+async def _drained(events: AsyncIterator[tuple]) -> None:
+    """Read what follows `[DONE]` (the end of the chunked body), briefly, as the SDK does: a
+    response read to its end gives its connection back to the pool, so the next turn's
+    request does not open a new one (and, to the real API, a new TLS session)."""
+    try:
+        async with asyncio.timeout(DRAIN_SEC):
+            async for _ in events:
+                pass
+    except (TimeoutError, openai.APIError):
+        pass  # what was answered stands; the connection is closed instead of kept

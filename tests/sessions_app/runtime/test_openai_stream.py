@@ -2,17 +2,23 @@
 decoder for any stream, however the network cuts it, and the SDK's errors."""
 
 import asyncio
+import gzip
 import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from openai._streaming import SSEDecoder
 
+from sessions_app.runtime.providers import openai_stream
 from sessions_app.runtime.providers.base import ProviderError
 from sessions_app.runtime.providers.openai import OpenAIProvider
 from sessions_app.runtime.providers.openai_stream import ServerSentEvents
 from sessions_app.runtime.turns import turn_run
 from sessions_app.store import get_store
-from tests.fakes.llm_server import FakeLLMServer, Reply
+from tests.fakes.llm_server import FakeLLMServer, Hold, Reply
+from tests.helpers import GUARD_SEC
+
+drained = openai_stream._drained
 
 STREAMS = {
     "chat completions": b'data: {"a": 1}\n\ndata: {"b": "x y"}\n\ndata: [DONE]\n\n',
@@ -102,3 +108,92 @@ def test_a_turn_whose_stream_fails_ends_with_the_error_and_stays_usable(server, 
     assert again.status == "completed"
     assert again.entries[-2].content == "All good"
     assert server.refusals == []
+
+
+def test_answers_in_a_row_share_one_connection(monkeypatch):
+    # The real APIs keep a connection open after a streamed answer. A stream read to its end
+    # (past `[DONE]`, to the chunked body's close) gives it back to the client's pool, so the
+    # next turn does not open another: to the real API, no new TCP and TLS handshake.
+    # Each body's end is sent only once the client reads on after `[DONE]`: a client that
+    # stopped there would have closed the connection by then.
+    ends = [Hold(words=0) for _ in range(3)]
+    reading_on = iter(ends)
+
+    async def drained_when_the_end_is_sent(events):
+        next(reading_on).release()
+        await drained(events)
+
+    monkeypatch.setattr(openai_stream, "_drained", drained_when_the_end_is_sent)
+    monkeypatch.setattr(openai_stream, "DRAIN_SEC", GUARD_SEC)
+    with FakeLLMServer(keep_alive=True) as server:
+        provider = OpenAIProvider(
+            "gpt-4o", api_key="test", base_url=server.openai_url, max_retries=0
+        )
+        server.script(
+            *(Reply(text=text, end_hold=end) for text, end in zip(TEXTS, ends, strict=True))
+        )
+
+        async def answers():
+            return [
+                (await provider.acomplete(**REQUEST, abort=threading.Event())).text for _ in TEXTS
+            ]
+
+        assert asyncio.run(answers()) == TEXTS
+        assert server.connections == 1
+
+
+TEXTS = ["one two three", "four five", "six"]
+REQUEST = {
+    "entries": [],
+    "system_prompt": "You are Jarvis.",
+    "tools": [],
+    "on_delta": lambda _piece: None,
+}
+
+
+def test_a_compressed_stream_is_decoded_before_it_is_cut():
+    # The transport's bytes are read directly only when the body is not encoded; a gzip body
+    # goes through the client's decoding first.
+    body = gzip.compress(
+        b'data: {"choices": [{"index": 0, "delta": {"content": "zip"}}]}\n\n'
+        b'data: {"choices": [{"index": 0, "delta": {"content": "ped"}, "finish_reason": "stop"}]}'
+        b"\n\ndata: [DONE]\n\n"
+    )
+
+    class Gzipped(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):  # noqa: N802 - http.server's naming
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    http = ThreadingHTTPServer(("127.0.0.1", 0), Gzipped)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    try:
+        provider = OpenAIProvider(
+            "gpt-4o",
+            api_key="test",
+            base_url=f"http://127.0.0.1:{http.server_address[1]}/v1",
+            max_retries=0,
+        )
+        reply = asyncio.run(
+            provider.acomplete(
+                entries=[],
+                system_prompt="You are Jarvis.",
+                tools=[],
+                on_delta=lambda _piece: None,
+                abort=threading.Event(),
+            )
+        )
+    finally:
+        http.shutdown()
+        http.server_close()
+    assert reply.text == "zipped"

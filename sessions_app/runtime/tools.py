@@ -13,8 +13,8 @@ import json
 import logging
 import operator
 import threading
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -39,6 +39,7 @@ class TurnAbort:
         self._flag = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event: asyncio.Event | None = None
+        self._interrupt: Interrupt | None = None
 
     def is_set(self) -> bool:
         return self._flag.is_set()
@@ -51,6 +52,22 @@ class TurnAbort:
                 loop.call_soon_threadsafe(event.set)
             except RuntimeError:  # the loop has closed: nobody awaits any more
                 pass
+        interrupt = self._interrupt
+        if interrupt is not None:
+            interrupt.fire_from_any_thread()
+
+    @contextmanager
+    def interrupting(self) -> Iterator[Interrupt]:
+        """While inside, setting the flag cancels the calling task where it waits (a model's
+        answer: its next piece may be a second away under load, its first byte longer).
+        The block's code tells this cancellation from any other by `Interrupt.fired`."""
+        interrupt = Interrupt(asyncio.get_running_loop(), asyncio.current_task())
+        self._interrupt = interrupt
+        try:
+            yield interrupt
+        finally:
+            interrupt.active = False
+            self._interrupt = None
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block this thread until set (True) or `timeout` passes (False)."""
@@ -67,6 +84,39 @@ class TurnAbort:
         except TimeoutError:
             return self._flag.is_set()
         return True
+
+
+class Interrupt:
+    """A task that a turn's Stop cancels at once, for as long as `active`."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task):
+        self.loop = loop
+        self.task = task
+        self.active = True
+        self.fired = False
+
+    def fire_from_any_thread(self) -> None:
+        try:
+            on_the_loop = asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            on_the_loop = False
+        if on_the_loop:
+            self._fire()  # a Stop read on the turn's own loop: no hop through its queue
+            return
+        try:
+            self.loop.call_soon_threadsafe(self._fire)
+        except RuntimeError:  # the loop has closed: nothing waits any more
+            pass
+
+    def _fire(self) -> None:
+        if self.active and not self.fired:
+            self.fired = True
+            self.task.cancel()
+
+    def taken_back(self) -> bool:
+        """In the block's `except CancelledError`: True when the cancellation was this Stop's
+        alone, now undone (the block then ends as a Stop does); False when it must go on."""
+        return self.fired and self.task.uncancel() == 0
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from sessions_app.services import connections as connection_services
 from sessions_app.store import SessionNotFound
 from sessions_app.web import commands
 from sessions_app.web.notice_watch import notices_unwatch, notices_watch
+from sessions_app.web.stop_lane import stop_lane_install
 
 logger = logging.getLogger(__name__)
 
@@ -184,6 +185,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self._error(error.code, str(error))
             return await self.close(code=CLOSE_BAD_ID)
         await self.accept()
+        # From now on a Stop frame stops this socket's turn as the server reads it, before
+        # it waits in the socket's queue (docs/design.md §26).
+        stop_lane_install(self.receive_from, self._stop_here)
         metrics.WS_CONNECTIONS.inc()
         drain.socket_register(self)
         self.counted = True
@@ -221,6 +225,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         # raises (a send on a transport that went away: the server closes with 1011) or a
         # cancelled consumer (the server stops it) never gets there; letting go here too
         # keeps such a socket from holding its session's registration alive forever.
+        self.receive_from = receive  # watched by the Stop lane once the socket is open
         try:
             await super().__call__(scope, receive, send)
         finally:
@@ -345,6 +350,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         task = asyncio.create_task(coroutine)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+    def _stop_here(self) -> None:
+        turns.turn_abort_here(session_id=self.session_id, owner_id=self.user_id)
 
     async def _abort(self):
         try:

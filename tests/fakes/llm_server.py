@@ -66,6 +66,9 @@ class Reply:
     # With `keep_alive`: the chunked body's end waits for this hold's release (words unused),
     # so a test knows the client read `[DONE]` before the body ended.
     end_hold: Hold | None = None
+    # The response's headers go out, then nothing until this hold's release (words unused):
+    # a model that thinks before its first piece.
+    first_hold: Hold | None = None
 
 
 TALK_PAUSE_SEC = 0.02
@@ -613,6 +616,8 @@ class FakeLLMServer:
             return f"data: {json.dumps(payload)}\n\n"
 
         def events():
+            if reply.first_hold is not None:
+                reply.first_hold.wait()
             yield chunk({"role": "assistant", "content": ""})
             words = reply.text.split(" ") if reply.text else []
             for index, word in paced(words, reply.latency, started):
@@ -713,6 +718,8 @@ class FakeLLMServer:
             return f"event: {kind}\ndata: {json.dumps({'type': kind, **payload})}\n\n"
 
         def events():
+            if reply.first_hold is not None:
+                reply.first_hold.wait()
             yield event(
                 "message_start",
                 {

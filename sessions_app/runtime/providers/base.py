@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -216,13 +216,27 @@ class SdkProvider(ABC):
             entries=entries, system_prompt=system_prompt, tools=tools, parameters=parameters
         )
         answer = self._answer(on_delta)
-        with self._sdk_errors():
-            async with await self._open_stream(await self._aconnect(), request) as stream:
-                async for chunk in stream:
-                    if abort.is_set():
-                        return answer.finish(stopped=True)
-                    answer.feed(chunk)
+        with self._sdk_errors(), _interruptible(abort) as interrupt:
+            try:
+                async with await self._open_stream(await self._aconnect(), request) as stream:
+                    async for chunk in stream:
+                        if abort.is_set():
+                            return answer.finish(stopped=True)
+                        answer.feed(chunk)
+            except asyncio.CancelledError:
+                # A Stop does not wait for the model's next piece: the request or the read
+                # is cancelled where it waits, and the answer so far stands.
+                if interrupt is None or not interrupt.taken_back():
+                    raise
+                return answer.finish(stopped=True)
         return answer.finish(stopped=False)
+
+
+def _interruptible(abort: AbortFlag) -> AbstractContextManager:
+    """The turn's flag cancels the model call at once when it can (runtime.tools.TurnAbort);
+    a plain Event is only looked at between pieces."""
+    interrupting = getattr(abort, "interrupting", None)
+    return interrupting() if interrupting is not None else nullcontext()
 
 
 class StreamedAnswer(Protocol):

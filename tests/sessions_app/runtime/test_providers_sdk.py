@@ -206,6 +206,72 @@ def test_a_stop_mid_answer_keeps_the_words_so_far_before_the_turns_end(server, p
     assert server.refusals == []
 
 
+def stopped_while_the_model_holds(server, provider, session, hold: Hold, said_text: str):
+    """Run a turn whose answer the model holds after `said_text`, press Stop, and return the
+    turn's result once it ended — the model still holding (released only afterwards)."""
+    events = []
+    said = threading.Event()
+
+    def on_event(event):
+        events.append(event)
+        text = "".join(e["text"] for e in events if e["type"] == "delta")
+        if text == said_text and hold.reached.is_set():
+            said.set()
+
+    outcome = {}
+
+    def run():
+        outcome["result"] = turn_run(
+            session_id=session, text="count", provider=provider, on_event=on_event
+        )
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        if said_text:
+            assert said.wait(GUARD_SEC), "the first words never arrived"
+        else:
+            assert hold.reached.wait(GUARD_SEC), "the model never started its answer"
+        turn_abort(session_id=session)
+        thread.join(GUARD_SEC)
+        assert not thread.is_alive(), "the Stop waited for the model's next piece"
+    finally:
+        hold.release()
+        thread.join(GUARD_SEC)
+    return outcome["result"], events
+
+
+def test_a_stop_does_not_wait_for_the_models_next_piece(server, provider, session):
+    # Under load the next piece can be a second away, and a model that thinks before it
+    # answers says nothing for longer: the Stop cancels the read where it waits.
+    hold = Hold(words=2)
+    server.script(Reply(text="one two three four", hold=hold), Reply(text="Yes?"))
+    result, events = stopped_while_the_model_holds(server, provider, session, hold, "one two")
+    assert result.status == "aborted"
+    assert [(e.role or e.kind, e.content) for e in result.entries[-2:]] == [
+        ("assistant", "one two"),
+        ("turn_end", ""),
+    ]
+    assert [e["status"] for e in events if e["type"] == "agent_end"] == ["aborted"]
+    assert turn_run(session_id=session, text="still there?", provider=provider).status == (
+        "completed"
+    )
+    assert server.refusals == []
+
+
+def test_a_stop_before_the_models_first_piece_ends_the_turn_at_once(server, provider, session):
+    hold = Hold(words=0)
+    server.script(Reply(text="never said", first_hold=hold), Reply(text="Yes?"))
+    result, events = stopped_while_the_model_holds(server, provider, session, hold, "")
+    assert result.status == "aborted"
+    assert "never said" not in [e.content for e in result.entries]
+    assert [e["status"] for e in events if e["type"] == "agent_end"] == ["aborted"]
+    follow_up = turn_run(session_id=session, text="still there?", provider=provider)
+    assert follow_up.status == "completed"
+    assert_history_valid(session)
+    assert server.refusals == []
+
+
 def test_resume_after_a_crash(api, server, provider, session):
     crash_mid_step(session)
     server.script(Reply(text="Sorry, I was interrupted. What next?"))

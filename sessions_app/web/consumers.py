@@ -9,6 +9,7 @@ two tabs (in any worker process) show the same conversation as it happens.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import math
 from urllib.parse import parse_qs
@@ -37,8 +38,8 @@ from sessions_app.services import approvals, files, notices, prompt_modes, turns
 from sessions_app.services import connections as connection_services
 from sessions_app.store import SessionNotFound
 from sessions_app.web import commands
+from sessions_app.web.frame_lane import FrameLane, frame_lane_install
 from sessions_app.web.notice_watch import notices_unwatch, notices_watch
-from sessions_app.web.stop_lane import stop_lane_install
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +113,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     counted = False  # in jarvis_ws_connections and the drain's list of sockets
     watching_notices = False
     send_failure: BaseException | None = None
+    lane: FrameLane | None = None
     let_go = False
     live_socket: live.LiveSocket | None = None
 
@@ -185,9 +187,11 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self._error(error.code, str(error))
             return await self.close(code=CLOSE_BAD_ID)
         await self.accept()
-        # From now on a Stop frame stops this socket's turn as the server reads it, before
-        # it waits in the socket's queue (docs/design.md §26).
-        stop_lane_install(self.receive_from, self._stop_here)
+        # From now on a Stop, and a prompt that nothing of this socket waits before, are
+        # read as the server reads them, not after three passes through the socket's queue
+        # (docs/design.md §26). What they start runs in this socket's context (its logs).
+        self.context = contextvars.copy_context()
+        self.lane = frame_lane_install(self.receive_from, self._stop_here, self._prompt_now)
         metrics.WS_CONNECTIONS.inc()
         drain.socket_register(self)
         self.counted = True
@@ -304,7 +308,11 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if data is not None and frames.inbound_size(data) > limit:
             await self._error(Code.TOO_LARGE, f"a frame may be at most {limit} bytes")
             return await self.close(code=CLOSE_TOO_LARGE, reason="message too big")
-        await super().websocket_receive(message)
+        try:
+            await super().websocket_receive(message)
+        finally:
+            if self.lane is not None:
+                self.lane.handled()
 
     async def receive(self, text_data=None, bytes_data=None):
         if text_data is not None and len(text_data) >= PARSE_IN_POOL_CHARS:
@@ -344,10 +352,31 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             return await self._approval(frame)
         return await self._error(Code.BAD_REQUEST, f"unknown frame type {kind!r}")
 
-    def _spawn(self, coroutine) -> None:
+    def _prompt_now(self, text_data: str) -> bool:
+        """Start the turn of a plain prompt frame as it arrives (the frame lane offers it when
+        nothing of this socket waits before it); False, and the frame goes the usual way,
+        for anything else: another frame, a command, a mode, a refusal to tell."""
+        if '"prompt"' not in text_data:
+            return False  # parsed once, by the receive loop
+        if frames.inbound_size(text_data) > settings.WEBSOCKET_MESSAGE_MAX_BYTES:
+            return False
+        frame, refusal = frame_checked(text_data)
+        if refusal is not None or frame["type"] != "prompt":
+            return False
+        text = frame.get("text")
+        if not isinstance(text, str) or text.lstrip().startswith("/"):
+            return False
+        if frame.get("mode", prompt_modes.REJECT) != prompt_modes.REJECT:
+            return False
+        if turn_throttle_wait(self.scope["user"]) is not None:
+            return False  # refused again, with its error, by the receive loop
+        self._spawn(self._turn(text, frame.get("attachments")), context=self.context.copy())
+        return True
+
+    def _spawn(self, coroutine, context: contextvars.Context | None = None) -> None:
         # Turns and commands run beside the receive loop, so `abort` and `ping` are answered
         # while they work.
-        task = asyncio.create_task(coroutine)
+        task = asyncio.create_task(coroutine, context=context)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 

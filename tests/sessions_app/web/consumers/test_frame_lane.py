@@ -1,0 +1,212 @@
+"""Control before data: a Stop frame is read as the server hands it to the socket's queue
+(the turn is stopped before the consumer's receive loop gets to the frame, which still
+reaches it), and a prompt that nothing of the socket waits before starts its turn there —
+one that arrives behind other frames keeps its place."""
+
+import asyncio
+
+import pytest
+
+from sessions_app.web.consumers import SessionConsumer
+from sessions_app.web.frame_lane import STOP_FRAME_MAX_CHARS, frame_lane_install, is_stop
+from tests.fakes.llm_server import FakeLLMServer, Hold, Reply
+from tests.helpers import GUARD_SEC
+
+from .conftest import events_until, open_session, turn_done
+
+
+def text_frame(text: str) -> dict:
+    return {"type": "websocket.receive", "text": text}
+
+
+ABORT = '{"type": "abort"}'
+PROMPT = '{"type": "prompt", "text": "abort the mission"}'
+
+
+class Recorder:
+    def __init__(self, take: bool = True):
+        self.stops = 0
+        self.taken: list[str] = []
+        self.take = take
+
+    def on_stop(self):
+        self.stops += 1
+
+    def take_now(self, text: str) -> bool:
+        if self.take:
+            self.taken.append(text)
+        return self.take
+
+
+def drained(queue: asyncio.Queue) -> list[str]:
+    return [queue.get_nowait()["text"] for _ in range(queue.qsize())]
+
+
+def test_a_stop_is_seen_when_queued_and_still_delivered():
+    async def scenario():
+        queue: asyncio.Queue = asyncio.Queue()
+        seen = Recorder(take=False)
+        lane = frame_lane_install(queue.get, seen.on_stop, seen.take_now)
+        queue.put_nowait(text_frame(PROMPT))
+        queue.put_nowait(text_frame(ABORT))
+        # Synchronously, in the server's own call: no pass of the loop in between.
+        assert seen.stops == 1
+        assert lane.pending == 2
+        assert drained(queue) == [PROMPT, ABORT]
+
+    asyncio.run(scenario())
+
+
+def test_a_frame_is_taken_at_once_only_when_nothing_waits_before_it():
+    async def scenario():
+        queue: asyncio.Queue = asyncio.Queue()
+        seen = Recorder()
+        lane = frame_lane_install(queue.get, seen.on_stop, seen.take_now)
+        queue.put_nowait(text_frame(PROMPT))  # nothing before it: taken, not queued
+        assert seen.taken == [PROMPT] and queue.empty() and lane.pending == 0
+        queue.put_nowait(text_frame(ABORT))  # a Stop is always queued too
+        queue.put_nowait(text_frame('{"type": "prompt", "text": "second"}'))
+        assert seen.taken == [PROMPT]  # behind the Stop: it keeps its place
+        assert drained(queue) == [ABORT, '{"type": "prompt", "text": "second"}']
+        assert lane.pending == 2
+        lane.handled()  # the Stop; the receive loop still handles the second prompt
+        queue.put_nowait(text_frame('{"type": "prompt", "text": "third"}'))
+        assert seen.taken == [PROMPT]
+        assert drained(queue) == ['{"type": "prompt", "text": "third"}']
+        lane.handled()
+        lane.handled()
+        assert lane.pending == 0
+        queue.put_nowait(text_frame('{"type": "prompt", "text": "fourth"}'))
+        assert seen.taken == [PROMPT, '{"type": "prompt", "text": "fourth"}']
+
+    asyncio.run(scenario())
+
+
+def test_frames_queued_before_the_lane_count_as_waiting():
+    async def scenario():
+        queue: asyncio.Queue = asyncio.Queue()
+        queue.put_nowait(text_frame('{"type": "prompt", "text": "sent while opening"}'))
+        seen = Recorder()
+        frame_lane_install(queue.get, seen.on_stop, seen.take_now)
+        queue.put_nowait(text_frame(PROMPT))
+        assert seen.taken == []
+        assert len(drained(queue)) == 2
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        text_frame('{"type": "ping", "note": "abort"}'),
+        text_frame('{"type": "abort"'),  # not JSON: the consumer answers with its error
+        text_frame('["abort"]'),
+        text_frame('{"type": "abort", "pad": "' + "x" * STOP_FRAME_MAX_CHARS + '"}'),
+        {"type": "websocket.receive", "bytes": b'{"type": "abort"}'},
+        {"type": "websocket.disconnect", "code": 1000},
+    ],
+)
+def test_other_messages_are_not_a_stop(message):
+    assert not is_stop(message)
+
+
+def test_a_failing_hook_still_queues_the_frame():
+    async def scenario():
+        queue: asyncio.Queue = asyncio.Queue()
+
+        def broken(*_):
+            raise RuntimeError("boom")
+
+        frame_lane_install(queue.get, broken, broken)
+        queue.put_nowait(text_frame(ABORT))
+        queue.put_nowait(text_frame(PROMPT))
+        return drained(queue)
+
+    assert asyncio.run(scenario()) == [ABORT, PROMPT]
+
+
+def test_a_receive_that_is_not_a_queue_is_left_as_it_is():
+    async def receive():
+        return {}
+
+    assert frame_lane_install(receive, lambda: None, lambda _text: True) is None
+
+
+@pytest.fixture
+def model(settings):
+    with FakeLLMServer() as server:
+        settings.JARVIS_MODEL = "openai:gpt-4o-mini"
+        settings.OPENAI_API_KEY = "test"
+        settings.OPENAI_BASE_URL = server.openai_url
+        yield server
+
+
+@pytest.mark.anyio
+@pytest.mark.django_db(transaction=True)
+async def test_a_stop_ends_the_turn_while_the_socket_is_busy_with_an_earlier_frame(
+    backend, alice_token, model, monkeypatch
+):
+    # The receive loop handles one frame at a time; under load it is behind. Here it is held
+    # on a queue_cancel frame, and the model on its next piece: the Stop behind them in the
+    # socket's queue still ends the turn, and the page gets `agent_end` "aborted".
+    busy = asyncio.Event()
+    let_go = asyncio.Event()
+
+    async def slow_queue_cancel(self, frame):
+        busy.set()
+        await let_go.wait()
+
+    monkeypatch.setattr(SessionConsumer, "_queue_cancel", slow_queue_cancel)
+    hold = Hold(words=3)
+    model.script(Reply(text="one two three four five", hold=hold))
+    tab, _ = await open_session("/ws/sessions/stop-lane/", alice_token)
+    await tab.send_json_to({"type": "prompt", "text": "count"})
+    await events_until(tab, lambda event: event["type"] == "delta")
+    assert await asyncio.to_thread(hold.reached.wait, GUARD_SEC)
+    await tab.send_json_to({"type": "queue_cancel", "queue_id": "q_none"})
+    await asyncio.wait_for(busy.wait(), GUARD_SEC)
+    await tab.send_json_to({"type": "abort"})
+    try:
+        ended = await events_until(tab, turn_done)
+        assert ended[-1]["type"] == "agent_end"
+        assert ended[-1]["status"] == "aborted"
+        assert not let_go.is_set()  # the receive loop was still on the earlier frame
+    finally:
+        let_go.set()
+        hold.release()
+    await tab.disconnect()
+
+
+@pytest.mark.anyio
+@pytest.mark.django_db(transaction=True)
+async def test_a_prompt_behind_a_busy_frame_waits_for_it(backend, alice_token, monkeypatch):
+    # The receive loop is held on an earlier frame: a prompt sent now keeps its place and
+    # starts only once that frame is handled.
+    busy = asyncio.Event()
+    let_go = asyncio.Event()
+    handled = []
+
+    async def slow_queue_cancel(self, frame):
+        busy.set()
+        await let_go.wait()
+        handled.append("queue_cancel")
+
+    turn = SessionConsumer._turn
+
+    async def recorded_turn(self, text, attachments=None):
+        handled.append("turn")
+        await turn(self, text, attachments)
+
+    monkeypatch.setattr(SessionConsumer, "_queue_cancel", slow_queue_cancel)
+    monkeypatch.setattr(SessionConsumer, "_turn", recorded_turn)
+    tab, _ = await open_session("/ws/sessions/lane-order/", alice_token)
+    await tab.send_json_to({"type": "queue_cancel", "queue_id": "q_none"})
+    await asyncio.wait_for(busy.wait(), GUARD_SEC)
+    await tab.send_json_to({"type": "prompt", "text": "hello"})
+    # The prompt is in the socket's queue now (the test communicator puts it there at once).
+    let_go.set()
+    events = await events_until(tab, turn_done)
+    assert handled == ["queue_cancel", "turn"]
+    assert events[0]["type"] == "agent_start"
+    assert events[-1]["status"] == "completed"
+    await tab.disconnect()

@@ -105,7 +105,7 @@ def turn_abort(*, session_id: str, owner_id: int | None) -> bool:
 def turn_abort_here(*, session_id: str, owner_id: int) -> bool:
     """Stop the caller's turn of the session if it runs on this worker; False otherwise. A
     flag, no query and no thread: safe to call from the server's read of a socket (a Stop
-    read where it arrives, sessions_app/web/stop_lane.py)."""
+    read where it arrives, sessions_app/web/frame_lane.py)."""
     return turns.turn_abort_local_of_owner(session_id=session_id, owner_id=owner_id)
 
 

@@ -187,11 +187,6 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self._error(error.code, str(error))
             return await self.close(code=CLOSE_BAD_ID)
         await self.accept()
-        # From now on a Stop, and a prompt that nothing of this socket waits before, are
-        # read as the server reads them, not after three passes through the socket's queue
-        # (docs/design.md §26). What they start runs in this socket's context (its logs).
-        self.context = contextvars.copy_context()
-        self.lane = frame_lane_install(self.receive_from, self._stop_here, self._prompt_now)
         metrics.WS_CONNECTIONS.inc()
         drain.socket_register(self)
         self.counted = True
@@ -217,6 +212,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             self.notices_sent.update(notice["message_id"] for notice in snapshot["notices"])
             notices_watch(self)
             self.watching_notices = True
+        # From now on — after the `session` frame, which a client reads first — a Stop, and
+        # a prompt that nothing of this socket waits before, are read as the server reads
+        # them, not after three passes through the socket's queue (docs/design.md §26). What
+        # they start runs in this socket's context (its log lines).
+        self.context = contextvars.copy_context()
+        self.lane = frame_lane_install(self.receive_from, self._stop_here, self._prompt_now)
 
     async def _refuse(self, code: int):
         # Accept first: a close before the handshake completes reaches the client as a bare

@@ -59,10 +59,13 @@ class TurnAbort:
     @contextmanager
     def interrupting(self) -> Iterator[Interrupt]:
         """While inside, setting the flag cancels the calling task where it waits (a model's
-        answer: its next piece may be a second away under load, its first byte longer).
-        The block's code tells this cancellation from any other by `Interrupt.fired`."""
+        answer: its next piece may be a second away under load, its first byte longer). A
+        flag set already cancels it at its first wait. The block's `except CancelledError`
+        asks `Interrupt.taken_back()` whether the cancellation was this Stop's alone."""
         interrupt = Interrupt(asyncio.get_running_loop(), asyncio.current_task())
         self._interrupt = interrupt
+        if self._flag.is_set():
+            interrupt.fire_from_any_thread()
         try:
             yield interrupt
         finally:

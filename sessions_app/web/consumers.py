@@ -230,7 +230,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         # raises (a send on a transport that went away: the server closes with 1011) or a
         # cancelled consumer (the server stops it) never gets there; letting go here too
         # keeps such a socket from holding its session's registration alive forever.
-        self.receive_from = receive  # watched by the Stop lane once the socket is open
+        self.receive_from = receive  # watched by the frame lane once the socket is open
         try:
             await super().__call__(scope, receive, send)
         finally:

@@ -85,3 +85,13 @@ def test_a_stop_after_the_call_leaves_the_task_alone():
         return abort.is_set()
 
     assert asyncio.run(scenario()) is True
+
+
+def test_a_stop_before_the_call_ends_it_at_its_first_wait():
+    async def scenario():
+        abort = TurnAbort()
+        abort.set()  # between the turn's last look at the flag and its model call
+        waiting = asyncio.Event()
+        return await wait_interruptibly(abort, waiting)
+
+    assert asyncio.run(scenario()) == "stopped"

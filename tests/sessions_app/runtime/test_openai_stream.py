@@ -70,6 +70,20 @@ def test_a_long_event_in_small_chunks_arrives_whole():
     assert events_of(ServerSentEvents(), chunks) == [(None, data[6:-2].decode())]
 
 
+TEXTS = ["one two three", "four five", "six"]
+REQUEST = {
+    "entries": [],
+    "system_prompt": "You are Jarvis.",
+    "tools": [],
+    "on_delta": lambda _piece: None,
+}
+
+
+def answer_of(provider):
+    """One answer through the provider's async path, as a turn asks for it."""
+    return asyncio.run(provider.acomplete(**REQUEST, abort=threading.Event()))
+
+
 @pytest.fixture
 def server():
     with FakeLLMServer() as running:
@@ -84,15 +98,7 @@ def provider(server):
 def test_an_error_in_the_stream_is_a_provider_error(server, provider):
     server.script(Reply(text="Half an", stream_error="The server had an error"))
     with pytest.raises(ProviderError, match="The server had an error"):
-        asyncio.run(
-            provider.acomplete(
-                entries=[],
-                system_prompt="You are Jarvis.",
-                tools=[],
-                on_delta=lambda _piece: None,
-                abort=threading.Event(),
-            )
-        )
+        answer_of(provider)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -142,15 +148,6 @@ def test_answers_in_a_row_share_one_connection(monkeypatch):
         assert server.connections == 1
 
 
-TEXTS = ["one two three", "four five", "six"]
-REQUEST = {
-    "entries": [],
-    "system_prompt": "You are Jarvis.",
-    "tools": [],
-    "on_delta": lambda _piece: None,
-}
-
-
 def test_a_compressed_stream_is_decoded_before_it_is_cut():
     # The transport's bytes are read directly only when the body is not encoded; a gzip body
     # goes through the client's decoding first.
@@ -184,15 +181,7 @@ def test_a_compressed_stream_is_decoded_before_it_is_cut():
             base_url=f"http://127.0.0.1:{http.server_address[1]}/v1",
             max_retries=0,
         )
-        reply = asyncio.run(
-            provider.acomplete(
-                entries=[],
-                system_prompt="You are Jarvis.",
-                tools=[],
-                on_delta=lambda _piece: None,
-                abort=threading.Event(),
-            )
-        )
+        reply = answer_of(provider)
     finally:
         http.shutdown()
         http.server_close()

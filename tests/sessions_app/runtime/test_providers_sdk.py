@@ -162,16 +162,16 @@ def test_abort_mid_tool_leaves_a_history_the_api_accepts(
     assert server.refusals == []
 
 
-def test_a_stop_mid_answer_keeps_the_words_so_far_before_the_turns_end(server, provider, session):
-    hold = Hold(words=3)
-    server.script(Reply(text="one two three four five", hold=hold), Reply(text="Yes?"))
+def stopped_while_the_model_holds(server, provider, session, hold: Hold, said_text: str):
+    """Run a turn whose answer the model holds after `said_text`, press Stop, and return the
+    turn's result once it ended — the model still holding (released only afterwards)."""
     events = []
     said = threading.Event()
 
     def on_event(event):
         events.append(event)
         text = "".join(e["text"] for e in events if e["type"] == "delta")
-        if text == "one two three":
+        if text == said_text:
             said.set()
 
     outcome = {}
@@ -183,11 +183,25 @@ def test_a_stop_mid_answer_keeps_the_words_so_far_before_the_turns_end(server, p
 
     thread = threading.Thread(target=run)
     thread.start()
-    assert said.wait(GUARD_SEC), "the first words never arrived"
-    turn_abort(session_id=session)
-    hold.release()
-    thread.join(GUARD_SEC)
-    result = outcome["result"]
+    try:
+        if said_text:
+            assert said.wait(GUARD_SEC), "the first words never arrived"
+        assert hold.reached.wait(GUARD_SEC), "the model never reached its hold"
+        turn_abort(session_id=session)
+        thread.join(GUARD_SEC)
+        assert not thread.is_alive(), "the Stop waited for the model's next piece"
+    finally:
+        hold.release()
+        thread.join(GUARD_SEC)
+    return outcome["result"], events
+
+
+def test_a_stop_mid_answer_keeps_the_words_so_far_before_the_turns_end(server, provider, session):
+    # Under load the next piece can be a second away, and a model that thinks before it
+    # answers says nothing for longer: the Stop cancels the read where it waits.
+    hold = Hold(words=3)
+    server.script(Reply(text="one two three four five", hold=hold), Reply(text="Yes?"))
+    result, events = stopped_while_the_model_holds(server, provider, session, hold, "one two three")
     assert result.status == "aborted"
     # What the model said before the Stop, once, then the turn's end: one commit.
     assert [(e.role or e.kind, e.content) for e in result.entries[-2:]] == [
@@ -203,59 +217,6 @@ def test_a_stop_mid_answer_keeps_the_words_so_far_before_the_turns_end(server, p
     assert ends[-1]["status"] == "aborted"
     follow_up = turn_run(session_id=session, text="still there?", provider=provider)
     assert follow_up.status == "completed"
-    assert server.refusals == []
-
-
-def stopped_while_the_model_holds(server, provider, session, hold: Hold, said_text: str):
-    """Run a turn whose answer the model holds after `said_text`, press Stop, and return the
-    turn's result once it ended — the model still holding (released only afterwards)."""
-    events = []
-    said = threading.Event()
-
-    def on_event(event):
-        events.append(event)
-        text = "".join(e["text"] for e in events if e["type"] == "delta")
-        if text == said_text and hold.reached.is_set():
-            said.set()
-
-    outcome = {}
-
-    def run():
-        outcome["result"] = turn_run(
-            session_id=session, text="count", provider=provider, on_event=on_event
-        )
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    try:
-        if said_text:
-            assert said.wait(GUARD_SEC), "the first words never arrived"
-        else:
-            assert hold.reached.wait(GUARD_SEC), "the model never started its answer"
-        turn_abort(session_id=session)
-        thread.join(GUARD_SEC)
-        assert not thread.is_alive(), "the Stop waited for the model's next piece"
-    finally:
-        hold.release()
-        thread.join(GUARD_SEC)
-    return outcome["result"], events
-
-
-def test_a_stop_does_not_wait_for_the_models_next_piece(server, provider, session):
-    # Under load the next piece can be a second away, and a model that thinks before it
-    # answers says nothing for longer: the Stop cancels the read where it waits.
-    hold = Hold(words=2)
-    server.script(Reply(text="one two three four", hold=hold), Reply(text="Yes?"))
-    result, events = stopped_while_the_model_holds(server, provider, session, hold, "one two")
-    assert result.status == "aborted"
-    assert [(e.role or e.kind, e.content) for e in result.entries[-2:]] == [
-        ("assistant", "one two"),
-        ("turn_end", ""),
-    ]
-    assert [e["status"] for e in events if e["type"] == "agent_end"] == ["aborted"]
-    assert turn_run(session_id=session, text="still there?", provider=provider).status == (
-        "completed"
-    )
     assert server.refusals == []
 
 

@@ -6,6 +6,7 @@ import pytest
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 
+from tests.fakes.llm_server import FakeLLMServer
 from tests.helpers import GUARD_SEC
 
 # The chat page's own origin: the handshake's Host, with ws:// as http://.
@@ -13,6 +14,16 @@ HOST = (b"host", b"127.0.0.1")
 ORIGIN = (b"origin", b"http://127.0.0.1")
 # Only a guard against hanging: a frame that is coming arrives long before it.
 RECEIVE_TIMEOUT = GUARD_SEC
+
+
+@pytest.fixture
+def model(settings):
+    """The app's model: a scripted OpenAI-compatible server, reached through the official SDK."""
+    with FakeLLMServer() as server:
+        settings.JARVIS_MODEL = "openai:gpt-4o-mini"
+        settings.OPENAI_API_KEY = "test"
+        settings.OPENAI_BASE_URL = server.openai_url
+        yield server
 
 
 @pytest.fixture(autouse=True)

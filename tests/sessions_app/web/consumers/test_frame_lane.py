@@ -9,7 +9,7 @@ import pytest
 
 from sessions_app.web.consumers import SessionConsumer
 from sessions_app.web.frame_lane import STOP_FRAME_MAX_CHARS, frame_lane_install, is_stop
-from tests.fakes.llm_server import FakeLLMServer, Hold, Reply
+from tests.fakes.llm_server import Hold, Reply
 from tests.helpers import GUARD_SEC
 
 from .conftest import events_until, open_session, turn_done
@@ -130,15 +130,6 @@ def test_a_receive_that_is_not_a_queue_is_left_as_it_is():
         return {}
 
     assert frame_lane_install(receive, lambda: None, lambda _text: True) is None
-
-
-@pytest.fixture
-def model(settings):
-    with FakeLLMServer() as server:
-        settings.JARVIS_MODEL = "openai:gpt-4o-mini"
-        settings.OPENAI_API_KEY = "test"
-        settings.OPENAI_BASE_URL = server.openai_url
-        yield server
 
 
 @pytest.mark.anyio

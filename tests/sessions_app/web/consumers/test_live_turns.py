@@ -8,7 +8,7 @@ import pytest
 from channels.db import database_sync_to_async
 
 from sessions_app.store import get_store
-from tests.fakes.llm_server import FakeLLMServer, Hold, Reply
+from tests.fakes.llm_server import Hold, Reply
 from tests.handshakes import hold_waits
 from tests.helpers import GUARD_SEC
 
@@ -18,15 +18,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
 WORDS = [f"w{n:03d}" for n in range(60)]
 ANSWER = " ".join(WORDS)
-
-
-@pytest.fixture
-def model(settings):
-    with FakeLLMServer() as server:
-        settings.JARVIS_MODEL = "openai:gpt-4o-mini"
-        settings.OPENAI_API_KEY = "test"
-        settings.OPENAI_BASE_URL = server.openai_url
-        yield server
 
 
 async def held_mid_answer(model, session_id, token):

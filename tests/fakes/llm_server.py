@@ -818,3 +818,12 @@ def serving_both_sdks(settings, **options):
         settings.ANTHROPIC_BASE_URL = running.base_url
         settings.ANTHROPIC_API_KEY = "test"
         yield running
+
+
+@contextlib.contextmanager
+def serving_the_apps_model(settings, model: str = "openai:gpt-4o-mini", **options):
+    """`serving_both_sdks`, and the app's model (`JARVIS_MODEL`, every new session's) is
+    `model` on it: a test's turns reach the fake through the official SDK."""
+    with serving_both_sdks(settings, **options) as running:
+        settings.JARVIS_MODEL = model
+        yield running

@@ -6,17 +6,14 @@ from memory_app.models import ProfileFact
 from memory_app.services import memory_consolidate
 from sessions_app.services.compaction import compaction_append
 from tests.builders import arithmetic_turn, play_turn
-from tests.fakes.llm_server import FakeLLMServer, Reply
+from tests.fakes.llm_server import Reply, serving_the_apps_model
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def model(settings):
-    with FakeLLMServer() as server:
-        settings.JARVIS_MODEL = "openai:gpt-4o-mini"
-        settings.OPENAI_API_KEY = "test-key"
-        settings.OPENAI_BASE_URL = server.openai_url
+    with serving_the_apps_model(settings) as server:
         yield server
 
 

@@ -12,7 +12,7 @@ from notices_app.goals import goal_create
 from sessions_app.runtime.turns import turn_run
 from sessions_app.services.sessions import session_usage
 from sessions_app.store import get_store
-from tests.fakes.llm_server import FakeLLMServer, Reply
+from tests.fakes.llm_server import Reply, serving_the_apps_model
 from tests.handshakes import hold_waits
 from tests.helpers import GUARD_SEC
 
@@ -23,10 +23,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def model(settings):
-    with FakeLLMServer() as server:
-        settings.JARVIS_MODEL = "openai:gpt-4o-mini"
-        settings.OPENAI_API_KEY = "test-key"
-        settings.OPENAI_BASE_URL = server.openai_url
+    with serving_the_apps_model(settings) as server:
         yield server
 
 

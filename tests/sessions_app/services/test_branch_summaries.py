@@ -13,7 +13,7 @@ from sessions_app.services import branch_summaries
 from sessions_app.store import get_store
 from sessions_app.web.commands import command_run
 from tests.builders import arithmetic_turn, play_turn
-from tests.fakes.llm_server import FakeLLMServer, Reply
+from tests.fakes.llm_server import Reply, serving_the_apps_model
 
 pytestmark = pytest.mark.django_db
 
@@ -105,10 +105,7 @@ def test_the_model_writes_the_summary_and_a_failing_one_leaves_the_plain_one(
     backend, api, alice, settings
 ):
     two_turns(alice)
-    with FakeLLMServer() as server:
-        settings.JARVIS_MODEL = "openai:gpt-4o-mini"
-        settings.OPENAI_API_KEY = "test-key"
-        settings.OPENAI_BASE_URL = server.openai_url
+    with serving_the_apps_model(settings) as server:
         server.script(
             Reply(text="- Asked for 42 in French; got quarante-deux."),
             Reply(status=400, error="model overloaded"),

@@ -6,7 +6,7 @@ import pytest
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 
-from tests.fakes.llm_server import FakeLLMServer
+from tests.fakes.llm_server import serving_the_apps_model
 from tests.helpers import GUARD_SEC
 
 # The chat page's own origin: the handshake's Host, with ws:// as http://.
@@ -19,10 +19,7 @@ RECEIVE_TIMEOUT = GUARD_SEC
 @pytest.fixture
 def model(settings):
     """The app's model: a scripted OpenAI-compatible server, reached through the official SDK."""
-    with FakeLLMServer() as server:
-        settings.JARVIS_MODEL = "openai:gpt-4o-mini"
-        settings.OPENAI_API_KEY = "test"
-        settings.OPENAI_BASE_URL = server.openai_url
+    with serving_the_apps_model(settings) as server:
         yield server
 
 

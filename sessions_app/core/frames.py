@@ -33,6 +33,15 @@ def encode(frame: Any) -> tuple[str, int]:
         return text, len(text)
 
 
+# How every `agent_end` frame's text begins (the type is an event's first key): a turn's
+# end is told from the encoded frame, as events from other workers arrive.
+TURN_END_PREFIX = encode({"type": "agent_end"})[0][:-1]
+
+
+def is_turn_end(text: str) -> bool:
+    return text.startswith(TURN_END_PREFIX)
+
+
 def preview(text: str) -> str:
     return text[:PREVIEW_CHARS]
 

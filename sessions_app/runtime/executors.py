@@ -32,6 +32,8 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import connections
 
+from sessions_app.runtime.loop_lane import wait_first
+
 # Set while `submit_first` hands its work to the pool's queue (in the submitting thread).
 _lane = threading.local()
 
@@ -168,4 +170,9 @@ async def _in_pool(name: str, first: bool, function, /, *args, **kwargs):
     future = (executor.submit_first if first else executor.submit)(
         contextvars.copy_context().run, call
     )
+    if name == "control":
+        # A Stop's work: its caller resumes as soon as the thread is done, not two passes
+        # of a busy event loop later (runtime.loop_lane). Only the control pool's few calls:
+        # a storm's hundreds of starts resumed that way would delay reading the sockets.
+        return await wait_first(future)
     return await asyncio.wrap_future(future)

@@ -80,9 +80,16 @@ class LiveSocket:
 
     Until `go_live`, events wait in `pending`: the socket is reading the snapshot."""
 
-    def __init__(self, session_id: str, send: Callable[[str], Awaitable[None]]):
+    def __init__(
+        self,
+        session_id: str,
+        send: Callable[[str], Awaitable[None]],
+        write_now: Callable[[], None] | None = None,
+    ):
         self.session_id = session_id
         self.send = send
+        # Writes what the socket holds at once: for a turn's end (web.socket_writes).
+        self.write_now = write_now
         self.loop = asyncio.get_running_loop()
         self.pending: list[tuple[str, int, str]] | None = []
         # The snapshot's turn and event_seq: its events up to there are in the snapshot.
@@ -98,6 +105,8 @@ class LiveSocket:
             return
         try:
             await self.send(text)
+            if self.write_now is not None and frames.is_turn_end(text):
+                self.write_now()
         except Exception:  # noqa: BLE001 - a socket going away must not stop the others
             logger.debug("a live event could not reach a closing socket", exc_info=True)
 

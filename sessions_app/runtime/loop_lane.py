@@ -11,7 +11,8 @@ workers, for work that took 0.1 s in its thread.
   thread is done: a callback put at the front of the loop's ready queue (it runs next, in
   the pass under way) marks the future done and steps its task right there.
 - `cancel_first` cancels a task (a Stop cancelling its turn's wait for the model) and moves
-  the task's step to the front of that queue: the turn ends in the pass that read the Stop.
+  what that schedules (the callbacks of the future it waited on, its step among them, in
+  their order) to the front of that queue: the turn ends in the pass that read the Stop.
 
 Only the loop asyncio implements keeps that queue (`_ready`); on another loop both work the
 usual way. Nothing else in the queue changes places.
@@ -49,23 +50,31 @@ def _nothing() -> None:
 
 
 def cancel_first(task: asyncio.Task) -> None:
-    """`task.cancel()`, from the task's loop, with the task's step run ahead of the callbacks
-    already waiting. Only the task's own step moves: it is cancelled where it waits at the
-    back and a copy of it put at the front."""
+    """`task.cancel()`, from the task's loop, with what the cancellation schedules run ahead
+    of the callbacks already waiting: every callback of the future the task waits on (in
+    their order: the loop's own clean-up of a socket's wait comes before the task's step,
+    which may close that socket and free its descriptor for another), the task's step last."""
     loop = task.get_loop()
     ready = getattr(loop, "_ready", None)
-    before = len(ready) if isinstance(ready, deque) else None
-    task.cancel()
-    if before is None:
+    waiter = getattr(task, "_fut_waiter", None)
+    if not isinstance(ready, deque) or waiter is None:
+        task.cancel()  # nothing waits to be moved: a task already due steps where it is
         return
-    # cancel() schedules the step with call_soon, at the back: among the few handles
-    # appended since (other threads may append too), the one whose callback is the task's.
-    for handle in list(itertools.islice(reversed(ready), max(0, len(ready) - before))):
-        if getattr(handle._callback, "__self__", None) is task and not handle.cancelled():
-            first = asyncio.Handle(handle._callback, handle._args, loop, handle._context)
-            handle.cancel()  # (it forgets its callback)
-            ready.appendleft(first)
-            return
+    before = len(ready)
+    task.cancel()
+    # The future's callbacks, scheduled by cancel() at the back (each called with the
+    # future); other threads may have appended meanwhile, and theirs stay where they are.
+    # (A thread's appendleft meanwhile shifts the queue by one: one more is looked at.)
+    newest = itertools.islice(reversed(ready), len(ready) - before + 1)
+    scheduled = [
+        handle
+        for handle in newest
+        if handle._args is not None and len(handle._args) == 1 and handle._args[0] is waiter
+    ]
+    for handle in scheduled:  # newest first: each goes in front of the one after it
+        moved = asyncio.Handle(handle._callback, handle._args, loop, handle._context)
+        handle.cancel()  # (it forgets its callback)
+        ready.appendleft(moved)
 
 
 class _FirstFuture(asyncio.Future):

@@ -198,3 +198,43 @@ def test_a_stop_from_another_thread_steps_its_turn_first_too():
 
     asyncio.run(scenario())
     assert ran == ["turn stopped"] + [f"streaming {i}" for i in range(STREAMING)]
+
+
+def test_a_stop_keeps_the_order_of_what_waited_on_the_same_future():
+    """The loop's own clean-up of a socket's wait (a callback of the future, registered
+    before the task's) must run before the task's step: the task may close the socket, and
+    its descriptor may then belong to another connection that the clean-up would cut off."""
+    ran: list[str] = []
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        waiting = asyncio.Event()
+        sent = loop.create_future()  # what `sock_sendall` awaits
+        sent.add_done_callback(lambda _: ran.append("the loop lets go of the socket"))
+
+        async def turn():
+            waiting.set()
+            try:
+                await sent
+            except asyncio.CancelledError:
+                ran.append("turn stopped")
+                raise
+
+        task = asyncio.create_task(turn())
+        await waiting.wait()
+
+        def a_pass_with_a_stop():
+            for index in range(STREAMING):
+                loop.call_soon(ran.append, f"streaming {index}")
+            cancel_first(task)
+
+        loop.call_soon(a_pass_with_a_stop)
+        with pytest.raises(asyncio.CancelledError):
+            async with asyncio.timeout(GUARD_SEC):
+                await task
+        await asyncio.sleep(0)
+
+    asyncio.run(scenario())
+    assert ran == ["the loop lets go of the socket", "turn stopped"] + [
+        f"streaming {i}" for i in range(STREAMING)
+    ]

@@ -231,6 +231,14 @@ TOOL_THREADS = _positive("TOOL_THREADS", 16, cast=int)
 # Threads (and so database connections) a worker gives to its WebSockets' own database work:
 # handshakes, snapshots, heartbeats, closes.
 SOCKET_THREADS = _positive("SOCKET_THREADS", 4, cast=int)
+# A pool thread closes its database connection once it has had no work for this long
+# (seconds): work that comes and goes keeps its connection instead of opening a new one each
+# time. 0 closes it as soon as the pool runs out of work.
+POOL_IDLE_CLOSE_SEC = env.float("POOL_IDLE_CLOSE_SEC", default=2.0)
+if POOL_IDLE_CLOSE_SEC < 0:
+    raise ImproperlyConfigured(
+        f"POOL_IDLE_CLOSE_SEC must be 0 or positive, not {POOL_IDLE_CLOSE_SEC!r}"
+    )
 # `/readyz` answers 503 `overloaded` while the worker's event loop runs later than this
 # (seconds; the worst of the last two seconds), so a proxy stops sending it new sockets.
 # 0, the default, never does (docs/deploy.md).

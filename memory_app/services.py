@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
@@ -83,28 +83,47 @@ def episode_record_for_turn(
         for call in e.tool_calls or ()
     ]
     seqs = [e.seq for e in entries]
-    try:
-        # A savepoint, so a concurrent duplicate (same turn sent twice) leaves the caller's
-        # transaction usable.
-        with transaction.atomic():
-            episode = Episode.objects.create(
-                session_id=session_id,
-                owner_id=owner_id,
-                turn_id=turn_id,
-                first_seq=min(seqs, default=0),
-                last_seq=max(seqs, default=0),
-                request=request,
-                answer=answer.content if answer else "",
-                tools_used=tools_used,
-                outcome=status,
-                task_kind=classify_task(request, tools_used),
-            )
-            ThoughtLog.objects.bulk_create(
-                _thoughts(episode, entries, answer_seq=answer.seq if answer else None)
-            )
-    except IntegrityError:
+    episode = Episode(
+        session_id=session_id,
+        owner_id=owner_id,
+        turn_id=turn_id,
+        first_seq=min(seqs, default=0),
+        last_seq=max(seqs, default=0),
+        request=request,
+        answer=answer.content if answer else "",
+        tools_used=tools_used,
+        outcome=status,
+        task_kind=classify_task(request, tools_used),
+    )
+    if not _insert_unless_recorded(episode):
         return Episode.objects.get(session_id=session_id, turn_id=turn_id)
+    ThoughtLog.objects.bulk_create(
+        _thoughts(episode, entries, answer_seq=answer.seq if answer else None)
+    )
     return episode
+
+
+def _insert_unless_recorded(episode: Episode) -> bool:
+    """INSERT … ON CONFLICT DO NOTHING on the episode's (session, turn): False when the turn
+    was recorded already (a concurrent duplicate). The caller's transaction stays usable
+    without a savepoint, which is two more round trips in every turn's closing."""
+    fields = [field for field in Episode._meta.concrete_fields if not field.primary_key]
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {quote(Episode._meta.db_table)} "
+            f"({', '.join(quote(field.column) for field in fields)}) "
+            f"VALUES ({', '.join(['%s'] * len(fields))}) "
+            "ON CONFLICT (session_id, turn_id) DO NOTHING RETURNING id",
+            [field.get_db_prep_save(field.pre_save(episode, True), connection) for field in fields],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    episode.pk = row[0]
+    episode._state.adding = False
+    episode._state.db = connection.alias
+    return True
 
 
 def _thoughts(episode: Episode, entries: Sequence[EntryRecord], answer_seq: int | None):

@@ -23,6 +23,13 @@ os.environ["TEST_REDIS_URL"] = redis_url_of_worker(
     os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 )
 
+# A pool thread closes its database connection as soon as its pool runs out of work, here
+# and in the servers tests start: a test database is dropped at the end of the run, and a
+# connection kept for POOL_IDLE_CLOSE_SEC would hold it. tests/sessions_app/runtime/
+# test_pool_connections.py tests the keeping itself.
+os.environ.setdefault("POOL_IDLE_CLOSE_SEC", "0")
+settings.POOL_IDLE_CLOSE_SEC = float(os.environ["POOL_IDLE_CLOSE_SEC"])
+
 
 # Folders whose tests start servers, browsers or other processes, and take seconds each.
 SLOW_FIRST = (

@@ -13,8 +13,9 @@ with hundreds of turns in flight uses a few threads and a few database connectio
   snapshot, its heartbeat, its removal), so that a hundred tabs reconnecting at once are
   served side by side and never wait behind turn work.
 
-A pool thread keeps its database connection while work keeps coming and closes it when it
-finds nothing more to do, so an idle worker holds no connection.
+A pool thread keeps its database connection while work keeps coming and closes it once it
+has found nothing to do for POOL_IDLE_CLOSE_SEC, so an idle worker holds no connection, and
+a storm's turns, whose writes come and go, do not open a connection for each of them.
 """
 
 from __future__ import annotations
@@ -42,10 +43,11 @@ class _TwoLanes:
     """The pool's queue of work: what is submitted first goes ahead of everything else,
     the rest in order. ThreadPoolExecutor reads its queue with get / get_nowait only."""
 
-    def __init__(self):
+    def __init__(self, idle_close_sec: float = 0.0):
         self._first: deque = deque()
         self._rest: deque = deque()
         self._ready = threading.Condition()
+        self._idle_close_sec = idle_close_sec
 
     def put(self, item, block=True, timeout=None) -> None:  # noqa: ARG002 - never full
         with self._ready:
@@ -56,14 +58,32 @@ class _TwoLanes:
         self.put(item)
 
     def get(self, block=True, timeout=None):
+        if block and timeout is None and self._idle_close_sec:
+            # A pool thread asking for its next work (ThreadPoolExecutor's workers wait
+            # without a timeout): after a while without any, it lets go of its database
+            # connection, then waits on.
+            with self._ready:
+                if self._ready.wait_for(self._has_work, self._idle_close_sec):
+                    return self._next()
+            connections.close_all()
         with self._ready:
-            if block and not self._ready.wait_for(lambda: self._first or self._rest, timeout):
+            if block and not self._ready.wait_for(self._has_work, timeout):
                 raise queue.Empty
-            if self._first:
-                return self._first.popleft()
-            if self._rest:
-                return self._rest.popleft()
-            raise queue.Empty
+            return self._next()
+
+    def _has_work(self) -> bool:
+        return bool(self._first or self._rest)
+
+    def _next(self):
+        if self._first:
+            return self._first.popleft()
+        if self._rest:
+            item = self._rest.popleft()
+            if item is None:
+                # The pool shuts down: its thread ends, and so does its connection.
+                connections.close_all()
+            return item
+        raise queue.Empty
 
     def get_nowait(self):
         return self.get(block=False)
@@ -75,9 +95,10 @@ class ClosingExecutor(ThreadPoolExecutor):
     `submit_first` puts work ahead of the queue: a new turn's start and a Stop's writes
     never wait behind the writes of turns already streaming (docs/design.md §26)."""
 
-    def __init__(self, max_workers: int, name: str):
+    def __init__(self, max_workers: int, name: str, idle_close_sec: float = 0.0):
         super().__init__(max_workers=max_workers, thread_name_prefix=name)
-        self._work_queue = _TwoLanes()
+        self._work_queue = _TwoLanes(idle_close_sec)
+        self._idle_close_sec = idle_close_sec
         self._pending = 0
         self._pending_lock = threading.Lock()
 
@@ -100,7 +121,7 @@ class ClosingExecutor(ThreadPoolExecutor):
             with self._pending_lock:
                 self._pending -= 1
                 idle = self._pending == 0
-            if idle:
+            if idle and not self._idle_close_sec:
                 connections.close_all()
 
 
@@ -122,7 +143,9 @@ def pool(name: str) -> ClosingExecutor:
                     "control": 2,
                     "sockets": settings.SOCKET_THREADS,
                 }[name]
-                executor = _pools[key] = ClosingExecutor(size, f"jarvis-{name}")
+                executor = _pools[key] = ClosingExecutor(
+                    size, f"jarvis-{name}", settings.POOL_IDLE_CLOSE_SEC
+                )
     return executor
 
 

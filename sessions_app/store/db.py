@@ -9,7 +9,7 @@ costs ~1.4x. Everything else uses the ORM.
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from functools import cached_property
 
@@ -187,17 +187,17 @@ class DbSessionStore:
     def set_title(self, session_id, title, incarnation=None):
         # Plain SQL: every conversation's first turn names it, and building the ORM's update
         # cost more than running it. Like the ORM's `update`, it leaves `updated_at` alone.
+        # The session as updated comes back with it: one round trip, not an update and a read.
         validate_session_id(session_id)
         sql = f"UPDATE {self._tables['session']} SET title = %s WHERE id = %s"
         params = [title[:TITLE_MAX], session_id]
         if incarnation is not None:
             sql += " AND incarnation = %s"
             params.append(incarnation)
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            if not cursor.rowcount:
-                raise SessionNotFound(session_id)
-        return self.get_meta(session_id)
+        found = self._metas_of(f"{sql} RETURNING {self._meta_columns}", params)
+        if not found:
+            raise SessionNotFound(session_id)
+        return found[0]
 
     @staticmethod
     def _rows(session_id, incarnation=None):
@@ -297,18 +297,29 @@ class DbSessionStore:
         return self._metas(where, params)
 
     def _metas(self, where: str, params: list) -> list[SessionMeta]:
-        postgresql = connection.vendor == "postgresql"
-        stamps = (
-            "created_at, updated_at"
-            if postgresql
-            else f"{self._iso_text('created_at')}, {self._iso_text('updated_at')}"
-        )
         sql = (
-            f"SELECT id, agent, owner_id, title, parent_id, branched_at_seq, {stamps}, "
-            f"last_seq, incarnation, model, spawned_by, thinking, pinned, archived "
-            f"FROM {self._tables['session']}{where} "
+            f"SELECT {self._meta_columns} FROM {self._tables['session']}{where} "
             "ORDER BY updated_at DESC, id DESC"
         )
+        return self._metas_of(sql, params)
+
+    @property
+    def _meta_columns(self) -> str:
+        stamps = (
+            "created_at, updated_at"
+            if connection.vendor == "postgresql"
+            else f"{self._iso_text('created_at')}, {self._iso_text('updated_at')}"
+        )
+        return (
+            f"id, agent, owner_id, title, parent_id, branched_at_seq, {stamps}, "
+            "last_seq, incarnation, model, spawned_by, thinking, pinned, archived"
+        )
+
+    @staticmethod
+    def _metas_of(sql: str, params: list) -> list[SessionMeta]:
+        """The sessions of a statement that yields `_meta_columns` (a SELECT, or a write's
+        RETURNING)."""
+        postgresql = connection.vendor == "postgresql"
         with connection.cursor() as cursor:
             if postgresql:
                 # On this cursor only (the wrapper's driver cursor): psycopg's own loader.
@@ -372,30 +383,43 @@ class DbSessionStore:
         return self._records(session_id, rows)
 
     def get_context_entries(self, session_id):
-        """From the latest compaction's `first_kept_seq` on: one backwards walk of the
-        (session, seq) index to the newest compaction, then a range read from its cut."""
+        """From the latest compaction's `first_kept_seq` on. Every turn's start reads this:
+        one statement reads from the newest compaction on (a backwards walk of the
+        (session, seq) index finds it), which is all of a history never compacted; only a
+        compaction that keeps earlier entries costs two more reads."""
         validate_session_id(session_id)
+        entry = self._tables["entry"]
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT seq FROM {self._tables['entry']} WHERE session_id = %s "
-                "AND kind = 'compaction' ORDER BY seq DESC LIMIT 1",
-                [session_id],
+                f"SELECT {ENTRY_BODY_COLUMNS}, {self._created_at_text} FROM {entry} "
+                "WHERE session_id = %s AND seq >= COALESCE(("
+                f"SELECT seq FROM {entry} WHERE session_id = %s AND kind = 'compaction' "
+                "ORDER BY seq DESC LIMIT 1), 0) ORDER BY seq",
+                [session_id, session_id],
             )
-            row = cursor.fetchone()
-        if row is None:
-            return self.get_messages(session_id)
-        [compaction] = self.get_messages(session_id, after_seq=row[0] - 1, limit=1)
-        first_kept = min(int((compaction.data or {}).get("first_kept_seq") or 0), row[0])
+            records = self._records(session_id, cursor.fetchall())
+        if not records or records[0].kind != "compaction":
+            return records
+        compaction = records[0]
+        first_kept = min(int((compaction.data or {}).get("first_kept_seq") or 0), compaction.seq)
         with connection.cursor() as cursor:
             # A cut that falls on tool results is moved back by the projection to the call
             # they answer (history.py): the read starts at the last message that is not one.
             cursor.execute(
-                f"SELECT seq FROM {self._tables['entry']} WHERE session_id = %s AND seq <= %s "
+                f"SELECT seq FROM {entry} WHERE session_id = %s AND seq <= %s "
                 "AND kind = 'message' AND role <> 'tool' ORDER BY seq DESC LIMIT 1",
                 [session_id, first_kept],
             )
             row = cursor.fetchone()
-        return self.get_messages(session_id, after_seq=row[0] - 1 if row is not None else 0)
+            start = row[0] if row is not None else 1
+            if start >= compaction.seq:
+                return records
+            cursor.execute(
+                f"SELECT {ENTRY_BODY_COLUMNS}, {self._created_at_text} FROM {entry} "
+                "WHERE session_id = %s AND seq >= %s AND seq < %s ORDER BY seq",
+                [session_id, start, compaction.seq],
+            )
+            return self._records(session_id, cursor.fetchall()) + records
 
     def append(self, session_id, entries, incarnation=None):
         validate_session_id(session_id)
@@ -404,6 +428,9 @@ class DbSessionStore:
             return []
         now = timezone.now()
         created = self._db_datetime(now)
+        if connection.vendor == "postgresql" and len(entries) <= INSERT_BATCH_ROWS:
+            first_seq = self._append_in_one_statement(session_id, entries, incarnation, created)
+            return self._appended(session_id, first_seq, entries, now)
         # Inside a caller's transaction (a turn's start, its closing) the append is part of
         # it, with no savepoint: a savepoint is two more round trips, each of which waits
         # for the interpreter lock on a busy worker (docs/performance.md). A missing session
@@ -436,6 +463,10 @@ class DbSessionStore:
                 cursor.close()
         if missing:
             raise SessionNotFound(session_id)
+        return self._appended(session_id, first_seq, entries, now)
+
+    @staticmethod
+    def _appended(session_id, first_seq, entries, now) -> list[EntryRecord]:
         return [
             record_from_fields(
                 {
@@ -448,6 +479,69 @@ class DbSessionStore:
             )
             for offset, entry in enumerate(entries)
         ]
+
+    def _append_in_one_statement(self, session_id, entries, incarnation, created) -> int:
+        """PostgreSQL: the seqs reserved and the rows inserted by one statement (a
+        data-modifying CTE); returns the first seq. Outside a transaction it commits on its
+        own: one round trip where BEGIN, UPDATE, INSERT, COMMIT were four, each of which
+        waits for the interpreter lock on a busy worker (docs/performance.md).
+
+        The UPDATE takes the session row's lock before the INSERT runs, so concurrent
+        appenders queue on it as they do in two statements; a missing session (or another
+        incarnation) reserves nothing and inserts nothing."""
+        fence = "" if incarnation is None else " AND incarnation = %s"
+        count = len(entries)
+        params: list = [count, created, session_id] + ([] if incarnation is None else [incarnation])
+        params += [session_id, count, ENTRY_SCHEMA_VERSION, created]
+        for offset, entry in enumerate(entries, start=1):
+            params.extend(
+                (
+                    offset,
+                    entry.kind,
+                    entry.role,
+                    entry.content,
+                    _json_param(entry.tool_calls),
+                    entry.tool_call_id,
+                    entry.name,
+                    entry.is_error,
+                    entry.model,
+                    _json_param(entry.usage),
+                    entry.turn_id,
+                    _json_param(entry.data),
+                )
+            )
+        # Typed cells: VALUES would read an unknown-typed parameter as text, and text does
+        # not go into a jsonb column.
+        row_marks = (
+            "(%s::integer, %s, %s, %s, %s::jsonb, %s, %s, %s::boolean, %s, %s::jsonb, %s, "
+            "%s::jsonb)"
+        )
+        sql = (
+            f"WITH reserved AS (UPDATE {self._tables['session']} "
+            "SET last_seq = last_seq + %s, updated_at = %s "
+            f"WHERE id = %s{fence} RETURNING last_seq) "
+            f"INSERT INTO {self._tables['entry']} (session_id, {ENTRY_COLUMNS}) "
+            "SELECT %s, reserved.last_seq - %s + new.o, new.kind, new.role, new.content, "
+            "new.tool_calls, new.tool_call_id, new.name, new.is_error, new.model, new.usage, "
+            "new.turn_id, new.data, %s, %s "
+            f"FROM reserved CROSS JOIN (VALUES {', '.join([row_marks] * count)}) AS new "
+            "(o, kind, role, content, tool_calls, tool_call_id, name, is_error, model, usage, "
+            "turn_id, data) RETURNING seq"
+        )
+        cursor, _ = self._append_cursor()
+        try:
+            # In a caller's transaction the statement is part of it; an error marks it for
+            # rollback as the two-statement append's block does.
+            with (
+                transaction.atomic(savepoint=False) if connection.in_atomic_block else nullcontext()
+            ):
+                cursor.execute(sql, params)
+                seqs = [row[0] for row in cursor.fetchall()]
+        finally:
+            cursor.close()
+        if not seqs:
+            raise SessionNotFound(session_id)
+        return min(seqs)
 
     @staticmethod
     def _append_cursor():

@@ -361,3 +361,46 @@ def test_the_fake_server_refuses_broken_histories_like_the_real_apis(server):
             max_tokens=10,
             messages=[{"role": "user", "content": "a"}, {"role": "user", "content": "b"}],
         )
+
+
+def test_a_started_servers_client_sends_its_first_requests_without_a_thread(
+    api, server, provider, session, monkeypatch
+):
+    """The SDK asks for the platform it reports at a client's first request, in a worker
+    thread, and so does every request that starts before the first has its answer: a storm's
+    first requests were each a thread hand-off. A server starting asks it once, beforehand."""
+    sdk = openai if api == "openai" else anthropic
+    handed_off = []
+    to_thread = sdk._utils._sync.to_thread
+
+    async def counted(function, *args, **kwargs):
+        handed_off.append(function)
+        return await to_thread(function, *args, **kwargs)
+
+    monkeypatch.setattr(sdk._utils._sync, "to_thread", counted)
+    entries = get_store().append(session, [NewEntry(role="user", content="hi")])
+
+    async def three_at_once(model):
+        await asyncio.gather(
+            *(
+                model.acomplete(
+                    entries=entries,
+                    system_prompt="You are Jarvis.",
+                    tools=[],
+                    on_delta=lambda _: None,
+                    abort=threading.Event(),
+                )
+                for _ in range(3)
+            )
+        )
+
+    server.script(*(Reply(text="hello") for _ in range(6)))
+    not_started = type(provider)(provider.model, **provider._options)
+    asyncio.run(three_at_once(not_started))
+    assert handed_off, "the SDK hands the question to a thread when nobody asked it first"
+
+    handed_off.clear()
+    provider.preload()
+    asyncio.run(three_at_once(provider))
+    assert handed_off == []
+    assert server.refusals == []

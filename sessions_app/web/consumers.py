@@ -12,6 +12,7 @@ import asyncio
 import contextvars
 import logging
 import math
+import time
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
@@ -108,6 +109,14 @@ def _run_in_turn_thread(function, **kwargs):
         connections.close_all()
 
 
+def group_rejoin_sec(layer) -> float:
+    """How long a socket stays in its group before its heartbeat joins it again. A layer
+    forgets a group member after its `group_expiry` (channels_redis: a day), so a socket open
+    for days joins again at half of it — not at every heartbeat, which with hundreds of
+    sockets was a Redis command per socket every HEARTBEAT_SEC (docs/performance.md)."""
+    return getattr(layer, "group_expiry", 86400) / 2
+
+
 class SessionConsumer(AsyncJsonWebsocketConsumer):
     session_id: str | None = None
     registered = False
@@ -164,6 +173,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         # Join before reading the history: an entry stored in between arrives twice (the
         # page keeps one per seq) instead of never.
         await self.channel_layer.group_add(self.group, self.channel_name)
+        self.group_joined_at = time.monotonic()
         # Counted as registered before the row exists: a consumer cancelled while the row is
         # written still removes it (removing a row that was never written changes nothing).
         self.registered = True
@@ -281,13 +291,15 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         except Exception:
             logger.exception("socket of session %s not removed from its group", self.session_id)
 
+    group_joined_at = -math.inf  # when the socket last joined its session's group
+
     async def _heartbeat_loop(self):
         while True:
             await asyncio.sleep(connection_services.HEARTBEAT_SEC)
             try:
-                # The Redis layer forgets group members after its group_expiry (a day):
-                # joining again keeps a socket that stays open for days in its session's group.
-                await self.channel_layer.group_add(self.group, self.channel_name)
+                if time.monotonic() - self.group_joined_at >= group_rejoin_sec(self.channel_layer):
+                    await self.channel_layer.group_add(self.group, self.channel_name)
+                    self.group_joined_at = time.monotonic()
                 alive = await _socket_db(
                     connection_services.connection_heartbeat, channel_name=self.channel_name
                 )

@@ -105,3 +105,42 @@ async def test_a_failed_socket_no_longer_renews_its_row(backend, alice_token, mo
         await asyncio.sleep(0)
     assert len(beats) == after_end
     assert await sync(LiveConnection.objects.count)() == 0
+
+
+@pytest.mark.parametrize("expiry, joins_again", [(86400, False), (0, True)])
+async def test_a_socket_joins_its_group_again_only_as_the_layer_would_forget_it(
+    backend, alice_token, monkeypatch, expiry, joins_again
+):
+    """A layer forgets a group member after its `group_expiry`: a socket's heartbeat joins
+    its session's group again at half of it — not at every beat, a Redis command per socket
+    every few seconds under hundreds of open tabs."""
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    monkeypatch.setattr(layer, "group_expiry", expiry)
+    joins = []
+    real_group_add = layer.group_add
+
+    async def counted_group_add(group, channel):
+        joins.append(group)
+        await real_group_add(group, channel)
+
+    monkeypatch.setattr(layer, "group_add", counted_group_add)
+    beats = asyncio.Semaphore(0)
+    loop = asyncio.get_running_loop()
+    real_heartbeat = connections.connection_heartbeat
+
+    def counted_heartbeat(**kwargs):  # in the sockets pool's thread
+        alive = real_heartbeat(**kwargs)
+        loop.call_soon_threadsafe(beats.release)
+        return alive
+
+    monkeypatch.setattr(connections, "HEARTBEAT_SEC", 0)
+    monkeypatch.setattr(connections, "connection_heartbeat", counted_heartbeat)
+    ws, _ = await open_session("/ws/sessions/s1/", alice_token)
+    for _ in range(3):
+        async with asyncio.timeout(RECEIVE_TIMEOUT):
+            await beats.acquire()
+    await ws.disconnect()
+    assert joins[0] == joins[-1]  # the session's group, whenever joined
+    assert (len(joins) > 3) if joins_again else (len(joins) == 1)

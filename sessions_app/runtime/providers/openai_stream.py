@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 
 import httpx2
 import openai
+import orjson
 
 _BLANK_LINE = b"\n\n"
 # How long the end of a finished answer is waited for (the SDK waits as long).
@@ -120,7 +121,7 @@ class ChunkStream(openai.AsyncStream[object]):
                 if data.startswith("[DONE]"):
                     await _drained(events)
                     break
-                chunk = json.loads(data)
+                chunk = _chunk_loads(data)
                 if isinstance(chunk, dict) and chunk.get("error"):
                     error = chunk["error"]
                     message = error.get("message") if isinstance(error, dict) else None
@@ -134,6 +135,16 @@ class ChunkStream(openai.AsyncStream[object]):
                 yield chunk
         finally:
             await response.aclose()
+
+
+def _chunk_loads(data: str):
+    """A stream's piece as JSON: orjson reads one in a third of the standard library's time
+    (fifty pieces an answer). What it refuses (a lone surrogate's escape, NaN) the standard
+    library reads, or refuses with the same error as before."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 async def _drained(events: AsyncIterator[tuple]) -> None:

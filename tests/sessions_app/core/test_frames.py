@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from sessions_app.core.frames import frame_text
+from sessions_app.core.frames import encode, frame_text
 
 MEGABYTE = 1024 * 1024
 
@@ -24,6 +24,21 @@ def test_a_lone_surrogate_is_escaped_rather_than_breaking_the_socket():
     text = frame_text({"type": "delta", "text": "half \ud800 a pair"})
     text.encode("utf-8")
     assert json.loads(text)["text"] == "half \ud800 a pair"
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        {"type": "delta", "text": "grüße 😀", "event_seq": 3},
+        {"type": "delta", "text": "half \ud800 a pair"},  # no UTF-8 form: escaped
+        {"type": "usage", "counts": {1: 2}},  # a key that is not a string
+        {"type": "usage", "tokens": 2**70},  # more than 64 bits
+    ],
+)
+def test_the_text_of_any_frame_reads_back_as_the_frame_and_its_size_is_its_utf8(frame):
+    text, size = encode(frame)
+    assert json.loads(text) == json.loads(json.dumps(frame))
+    assert size == len(text.encode("utf-8"))
 
 
 def test_a_huge_command_result_keeps_its_command_and_the_start_of_its_text():

@@ -3,6 +3,7 @@ decoder for any stream, however the network cuts it, and the SDK's errors."""
 
 import asyncio
 import gzip
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -186,3 +187,14 @@ def test_a_compressed_stream_is_decoded_before_it_is_cut():
         http.shutdown()
         http.server_close()
     assert reply.text == "zipped"
+
+
+def test_a_piece_the_fast_reader_refuses_is_read_as_the_standard_library_reads_it():
+    """A model's broken unicode (a lone surrogate's escape) and NaN still reach the answer
+    as before; what no reader takes is the same error as before."""
+    from sessions_app.runtime.providers.openai_stream import _chunk_loads
+
+    for piece in ['{"text": "half \\ud800 a pair"}', '{"n": NaN}', '{"delta": "plain"}']:
+        assert repr(_chunk_loads(piece)) == repr(json.loads(piece))
+    with pytest.raises(json.JSONDecodeError):
+        _chunk_loads('{"cut": "sho')

@@ -109,45 +109,56 @@ def renew(*, channel_name: str) -> bool:
 def unregister(*, channel_name: str) -> Closed | None:
     """Remove a socket's row; None when there is none.
 
-    The session's sockets are held (`_hold_connections_of`) before the count, so that two
-    tabs closing at once cannot both see the other still open (and neither report the last
-    one): whichever holds them second counts after the first has committed. Plain SQL,
-    the lock taken by the delete itself on PostgreSQL: every closing tab runs this, and in a
-    storm of closes the ORM's building of its three queries was 6% of a worker's CPU
-    (docs/performance.md).
+    The session's sockets are held first (`_hold_connections_of`), so that two tabs closing
+    at once cannot both see the other still open (and neither report the last one), and
+    before the row is touched: whoever holds them (an open dropping stale rows, a delete)
+    never waits for this row while this waits for them. Plain SQL: every closing tab runs
+    this, and in a storm of closes the ORM's building of its three queries was 6% of a
+    worker's CPU (docs/performance.md). On PostgreSQL the read takes the hold, and the
+    delete and the count are one statement, which starts once the hold is granted and so
+    sees every close and open that committed before it.
     """
     table = connection.ops.quote_name(LiveConnection._meta.db_table)
     postgresql = connection.vendor == "postgresql"
-    lock = f", pg_advisory_xact_lock({CONNECTIONS_LOCK_CLASS}, hashtext(session_id))"
+    hold = f", pg_advisory_xact_lock({CONNECTIONS_LOCK_CLASS}, hashtext(session_id))"
     # Part of the caller's transaction when there is one (a savepoint would be two more
     # round trips for every closing tab, docs/performance.md): nothing here is retried.
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute(
-            f"DELETE FROM {table} WHERE channel_name = %s "
-            f"RETURNING session_id, user_id{lock if postgresql else ''}",
+            f"SELECT session_id, user_id{hold if postgresql else ''} FROM {table} "
+            "WHERE channel_name = %s",
             [channel_name],
         )
         row = cursor.fetchone()
         if row is None:
             return None
         session_id, user_id = row[0], row[1]
-        # Held by the delete: this count is a statement of its own, so that it sees every
-        # close and open that committed before the hold was granted.
-        return Closed(session_id=session_id, user_id=user_id, last=not _any_live_row(session_id))
+        delete = f"DELETE FROM {table} WHERE channel_name = %s"
+        live, params = _live_rows_sql(session_id)
+        if postgresql:
+            # The CTE's delete is not seen by the count (one snapshot): the row is left out.
+            cursor.execute(
+                f"WITH gone AS ({delete}) SELECT EXISTS ({live} AND channel_name <> %s)",
+                [channel_name, *params, channel_name],
+            )
+            others = cursor.fetchone()[0]
+        else:
+            cursor.execute(delete, [channel_name])
+            cursor.execute(f"SELECT EXISTS ({live})", params)
+            others = cursor.fetchone()[0]
+    return Closed(session_id=session_id, user_id=user_id, last=not others)
 
 
-def _any_live_row(session_id: str) -> bool:
-    """`_live(session_id).exists()` in plain SQL."""
+def _live_rows_sql(session_id: str) -> tuple[str, list]:
+    """`_live(session_id)` as plain SQL and its parameters."""
     adapt = connection.ops.adapt_datetimefield_value
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT 1 FROM {connection.ops.quote_name(LiveConnection._meta.db_table)} "
-            "WHERE session_id = %s AND heartbeat_at >= %s AND worker_id NOT IN "
-            f"(SELECT id FROM {connection.ops.quote_name(Worker._meta.db_table)} "
-            "WHERE heartbeat_at < %s) LIMIT 1",
-            [session_id, adapt(_cutoff()), adapt(dead_cutoff())],
-        )
-        return cursor.fetchone() is not None
+    return (
+        f"SELECT 1 FROM {connection.ops.quote_name(LiveConnection._meta.db_table)} "
+        "WHERE session_id = %s AND heartbeat_at >= %s AND worker_id NOT IN "
+        f"(SELECT id FROM {connection.ops.quote_name(Worker._meta.db_table)} "
+        "WHERE heartbeat_at < %s)",
+        [session_id, adapt(_cutoff()), adapt(dead_cutoff())],
+    )
 
 
 def any_live(session_id: str) -> bool:

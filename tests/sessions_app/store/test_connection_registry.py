@@ -147,3 +147,56 @@ def test_a_delete_waits_for_a_closing_tab_and_then_goes_ahead(alice):
         deleter.join(GUARD_SEC)
     assert result == {"deleted": True}
     assert get_store().get_meta("s-delete") is None
+
+
+def test_a_tab_closing_while_an_open_holds_the_sockets_has_not_locked_its_row(alice):
+    """An open holds the session's sockets and drops the session's stale rows. A tab of a
+    stale row closing meanwhile waits for the hold before it touches its row, or the two
+    would wait for each other (PostgreSQL would end one of them as a deadlock)."""
+    get_store().create("s-stale", owner_id=alice.id)
+    _socket("s-stale", "tab-stale", alice)
+    holding = threading.Event()
+    release = threading.Event()
+    opener: dict = {}
+    closed: dict = {}
+
+    def open_holding_the_sockets():
+        try:
+            with transaction.atomic():
+                opener["pid"] = connection.connection.info.backend_pid
+                registry._hold_connections_of("s-stale")
+                holding.set()
+                assert release.wait(GUARD_SEC)
+                with connection.cursor() as cursor:
+                    # What an open does to the session's stale rows: it must not wait.
+                    cursor.execute(f"SET LOCAL lock_timeout = '{GUARD_SEC}s'")
+                    cursor.execute(
+                        "SELECT 1 FROM sessions_app_liveconnection WHERE channel_name = %s "
+                        "FOR UPDATE NOWAIT",
+                        ["tab-stale"],
+                    )
+        except Exception as error:  # noqa: BLE001 - asserted below
+            opener["error"] = error
+        finally:
+            connections.close_all()
+
+    def close():
+        try:
+            closed["closed"] = registry.unregister(channel_name="tab-stale")
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=open_holding_the_sockets)
+    holder.start()
+    assert holding.wait(GUARD_SEC)
+    closer = threading.Thread(target=close)
+    closer.start()
+    eventually(
+        lambda: _waiting_on_a_lock_of_anyone_but(opener["pid"]),
+        what="the close waits for the open's hold",
+    )
+    release.set()
+    holder.join(GUARD_SEC)
+    closer.join(GUARD_SEC)
+    assert "error" not in opener, opener.get("error")
+    assert closed["closed"].session_id == "s-stale" and closed["closed"].last

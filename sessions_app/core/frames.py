@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import orjson
 from django.conf import settings
 
 from jarvis_site.shared.errors import Code
@@ -24,17 +23,7 @@ STUB_FIELDS = ("seq", "kind", "role", "name", "tool_call_id", "is_error", "model
 
 
 def encode(frame: Any) -> tuple[str, int]:
-    """The frame as JSON text and its size in bytes on the wire.
-
-    orjson writes a frame in a tenth of the standard library's time (every streamed piece
-    is one, docs/performance.md). What it refuses — a lone surrogate, a key that is not a
-    string, an integer over 64 bits — the standard library writes as before."""
-    try:
-        data = orjson.dumps(frame)
-    except TypeError:  # orjson.JSONEncodeError
-        pass
-    else:
-        return data.decode(), len(data)
+    """The frame as JSON text and its size in bytes on the wire."""
     text = json.dumps(frame, ensure_ascii=False)
     try:
         return text, len(text.encode("utf-8"))

@@ -49,6 +49,23 @@ def _json_param(value):
     return None if value is None else json.dumps(value, ensure_ascii=False)
 
 
+def _entry_cells(entry: NewEntry) -> tuple:
+    """An entry's own columns, from `kind` to `data`, as the driver binds them."""
+    return (
+        entry.kind,
+        entry.role,
+        entry.content,
+        _json_param(entry.tool_calls),
+        entry.tool_call_id,
+        entry.name,
+        entry.is_error,
+        entry.model,
+        _json_param(entry.usage),
+        entry.turn_id,
+        _json_param(entry.data),
+    )
+
+
 META_FIELDS = (
     "id",
     "agent",
@@ -494,22 +511,8 @@ class DbSessionStore:
         params: list = [count, created, session_id] + ([] if incarnation is None else [incarnation])
         params += [session_id, count, ENTRY_SCHEMA_VERSION, created]
         for offset, entry in enumerate(entries, start=1):
-            params.extend(
-                (
-                    offset,
-                    entry.kind,
-                    entry.role,
-                    entry.content,
-                    _json_param(entry.tool_calls),
-                    entry.tool_call_id,
-                    entry.name,
-                    entry.is_error,
-                    entry.model,
-                    _json_param(entry.usage),
-                    entry.turn_id,
-                    _json_param(entry.data),
-                )
-            )
+            params.append(offset)
+            params.extend(_entry_cells(entry))
         # Typed cells: VALUES would read an unknown-typed parameter as text, and text does
         # not go into a jsonb column.
         row_marks = (
@@ -563,25 +566,9 @@ class DbSessionStore:
         rows = 0
         for offset, entry in enumerate(entries):
             rows += 1
-            params.extend(
-                (
-                    session_id,
-                    first_seq + offset,
-                    entry.kind,
-                    entry.role,
-                    entry.content,
-                    _json_param(entry.tool_calls),
-                    entry.tool_call_id,
-                    entry.name,
-                    entry.is_error,
-                    entry.model,
-                    _json_param(entry.usage),
-                    entry.turn_id,
-                    _json_param(entry.data),
-                    ENTRY_SCHEMA_VERSION,
-                    created,
-                )
-            )
+            params.extend((session_id, first_seq + offset))
+            params.extend(_entry_cells(entry))
+            params.extend((ENTRY_SCHEMA_VERSION, created))
         # One statement per INSERT_BATCH_ROWS rows: PostgreSQL binds at most 65,535
         # parameters a statement (4,369 rows of 15), SQLite builds often fewer.
         row_marks = "(" + ", ".join([mark] * 15) + ")"

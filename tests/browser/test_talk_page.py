@@ -1,6 +1,8 @@
 """Talking to a running answer in a real Chromium (docs/design.md §18): the composer stays
 usable, Enter queues, Ctrl+Enter steers, a queued message can be cancelled by keyboard."""
 
+import re
+
 from memory_app.services import working_memory_remember
 from tests.browser.helpers import browser_test, in_thread, new_page, session_of, sign_in
 from tests.browser.test_layout_access import axe_audit
@@ -71,3 +73,52 @@ def test_alt_enter_stops_the_answer_and_sends_the_new_message(browser, offline_s
     expect(page.locator(".turn-status").first).to_contain_text("Stopped")
     expect(page.locator(".msg.assistant:not(.streaming) .text").last).to_contain_text("2+3 = 5")
     expect(page.locator(".msg.user .text")).to_have_text(["wait 300 seconds", "what is 2+3"])
+
+
+def test_a_queued_frame_that_arrives_after_its_turn_started_shows_nothing_waiting(
+    browser, offline_server
+):
+    """`queued` and the turns' events leave from different places (docs/design.md §18): the
+    page may hear of an interrupt's prompt after its turn has started. The test holds that
+    frame back until the turn's agent_start has passed, then lets it through."""
+    import json
+
+    from playwright.sync_api import expect
+
+    page = new_page(browser)
+    held = {}  # queue_id -> the held `queued` frame
+    started = set()  # queue_ids whose agent_start has reached the page
+    late = []  # `queued` frames the page got after their turn's agent_start
+
+    def reorder(route):
+        server = route.connect_to_server()
+
+        def to_page(message):
+            event = json.loads(message) if isinstance(message, str) else {}
+            interrupting = event.get("type") == "queued" and event["text"] == "what is 2+3"
+            if interrupting and event["queue_id"] not in started:
+                held[event["queue_id"]] = message
+                return
+            route.send(message)
+            if interrupting:
+                late.append(event["text"])
+            if event.get("type") == "agent_start" and event.get("queue_id"):
+                started.add(event["queue_id"])
+                if event["queue_id"] in held:
+                    frame = held.pop(event["queue_id"])
+                    route.send(frame)
+                    late.append(json.loads(frame)["text"])
+
+        server.on_message(to_page)
+
+    page.route_web_socket(re.compile(r"/ws/sessions/"), reorder)
+    sign_in(page, offline_server)
+    page.fill("#prompt", "wait 300 seconds")
+    page.keyboard.press("Enter")
+    expect(page.locator("details.tool .tool-state").last).to_have_text("running…")
+    page.fill("#prompt", "what is 2+3")
+    page.keyboard.press("Alt+Enter")
+    expect(page.locator(".msg.assistant:not(.streaming) .text").last).to_contain_text("2+3 = 5")
+    assert late == ["what is 2+3"], "the queued frame reached the page after its turn started"
+    expect(page.locator("#queue-list li")).to_have_count(0)
+    expect(page.locator("#queue")).to_be_hidden()

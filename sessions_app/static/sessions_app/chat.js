@@ -39,6 +39,9 @@ const state = {
   lastSeq: 0,
   seen: new Set(), // seqs already on the page: a reconnect or a broadcast never doubles one
   turnStarts: new Map(), // turn_id -> seq of its turn_start: where an edit or regenerate branches
+  // queue_ids whose turn has started: a `queued` from another worker may arrive after that
+  // turn's agent_start, and must not show a message as waiting that already runs.
+  startedQueueIds: new Set(),
   callElements: new Map(), // tool_call_id -> the <details> showing that call
   live: null, // the bubble streamed text is written into; it becomes the stored answer
   liveSource: "",
@@ -1000,6 +1003,7 @@ function resetConversation() {
   state.newestShown = 0;
   state.seen.clear();
   state.turnStarts.clear();
+  state.startedQueueIds.clear();
   state.callElements.clear();
   state.live = null;
   state.liveSource = "";
@@ -1167,11 +1171,12 @@ function handleEvent(event) {
       state.turnRunning = true;
       setBusy(true);
       liveBubble();
+      if (event.queue_id) state.startedQueueIds.add(event.queue_id);
       announce(unqueue(event.queue_id) ? "A waiting message started." : "Jarvis is answering…");
       break;
     case "queued":
       // With no answer running it starts at once: nothing to show as waiting.
-      if (!state.turnRunning) break;
+      if (!state.turnRunning || state.startedQueueIds.has(event.queue_id)) break;
       showQueued(event);
       announce(event.mode === "steer" ? "Steer sent: " + event.text : "Queued: " + event.text);
       break;

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from sessions_app.store import get_store
+from sessions_app.store.request_headers import headers_forget_known
 from tests.builders import make_user, token_client, token_of
 from tests.helpers import GUARD_SEC
 from tests.parallel import redis_url_of_worker
@@ -92,8 +93,11 @@ def _isolated_files(tmp_path, settings):
     # No heartbeat thread in the test process itself; the servers tests start keep theirs.
     settings.WORKER_HEARTBEAT = False
     get_store.cache_clear()
+    # Tables are emptied between tests, which a real database never does to headers.
+    headers_forget_known()
     yield
     get_store.cache_clear()
+    headers_forget_known()
 
 
 @pytest.fixture(params=["db", "jsonl"])

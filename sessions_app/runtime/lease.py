@@ -33,6 +33,7 @@ from jarvis_site.shared.errors import Code
 from sessions_app.core.ids import validate_session_id
 from sessions_app.runtime.executors import in_pool_first
 from sessions_app.store import get_store
+from sessions_app.store.base import SessionMeta
 from sessions_app.store.lease import TurnLeaseBackend
 from sessions_app.store.workers import heartbeat_running, heartbeat_start
 
@@ -99,15 +100,17 @@ class TurnLease:
         self.held = self.backend.try_acquire()
         return self.held
 
-    def _take_then(self, then: Callable[[], T]) -> tuple[bool, T | None]:
+    def _take_then(self, then: Callable[[SessionMeta | None], T]) -> tuple[bool, T | None]:
         if not self._take():
             return False, None
-        return True, then()  # if `then` fails, the lease is held still: `held` says so
+        # If `then` fails, the lease is held still: `held` says so.
+        return True, then(self.backend.meta_when_taken)
 
-    async def acquire_async(self, wait_sec: float, then: Callable[[], T]) -> T:
-        """`acquire` for a coroutine (it waits without holding a thread), then `then()` in the
-        same pool call as the taking: a turn's first writes leave with its lease, one trip
-        through the pool's queue and back to a busy event loop instead of two. If `then`
+    async def acquire_async(self, wait_sec: float, then: Callable[[SessionMeta | None], T]) -> T:
+        """`acquire` for a coroutine (it waits without holding a thread), then `then(meta)` in
+        the same pool call as the taking: a turn's first writes leave with its lease, one trip
+        through the pool's queue and back to a busy event loop instead of two. `meta` is the
+        session as the taking found it when the store's lease says (else None). If `then`
         raises, the lease is held (`held`) and the caller releases it."""
         deadline = time.monotonic() + wait_sec
         while True:

@@ -260,17 +260,18 @@ def _begin(
     header: dict,
     queue_id: str | None = None,
     attachments: list[dict] | None = None,
+    meta_now: SessionMeta | None = None,
 ) -> tuple[SessionMeta, int | None, list[EntryRecord], list[EntryRecord]]:
     """The turn's first store work, in one pool call: read the session under the lease,
     repair what a dead process left open, store the request header (once per distinct
     value), turn_start and the user's message, and name the conversation after its first
     request. A queued prompt `queue_id` leaves its row in the same transaction as its
-    message is stored (QueuedPromptGone when it was cancelled). Returns (meta, owner,
-    history, turn entries)."""
+    message is stored (QueuedPromptGone when it was cancelled). `meta_now`: the session as
+    the lease's taking returned it, if it did. Returns (meta, owner, history, turn entries)."""
     store = get_store()
     # Read under the lease: the session may have been deleted, even re-created by someone
     # else, while this request waited. The turn is fenced to what it finds now.
-    meta = _meta(session_id)
+    meta = meta_now if meta_now is not None else _meta(session_id)
     if owner_id is None:
         owner_id = meta.owner_id
     elif meta.owner_id != owner_id:
@@ -532,7 +533,7 @@ async def _loop(
     thinking = meta.thinking
     parameters = provider.parameters_for(thinking)
 
-    def prompt_and_begin():
+    def prompt_and_begin(meta_now: SessionMeta | None):
         # One pool call for the system prompt (memory's reads) and the turn's first writes.
         system_prompt = system_prompt_for(agent_prompt=agent.system_prompt, meta=meta)
         # What every request of the turn shares; stored once per distinct value and named
@@ -558,6 +559,7 @@ async def _loop(
                 "header": header_digest(header),
             },
             header=header,
+            meta_now=meta_now,
         )
         # The first step's boundary: steers sent while the turn started are its messages.
         begun[3].extend(

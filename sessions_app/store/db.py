@@ -688,7 +688,12 @@ class DbSessionStore:
 
     # --- turn lease ---------------------------------------------------------------------
     def turn_lease(self, session_id):
-        return db_lease.DbTurnLease(validate_session_id(session_id))
+        return db_lease.DbTurnLease(
+            validate_session_id(session_id),
+            metas_returned=lambda sql, params: self._metas_of(
+                f"{sql} RETURNING {self._meta_columns}", params
+            ),
+        )
 
     def request_turn_abort(self, session_id):
         return db_lease.request_abort(validate_session_id(session_id))

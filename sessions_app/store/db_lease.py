@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from datetime import timedelta
 
 import psycopg
@@ -63,23 +64,31 @@ def _expiry():
 
 
 class DbTurnLease(TurnLeaseBackend):
+    def __init__(self, session_id: str, metas_returned: Callable[[str, list], list]):
+        super().__init__(session_id)
+        # The store's reading of a write's `RETURNING` of the session (DbStore._metas_of).
+        self._metas_returned = metas_returned
+
     def _rows(self):
         return Session.objects.filter(id=self.session_id)
 
     def try_acquire(self) -> bool:
         # Every turn's start: one plain statement on Django's cursor (the ORM
         # building this UPDATE was 5% of a loaded worker's CPU, docs/performance.md).
+        # It returns the session too: the turn reads it under the lease, and this is that
+        # read, one statement fewer per turn.
+        self.meta_when_taken = None
         now = timezone.now()
         adapt = connection.ops.adapt_datetimefield_value
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {_session_table()} SET lease_holder = %s, lease_expires_at = %s"  # noqa: S608 - quoted name, bound values
-                " WHERE id = %s AND (lease_holder = '' OR lease_expires_at IS NULL"
-                " OR lease_expires_at < %s)",
-                [self.holder, adapt(_expiry()), self.session_id, adapt(now)],
-            )
-            if cursor.rowcount:
-                return True
+        taken = self._metas_returned(
+            f"UPDATE {_session_table()} SET lease_holder = %s, lease_expires_at = %s"  # noqa: S608 - quoted name, bound values
+            " WHERE id = %s AND (lease_holder = '' OR lease_expires_at IS NULL"
+            " OR lease_expires_at < %s)",
+            [self.holder, adapt(_expiry()), self.session_id, adapt(now)],
+        )
+        if taken:
+            self.meta_when_taken = taken[0]
+            return True
         current = self._rows().values_list("lease_holder", flat=True).first()
         if current is None:
             raise SessionNotFound(self.session_id)

@@ -27,6 +27,9 @@ class TurnLeaseBackend(ABC):
     def __init__(self, session_id: str):
         self.session_id = session_id
         self.holder = new_holder()
+        # The session as the statement that took the lease found it, when the backend's
+        # taking can say (the turn then need not read it again under the lease); else None.
+        self.meta_when_taken = None
 
     @abstractmethod
     def try_acquire(self) -> bool:

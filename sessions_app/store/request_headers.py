@@ -17,7 +17,7 @@ import hashlib
 import json
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from sessions_app.models import RequestHeader
@@ -33,18 +33,41 @@ def header_save(body: dict[str, Any], digest: str | None = None) -> str:
     """Store the header unless a row has it already; return its digest (`digest`, when the
     caller computed it already: the JSON of a header's tool schemas is costly to write).
 
-    The lookup by key comes first: nearly every turn sends a header already stored, and
-    the read is cheaper than shipping the schemas to the database with every turn.
-    Concurrent first savers of one header both end with the one row (ON CONFLICT DO
-    NOTHING).
+    A header this process has seen stored costs nothing: rows of headers are never deleted,
+    so the process keeps their digests (a few per agent definition). Otherwise the lookup
+    by key comes first: nearly every turn sends a header already stored, and the read is
+    cheaper than shipping the schemas to the database with every turn. Concurrent first
+    savers of one header both end with the one row (ON CONFLICT DO NOTHING).
     """
     digest = digest or header_digest(body)
+    if digest in _known_stored:
+        return digest
     if not _header_stored(digest):
         RequestHeader.objects.bulk_create(
             [RequestHeader(digest=digest, body=body, created_at=timezone.now())],
             ignore_conflicts=True,
         )
+    # Known once committed: a rolled-back save leaves nothing to remember.
+    transaction.on_commit(lambda: _remember(digest))
     return digest
+
+
+# Digests of headers this process found or stored, committed. Bounded: past the bound it
+# starts over (a process meets a few distinct headers; a bound only guards the unusual).
+_known_stored: set[str] = set()
+KNOWN_STORED_MAX = 1_000
+
+
+def _remember(digest: str) -> None:
+    if len(_known_stored) >= KNOWN_STORED_MAX:
+        _known_stored.clear()
+    _known_stored.add(digest)
+
+
+def headers_forget_known() -> None:
+    """Forget which headers are stored (a test database's tables are emptied between tests;
+    a real one never deletes a header)."""
+    _known_stored.clear()
 
 
 def _header_stored(digest: str) -> bool:

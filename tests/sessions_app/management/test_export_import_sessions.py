@@ -14,6 +14,7 @@ from sessions_app.selectors import session_context
 from sessions_app.selectors.turns import turn_requests
 from sessions_app.services import deletion, sessions, transfer
 from sessions_app.store import NewEntry, get_store
+from sessions_app.store.request_headers import headers_forget_known
 from tests.builders import arithmetic_turn, assistant, call, play_turn, turn_start, user
 from tests.conftest import requires_postgres
 from tests.helpers import GUARD_SEC, REPO, child_env, run_in_threads
@@ -76,6 +77,7 @@ def test_export_then_import_for_another_user_gives_the_same_entries_once(
     assert RequestHeader.objects.count() == 1 and len(requests_before) == 4
     # Another installation has none of these headers until the import brings them.
     RequestHeader.objects.all().delete()
+    headers_forget_known()  # nor does its process know of them
 
     call_command("import_sessions", "--user", "bob", str(out))
     report = capsys.readouterr().out

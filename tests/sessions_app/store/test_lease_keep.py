@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def held(session_id: str, owner, *, expires_in: float) -> DbTurnLease:
     get_store().create(session_id, owner_id=owner.id)
-    lease = DbTurnLease(session_id)
+    lease = get_store().turn_lease(session_id)
     assert lease.try_acquire()
     Session.objects.filter(id=session_id).update(
         lease_expires_at=timezone.now() + timedelta(seconds=expires_in)
@@ -65,7 +65,7 @@ def test_a_deleted_session_is_skipped(alice):
 
 def test_more_leases_than_one_statement_binds(alice):
     # Past SQLite's 999 bound parameters: the read goes in batches and misses none.
-    leases = [DbTurnLease(f"many-{index:04d}") for index in range(1_100)]
+    leases = [get_store().turn_lease(f"many-{index:04d}") for index in range(1_100)]
     now = timezone.now()
     soon = now + timedelta(seconds=1)
     Session.objects.bulk_create(

@@ -21,6 +21,15 @@ to its sockets without decoding it (docs/performance.md has the numbers).
 Publishes leave through one connection, batched in a pipeline while the previous batch is
 on the wire: events of a turn keep their order (one connection, FIFO), and 200 streaming
 turns cost a few round trips per batch instead of one per event.
+
+A turn nobody follows elsewhere publishes nothing. PUBLISH answers how many workers got the
+message; once a turn's publish reached none, its next events stay here, until another
+worker asks for the running state — which every worker does when a socket of the session
+joins it, after subscribing. The state answered holds every event so far, and the events
+after it are published again, so the new follower misses none. A zero counts only for a
+publish of this turn sent after the session's last ask: an earlier one may have reached
+Redis before the asker's subscription did. (A worker whose sockets followed the session
+before the turn started hears its first event, which is always published.)
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from django.conf import settings
 
+from sessions_app.core import frames
 from sessions_app.store.workers import current_worker_id
 
 logger = logging.getLogger(__name__)
@@ -109,7 +119,12 @@ class LiveBus:
             id(self.control_pubsub): asyncio.Event(),
         }
         self.commanders: dict[int, asyncio.Task] = {}
-        self.outbox: list[tuple[str, str]] = []
+        self.outbox: list[tuple[str, str, str, int]] = []  # channel, data, session, number
+        self.published = 0  # events queued by `publish_event`, numbered
+        self.unheard: set[str] = set()  # own turns whose last publish reached no worker
+        # Own turns: a publish that reached nobody counts only if numbered past this (the
+        # `published` of the turn's start, or of the session's last ask).
+        self.zeros_count_after: dict[str, int] = {}
         self.outbox_ready = asyncio.Event()
         self.readers: dict[int, asyncio.Task] = {}
         self.publisher = asyncio.ensure_future(self._publish_loop())
@@ -208,6 +223,7 @@ class LiveBus:
         # While this worker runs the session's turn, no other worker can (the turn lease):
         # its sockets need no events from the bus, and this worker no echo of its own.
         self.own_turns.add(session_id)
+        self.zeros_count_after[session_id] = self.published
         await self._subscribe(control_channel(session_id))
         await self._unsubscribe(events_channel(session_id))
 
@@ -216,15 +232,23 @@ class LiveBus:
         lets go of its lease, so the next turn's events reach this worker's sockets
         wherever it runs."""
         self.own_turns.discard(session_id)
+        self.unheard.discard(session_id)
+        self.zeros_count_after.pop(session_id, None)
         if self.followers.get(session_id):
             await self._subscribe(events_channel(session_id))
         await self._unsubscribe(control_channel(session_id))
 
     # --- publishing -----------------------------------------------------------------------
     def publish_event(self, session_id: str, turn_id: str, event_seq: int, text: str) -> None:
-        """Queue the event's frame for the other workers (never waits)."""
+        """Queue the event's frame for the other workers (never waits); nothing when no other
+        worker follows the session (see the module's docstring) — but always the turn's
+        end: a follower whose subscription was cut and came back without asking (Redis
+        reconnected) still learns that the turn ended and reads what it missed."""
+        if session_id in self.unheard and not frames.is_turn_end(text):
+            return
+        self.published += 1
         data = f"{self.worker}\n{turn_id}\n{event_seq}\n{text}"
-        self.outbox.append((events_channel(session_id), data))
+        self.outbox.append((events_channel(session_id), data, session_id, self.published))
         self.outbox_ready.set()
 
     async def _publish_loop(self) -> None:
@@ -236,13 +260,17 @@ class LiveBus:
                 continue
             try:
                 async with self.redis.pipeline(transaction=False) as pipe:
-                    for channel, data in batch:
+                    for channel, data, _, _ in batch:
                         pipe.publish(channel, data)
-                    await pipe.execute()
+                    receivers = await pipe.execute()
             except (aioredis.RedisError, OSError):
                 # The other workers' tabs miss these events; each resyncs from agent_end's
                 # last_seq, or on its next connect.
                 logger.exception("live events could not be published (%d lost)", len(batch))
+                continue
+            for (_, _, session_id, number), count in zip(batch, receivers, strict=True):
+                if count == 0 and number > self.zeros_count_after.get(session_id, number):
+                    self.unheard.add(session_id)
 
     async def ask(self, session_id: str) -> dict[str, Any] | None:
         """The running state of the session's turn from the worker that runs it; None when
@@ -315,6 +343,11 @@ class LiveBus:
         if message["kind"] == "abort":
             _handlers["on_abort"](session_id)
         elif message["kind"] == "ask":
+            # A worker that asks follows the session from now on: events after the state
+            # answered here are published again (in this same pass, before any of them).
+            if session_id in self.zeros_count_after:
+                self.zeros_count_after[session_id] = self.published
+            self.unheard.discard(session_id)
             reply = {"question": message["question"], "running": _handlers["on_ask"](session_id)}
             await self.redis.publish(message["reply_to"], json.dumps(reply))
 

@@ -1,0 +1,100 @@
+"""No work for events nobody listens to (docs/design.md §26): a turn that no other worker
+follows stops publishing its events to Redis, and starts again, missing nothing, as soon as
+a socket of its session joins another worker (which asks for the running state)."""
+
+import asyncio
+import json
+import uuid
+
+import pytest
+
+from sessions_app.core import frames
+from sessions_app.runtime import live_bus
+from tests.helpers import GUARD_SEC
+from tests.multiprocess.redis_layer import TEST_REDIS_URL, requires_redis
+from tests.sessions_app.runtime.test_live_bus_control_lane import _closed
+
+pytestmark = [pytest.mark.anyio, requires_redis]
+
+
+def delta(seq: int) -> str:
+    return json.dumps({"type": "delta", "text": "x", "event_seq": seq})
+
+
+async def until(condition) -> None:
+    async with asyncio.timeout(GUARD_SEC):
+        while not condition():
+            await asyncio.sleep(0)  # the buses' tasks run: the publish's answer, a delivery
+
+
+async def test_a_turn_nobody_follows_publishes_nothing_until_a_worker_asks(settings, monkeypatch):
+    settings.REDIS_URL = TEST_REDIS_URL
+    session, turn = f"unheard-{uuid.uuid4().hex[:8]}", "turn_1"
+    delivered: list[int] = []
+
+    async def on_event(session_id, turn_id, event_seq, text):
+        delivered.append(event_seq)
+
+    monkeypatch.setitem(live_bus._handlers, "on_event", on_event)
+    monkeypatch.setitem(
+        live_bus._handlers, "on_ask", lambda session_id: {"turn_id": turn, "event_seq": 2}
+    )
+    worker = live_bus.LiveBus(TEST_REDIS_URL)  # runs the turn
+    other = live_bus.LiveBus(TEST_REDIS_URL)  # a tab of the session joins it later
+    try:
+        await worker.turn_started(session)
+        worker.publish_event(session, turn, 1, delta(1))
+        await until(lambda: session in worker.unheard)  # Redis said: no worker got it
+        worker.publish_event(session, turn, 2, delta(2))
+        assert worker.published == 1 and worker.outbox == []
+
+        # A socket joins the other worker: it subscribes, then asks for the running state.
+        await other.follow(session)
+        assert await other.ask(session) == {"turn_id": turn, "event_seq": 2}
+        worker.publish_event(session, turn, 3, delta(3))
+        await until(lambda: delivered == [3])
+        assert session not in worker.unheard
+
+        # The tab leaves; later the other worker's subscription comes back without an ask
+        # (as after a reconnect to Redis): the deltas stay home, the turn's end does not.
+        await other.unfollow(session)
+        async with asyncio.timeout(GUARD_SEC):
+            channel = live_bus.events_channel(session)
+            while (await worker.redis.pubsub_numsub(channel))[0][1]:
+                await asyncio.sleep(0)  # Redis has not processed the UNSUBSCRIBE yet
+        worker.publish_event(session, turn, 4, delta(4))
+        await until(lambda: session in worker.unheard)
+        await other.follow(session)
+        worker.publish_event(session, turn, 5, delta(5))
+        end = frames.frame_text({"type": "agent_end", "status": "completed", "event_seq": 6})
+        worker.publish_event(session, turn, 6, end)
+        await until(lambda: delivered[-1] == 6)
+        assert delivered == [3, 6]
+    finally:
+        await _closed(worker)
+        await _closed(other)
+
+
+async def test_a_worker_following_before_the_turn_started_gets_every_event(settings, monkeypatch):
+    settings.REDIS_URL = TEST_REDIS_URL
+    session = f"heard-{uuid.uuid4().hex[:8]}"
+    delivered: list[int] = []
+
+    async def on_event(session_id, turn_id, event_seq, text):
+        delivered.append(event_seq)
+
+    monkeypatch.setitem(live_bus._handlers, "on_event", on_event)
+    monkeypatch.setitem(live_bus._handlers, "on_ask", lambda session_id: None)
+    worker = live_bus.LiveBus(TEST_REDIS_URL)
+    other = live_bus.LiveBus(TEST_REDIS_URL)
+    try:
+        # A tab on the other worker, open before the turn (sent from this worker) starts.
+        await other.follow(session)
+        await worker.turn_started(session)
+        for seq in range(1, 6):
+            worker.publish_event(session, "turn_1", seq, delta(seq))
+        await until(lambda: len(delivered) == 5)
+        assert delivered == [1, 2, 3, 4, 5] and session not in worker.unheard
+    finally:
+        await _closed(worker)
+        await _closed(other)

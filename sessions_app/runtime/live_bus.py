@@ -30,6 +30,12 @@ after it are published again, so the new follower misses none. A zero counts onl
 publish of this turn sent after the session's last ask: an earlier one may have reached
 Redis before the asker's subscription did. (A worker whose sockets followed the session
 before the turn started hears its first event, which is always published.)
+
+The runner itself may be among the receivers: its sockets followed the session until the
+turn started, and its UNSUBSCRIBE reaches Redis some time after. A count taken while that
+UNSUBSCRIBE is unconfirmed is judged when the confirmation arrives: by then every copy of
+its own events that Redis sent back has been read (a connection's messages come in order),
+so the count less the copies it got back is what the other workers got.
 """
 
 from __future__ import annotations
@@ -125,6 +131,10 @@ class LiveBus:
         # Own turns: a publish that reached nobody counts only if numbered past this (the
         # `published` of the turn's start, or of the session's last ask).
         self.zeros_count_after: dict[str, int] = {}
+        self.leaving: dict[str, int] = {}  # channel -> UNSUBSCRIBEs not yet confirmed
+        self.echoes: dict[str, set[int]] = {}  # own turn -> event_seqs Redis sent back here
+        # Own turn -> (number, event_seq, receivers) of publishes judged at the confirmation.
+        self.unjudged: dict[str, list[tuple[int, int, int]]] = {}
         self.outbox_ready = asyncio.Event()
         self.readers: dict[int, asyncio.Task] = {}
         self.publisher = asyncio.ensure_future(self._publish_loop())
@@ -145,6 +155,7 @@ class LiveBus:
 
     async def _unsubscribe(self, channel: str) -> None:
         if self.subscribed.pop(channel, None) is not None:
+            self.leaving[channel] = self.leaving.get(channel, 0) + 1
             self._command(self._pubsub_of(channel), "UNSUBSCRIBE", channel)
 
     def _command(self, pubsub, verb: str, channel: str) -> None:
@@ -223,6 +234,7 @@ class LiveBus:
         # While this worker runs the session's turn, no other worker can (the turn lease):
         # its sockets need no events from the bus, and this worker no echo of its own.
         self.own_turns.add(session_id)
+        self._forget_counts(session_id)
         self.zeros_count_after[session_id] = self.published
         await self._subscribe(control_channel(session_id))
         await self._unsubscribe(events_channel(session_id))
@@ -232,8 +244,7 @@ class LiveBus:
         lets go of its lease, so the next turn's events reach this worker's sockets
         wherever it runs."""
         self.own_turns.discard(session_id)
-        self.unheard.discard(session_id)
-        self.zeros_count_after.pop(session_id, None)
+        self._forget_counts(session_id)
         if self.followers.get(session_id):
             await self._subscribe(events_channel(session_id))
         await self._unsubscribe(control_channel(session_id))
@@ -248,7 +259,9 @@ class LiveBus:
             return
         self.published += 1
         data = f"{self.worker}\n{turn_id}\n{event_seq}\n{text}"
-        self.outbox.append((events_channel(session_id), data, session_id, self.published))
+        self.outbox.append(
+            (events_channel(session_id), data, session_id, self.published, event_seq)
+        )
         self.outbox_ready.set()
 
     async def _publish_loop(self) -> None:
@@ -260,7 +273,7 @@ class LiveBus:
                 continue
             try:
                 async with self.redis.pipeline(transaction=False) as pipe:
-                    for channel, data, _, _ in batch:
+                    for channel, data, *_ in batch:
                         pipe.publish(channel, data)
                     receivers = await pipe.execute()
             except (aioredis.RedisError, OSError):
@@ -268,9 +281,42 @@ class LiveBus:
                 # last_seq, or on its next connect.
                 logger.exception("live events could not be published (%d lost)", len(batch))
                 continue
-            for (_, _, session_id, number), count in zip(batch, receivers, strict=True):
-                if count == 0 and number > self.zeros_count_after.get(session_id, number):
-                    self.unheard.add(session_id)
+            for (channel, _, session_id, number, event_seq), count in zip(
+                batch, receivers, strict=True
+            ):
+                if number <= self.zeros_count_after.get(session_id, number):
+                    continue  # not an own turn's, or sent before its last ask
+                if self.leaving.get(channel):
+                    self.unjudged.setdefault(session_id, []).append((number, event_seq, count))
+                else:
+                    self._judge(session_id, number, event_seq, count)
+
+    def _judge(self, session_id: str, number: int, event_seq: int, receivers: int) -> None:
+        """Whether publish `number` of an own turn reached another worker; if not, the turn's
+        next events stay home (`unheard`)."""
+        if number <= self.zeros_count_after.get(session_id, number):
+            return  # the turn ended, or a worker asked since
+        echoed = event_seq in self.echoes.get(session_id, ())
+        if receivers - echoed == 0:
+            self.unheard.add(session_id)
+
+    def _left(self, channel: str) -> None:
+        """Redis confirmed an UNSUBSCRIBE: the counts taken meanwhile can be judged."""
+        left = self.leaving.get(channel, 0) - 1
+        if left > 0:
+            self.leaving[channel] = left
+            return
+        self.leaving.pop(channel, None)
+        session_id = channel.removeprefix(PREFIX)
+        for number, event_seq, receivers in self.unjudged.pop(session_id, []):
+            self._judge(session_id, number, event_seq, receivers)
+        self.echoes.pop(session_id, None)
+
+    def _forget_counts(self, session_id: str) -> None:
+        self.unheard.discard(session_id)
+        self.zeros_count_after.pop(session_id, None)
+        self.echoes.pop(session_id, None)
+        self.unjudged.pop(session_id, None)
 
     async def ask(self, session_id: str) -> dict[str, Any] | None:
         """The running state of the session's turn from the worker that runs it; None when
@@ -302,7 +348,10 @@ class LiveBus:
                 message = await pubsub.get_message(timeout=None)
             except (aioredis.RedisError, OSError):
                 # redis-py reconnects on the next read and subscribes again to every channel.
+                # An UNSUBSCRIBE in flight is never confirmed now: counts are judged at once
+                # (one that includes this worker only keeps the events published).
                 logger.exception("live bus connection lost; reconnecting")
+                self.leaving.clear()
                 await asyncio.sleep(RECONNECT_PAUSE_SEC)
                 continue
             if message is None:
@@ -319,6 +368,9 @@ class LiveBus:
             if confirmed is not None and not confirmed.done():
                 confirmed.set_result(None)
             return
+        if message["type"] == "unsubscribe":
+            self._left(channel)
+            return
         if message["type"] != "message":
             return
         data = message["data"]
@@ -334,7 +386,11 @@ class LiveBus:
             return
         if data.startswith(self.origin):
             # Published before this worker's unsubscribe took effect: its sockets had the
-            # event from the turn itself.
+            # event from the turn itself. Noted, so that the publish's count is judged
+            # without this worker (see the module's docstring).
+            if session_id in self.zeros_count_after:
+                event_seq = int(data.split(b"\n", 3)[2])
+                self.echoes.setdefault(session_id, set()).add(event_seq)
             return
         _, turn_id, event_seq, text = data.decode().split("\n", 3)
         await _handlers["on_event"](session_id, turn_id, int(event_seq), text)

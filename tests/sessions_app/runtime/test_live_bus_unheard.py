@@ -98,3 +98,56 @@ async def test_a_worker_following_before_the_turn_started_gets_every_event(setti
     finally:
         await _closed(worker)
         await _closed(other)
+
+
+@pytest.mark.parametrize("others_follow", [False, True])
+async def test_the_runners_own_subscription_is_no_listener(settings, monkeypatch, others_follow):
+    # A tab of the session on the runner's worker followed it until the turn started: Redis
+    # sends the first events back to the runner until its UNSUBSCRIBE is done. Those copies
+    # are not another worker listening; a tab on another worker is.
+    settings.REDIS_URL = TEST_REDIS_URL
+    session = f"echo-{uuid.uuid4().hex[:8]}"
+    delivered: list[int] = []
+
+    async def on_event(session_id, turn_id, event_seq, text):
+        delivered.append(event_seq)
+
+    monkeypatch.setitem(live_bus._handlers, "on_event", on_event)
+    monkeypatch.setitem(live_bus._handlers, "on_ask", lambda session_id: None)
+    worker = live_bus.LiveBus(TEST_REDIS_URL)
+    other = live_bus.LiveBus(TEST_REDIS_URL)
+    judged: list[int] = []
+    judge = worker._judge
+    monkeypatch.setattr(worker, "_judge", lambda *args: (judged.append(args[1]), judge(*args)))
+    # The test holds the runner's UNSUBSCRIBE until its three publishes have been counted.
+    counted = asyncio.Event()
+    unsubscribe = worker.pubsub.unsubscribe
+
+    async def held_unsubscribe(*channels):
+        await counted.wait()
+        return await unsubscribe(*channels)
+
+    monkeypatch.setattr(worker.pubsub, "unsubscribe", held_unsubscribe)
+    try:
+        await worker.follow(session)
+        if others_follow:
+            await other.follow(session)
+        await worker.turn_started(session)
+        for seq in (1, 2, 3):
+            worker.publish_event(session, "turn_1", seq, delta(seq))
+        # Each count includes the runner, which gets its copies back: judged only later.
+        await until(lambda: len(worker.echoes.get(session, ())) == 3)
+        await until(lambda: len(worker.unjudged.get(session, ())) == 3)
+        assert judged == [] and session not in worker.unheard
+        counted.set()
+        await until(lambda: len(judged) == 3)
+        assert worker.leaving == {}
+        if others_follow:
+            await until(lambda: delivered == [1, 2, 3])
+            assert session not in worker.unheard
+        else:
+            assert session in worker.unheard
+            assert delivered == []  # the runner's own copies never reach its sockets twice
+    finally:
+        await _closed(worker)
+        await _closed(other)

@@ -125,16 +125,18 @@ class LiveBus:
             id(self.control_pubsub): asyncio.Event(),
         }
         self.commanders: dict[int, asyncio.Task] = {}
-        self.outbox: list[tuple[str, str, str, int]] = []  # channel, data, session, number
+        # channel, data, session, number, (turn id, event_seq)
+        self.outbox: list[tuple[str, str, str, int, tuple[str, int]]] = []
         self.published = 0  # events queued by `publish_event`, numbered
         self.unheard: set[str] = set()  # own turns whose last publish reached no worker
         # Own turns: a publish that reached nobody counts only if numbered past this (the
         # `published` of the turn's start, or of the session's last ask).
         self.zeros_count_after: dict[str, int] = {}
         self.leaving: dict[str, int] = {}  # channel -> UNSUBSCRIBEs not yet confirmed
-        self.echoes: dict[str, set[int]] = {}  # own turn -> event_seqs Redis sent back here
-        # Own turn -> (number, event_seq, receivers) of publishes judged at the confirmation.
-        self.unjudged: dict[str, list[tuple[int, int, int]]] = {}
+        # Own turn -> its events (turn id, event_seq) that Redis sent back here.
+        self.echoes: dict[str, set[tuple[str, int]]] = {}
+        # Own turn -> (number, event, receivers) of publishes judged at the confirmation.
+        self.unjudged: dict[str, list[tuple[int, tuple[str, int], int]]] = {}
         self.outbox_ready = asyncio.Event()
         self.readers: dict[int, asyncio.Task] = {}
         self.publisher = asyncio.ensure_future(self._publish_loop())
@@ -260,7 +262,7 @@ class LiveBus:
         self.published += 1
         data = f"{self.worker}\n{turn_id}\n{event_seq}\n{text}"
         self.outbox.append(
-            (events_channel(session_id), data, session_id, self.published, event_seq)
+            (events_channel(session_id), data, session_id, self.published, (turn_id, event_seq))
         )
         self.outbox_ready.set()
 
@@ -281,22 +283,22 @@ class LiveBus:
                 # last_seq, or on its next connect.
                 logger.exception("live events could not be published (%d lost)", len(batch))
                 continue
-            for (channel, _, session_id, number, event_seq), count in zip(
+            for (channel, _, session_id, number, event), count in zip(
                 batch, receivers, strict=True
             ):
                 if number <= self.zeros_count_after.get(session_id, number):
                     continue  # not an own turn's, or sent before its last ask
                 if self.leaving.get(channel):
-                    self.unjudged.setdefault(session_id, []).append((number, event_seq, count))
+                    self.unjudged.setdefault(session_id, []).append((number, event, count))
                 else:
-                    self._judge(session_id, number, event_seq, count)
+                    self._judge(session_id, number, event, count)
 
-    def _judge(self, session_id: str, number: int, event_seq: int, receivers: int) -> None:
-        """Whether publish `number` of an own turn reached another worker; if not, the turn's
-        next events stay home (`unheard`)."""
+    def _judge(self, session_id: str, number: int, event: tuple[str, int], receivers: int) -> None:
+        """Whether publish `number` (of `event`, an own turn's) reached another worker; if
+        not, the turn's next events stay home (`unheard`)."""
         if number <= self.zeros_count_after.get(session_id, number):
             return  # the turn ended, or a worker asked since
-        echoed = event_seq in self.echoes.get(session_id, ())
+        echoed = event in self.echoes.get(session_id, ())
         if receivers - echoed == 0:
             self.unheard.add(session_id)
 
@@ -308,8 +310,8 @@ class LiveBus:
             return
         self.leaving.pop(channel, None)
         session_id = channel.removeprefix(PREFIX)
-        for number, event_seq, receivers in self.unjudged.pop(session_id, []):
-            self._judge(session_id, number, event_seq, receivers)
+        for number, event, receivers in self.unjudged.pop(session_id, []):
+            self._judge(session_id, number, event, receivers)
         self.echoes.pop(session_id, None)
 
     def _forget_counts(self, session_id: str) -> None:
@@ -389,8 +391,9 @@ class LiveBus:
             # event from the turn itself. Noted, so that the publish's count is judged
             # without this worker (see the module's docstring).
             if session_id in self.zeros_count_after:
-                event_seq = int(data.split(b"\n", 3)[2])
-                self.echoes.setdefault(session_id, set()).add(event_seq)
+                _, turn_id, event_seq, _ = data.split(b"\n", 3)
+                echo = (turn_id.decode(), int(event_seq))
+                self.echoes.setdefault(session_id, set()).add(echo)
             return
         _, turn_id, event_seq, text = data.decode().split("\n", 3)
         await _handlers["on_event"](session_id, turn_id, int(event_seq), text)

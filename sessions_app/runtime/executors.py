@@ -58,10 +58,11 @@ class _TwoLanes:
         self.put(item)
 
     def get(self, block=True, timeout=None):
-        if block and timeout is None and self._idle_close_sec:
+        if block and timeout is None:
             # A pool thread asking for its next work (ThreadPoolExecutor's workers wait
-            # without a timeout): after a while without any, it lets go of its database
-            # connection, then waits on.
+            # without a timeout): after `idle_close_sec` without any (at once with 0), it
+            # lets go of its database connection, then waits on. Each thread for itself: a
+            # thread that finished while others still worked holds a connection too.
             with self._ready:
                 if self._ready.wait_for(self._has_work, self._idle_close_sec):
                     return self._next()

@@ -68,3 +68,42 @@ def test_without_a_delay_the_connection_goes_as_soon_as_the_work_is_done(closes)
         assert pool.submit(_the_threads_connection).result(GUARD_SEC) is not first
     finally:
         pool.shutdown(wait=True)
+
+
+def test_without_a_delay_every_thread_lets_go_not_only_the_last_to_finish(monkeypatch):
+    # Two threads work at once; the first to finish still had the other's work pending.
+    # Each closes its own connection once it finds nothing to do (a test database cannot
+    # be dropped while an idle pool thread holds a connection to it).
+    closed_by: set[int] = set()
+    both_closed = threading.Event()
+    real = executors.connections
+
+    class ThreadsClosing:
+        def close_all(self):
+            real.close_all()
+            closed_by.add(threading.get_ident())
+            if len(closed_by) == 2:
+                both_closed.set()
+
+    monkeypatch.setattr(executors, "connections", ThreadsClosing())
+    both_working = threading.Barrier(2, timeout=GUARD_SEC)
+    first_done = threading.Event()
+
+    def work(first: bool):
+        _the_threads_connection()
+        both_working.wait()
+        if first:
+            first_done.set()
+        else:
+            first_done.wait(GUARD_SEC)  # still working when the other finishes
+        return threading.get_ident()
+
+    pool = executors.ClosingExecutor(2, "test-every-thread", idle_close_sec=0)
+    try:
+        threads = {pool.submit(work, True), pool.submit(work, False)}
+        workers = {future.result(GUARD_SEC) for future in threads}
+        assert len(workers) == 2
+        assert both_closed.wait(GUARD_SEC), f"only {len(closed_by)} of 2 threads closed"
+        assert closed_by == workers
+    finally:
+        pool.shutdown(wait=True)

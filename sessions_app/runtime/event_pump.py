@@ -40,6 +40,11 @@ class EventPump:
         prepare = getattr(on_event, "prepare", None)
         if prepare is not None:
             prepare()
+        # A listener that keeps pieces may need to hand the pump an event of its own later
+        # (`attach`, the broadcaster's: what it kept, once due, when no piece follows).
+        attach = getattr(on_event, "attach", None)
+        if attach is not None and self.task is not None:
+            attach(self.put)
 
     def put(self, event: dict) -> None:
         if self.task is None:

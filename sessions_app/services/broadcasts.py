@@ -4,7 +4,9 @@ Every write is a service (docs/design.md §16: one module per action family)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -61,12 +63,36 @@ def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
     - `delta`s are coalesced: a piece that arrives within `delta_interval()` (50 ms, more
       while the event loop is behind) of the last `delta` sent waits, and leaves joined
       with the next piece that arrives after the interval, or just before the turn's next
-      other event, so the order tabs see is the order of the turn.
+      other event, so the order tabs see is the order of the turn — or, when the model
+      pauses first, once the interval has passed: a timer hands an empty piece to the turn's
+      event pump (`attach`), which sends what waits in its place in the order.
 
     The turn's event pump awaits it on the event loop, beside the turn, one event at a time.
     """
     pending: list[str] = []
-    state: dict[str, Any] = {"turn": None, "sent_at": None, "starting": False, "begun": False}
+    state: dict[str, Any] = {
+        "turn": None,
+        "sent_at": None,
+        "starting": False,
+        "begun": False,
+        "put": None,  # the event pump's `put`, once attached
+        "timer": None,  # sends what waits if no piece comes after it (see `keep_until_due`)
+    }
+
+    def keep_until_due() -> None:
+        # A kept piece must not wait for the model's next one: a model that pauses (thinking,
+        # a slow tool call's arguments) would leave its last words off every tab.
+        if state["timer"] is not None or state["put"] is None or not pending:
+            return
+        waited = clock() - state["sent_at"] if state["sent_at"] is not None else 0.0
+        delay = min(DELTA_INTERVAL_MAX_SEC, max(0.0, delta_interval() - waited))
+        state["timer"] = asyncio.get_running_loop().call_later(delay, due)
+
+    def due() -> None:
+        state["timer"] = None
+        if pending and state["put"] is not None:
+            # Empty: it only makes the pump ask `on_event` (or `absorb`) again, in order.
+            state["put"]({"type": "delta", "text": ""})
 
     async def send(event: dict[str, Any]) -> None:
         if event["type"] == "agent_start":
@@ -89,10 +115,13 @@ def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
     async def on_event(event: dict[str, Any]) -> None:
         kind = event.get("type")
         if kind == "delta":
-            pending.append(event.get("text", ""))
+            if event.get("text"):
+                pending.append(event["text"])
             sent_at = state["sent_at"]
             if sent_at is None or clock() - sent_at >= delta_interval():
                 await flush()
+            else:
+                keep_until_due()
             return
         await flush()
         if kind == "entry" and isinstance(event.get("entry"), EntryRecord):
@@ -110,7 +139,9 @@ def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
         # asking the loop's lag (a lookup per piece, 2% of a storm's CPU).
         if elapsed >= DELTA_INTERVAL_SEC and elapsed >= delta_interval():
             return False
-        pending.append(event.get("text", ""))
+        if event.get("text"):
+            pending.append(event["text"])
+        keep_until_due()
         return True
 
     def prepare() -> None:
@@ -118,7 +149,13 @@ def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
         state["starting"] = True
         live.turn_starting(session_id=session_id)
 
+    def attach(put: Callable[[dict[str, Any]], None]) -> None:
+        state["put"] = put
+
     async def close() -> None:
+        if state["timer"] is not None:
+            state["timer"].cancel()
+            state["timer"] = None
         # A turn cut short without agent_end (its session deleted under it) must not stay
         # joinable: a socket of a session re-created with the id would see it running.
         if state["turn"] is not None:
@@ -130,4 +167,5 @@ def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
     on_event.close = close
     on_event.prepare = prepare
     on_event.absorb = absorb
+    on_event.attach = attach
     return on_event

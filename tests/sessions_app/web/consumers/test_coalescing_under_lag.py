@@ -64,3 +64,41 @@ async def test_the_interval_never_grows_past_its_bound(backend, monkeypatch):
     step = broadcasts.DELTA_INTERVAL_MAX_SEC
     sent = await stream(monkeypatch, lag=10.0, pieces=6, step=step)
     assert deltas(sent) == [f"{index}," for index in range(6)]
+
+
+async def test_text_kept_for_the_interval_leaves_when_the_model_pauses(backend, monkeypatch):
+    # The model sends two pieces at once and then says nothing for a while (thinking, or a
+    # slow tool call's arguments): the second piece must not wait for a third.
+    import asyncio
+
+    from sessions_app.runtime.event_pump import EventPump
+    from tests.helpers import GUARD_SEC
+
+    monkeypatch.setattr(loop_lag, "current", lambda: 0.0)
+    await database_sync_to_async(get_store().create)("s1")
+    texts: list[str] = []
+    both_shown = asyncio.Event()
+
+    async def record(text):
+        event = json.loads(text)
+        if event["type"] == "delta":
+            texts.append(event["text"])
+            if "".join(texts) == "Hello, world":
+                both_shown.set()
+
+    socket = live.LiveSocket("s1", record)
+    await live.socket_join(socket)
+    await socket.go_live(None)
+    pump = EventPump(broadcasts.turn_event_broadcaster("s1"))
+    pump.put({"type": "agent_start", "turn_id": "t1"})
+    pump.put({"type": "delta", "turn_id": "t1", "text": "Hello, "})
+    async with asyncio.timeout(GUARD_SEC):
+        while texts != ["Hello, "]:
+            await asyncio.sleep(0)  # the pump sends the first piece at once
+    pump.put({"type": "delta", "turn_id": "t1", "text": "world"})  # within the interval: kept
+    async with asyncio.timeout(GUARD_SEC):
+        await both_shown.wait()  # no third piece, no other event: the timer sent it
+    assert texts == ["Hello, ", "world"]
+    pump.put({"type": "agent_end", "turn_id": "t1", "status": "completed", "last_seq": 0})
+    await pump.close()
+    await live.socket_leave(socket)

@@ -59,17 +59,24 @@ def test_two_queued_messages_one_cancelled_by_keyboard(browser, offline_server):
     expect(page.locator(".msg.user .text")).to_have_text(["forget my color", "what is 2+2"])
 
 
-def test_alt_enter_stops_the_answer_and_sends_the_new_message(browser, offline_server):
+def interrupt_a_long_answer(page) -> None:
+    """Ask for an answer that only a Stop ends, then send "what is 2+3" with Alt+Enter."""
     from playwright.sync_api import expect
 
-    page = new_page(browser)
-    sign_in(page, offline_server)
     # 300 s: longer than any guard, so an answer that ends at all was stopped.
     page.fill("#prompt", "wait 300 seconds")
     page.keyboard.press("Enter")
     expect(page.locator("details.tool .tool-state").last).to_have_text("running…")
     page.fill("#prompt", "what is 2+3")
     page.keyboard.press("Alt+Enter")
+
+
+def test_alt_enter_stops_the_answer_and_sends_the_new_message(browser, offline_server):
+    from playwright.sync_api import expect
+
+    page = new_page(browser)
+    sign_in(page, offline_server)
+    interrupt_a_long_answer(page)
     expect(page.locator(".turn-status").first).to_contain_text("Stopped")
     expect(page.locator(".msg.assistant:not(.streaming) .text").last).to_contain_text("2+3 = 5")
     expect(page.locator(".msg.user .text")).to_have_text(["wait 300 seconds", "what is 2+3"])
@@ -113,11 +120,7 @@ def test_a_queued_frame_that_arrives_after_its_turn_started_shows_nothing_waitin
 
     page.route_web_socket(re.compile(r"/ws/sessions/"), reorder)
     sign_in(page, offline_server)
-    page.fill("#prompt", "wait 300 seconds")
-    page.keyboard.press("Enter")
-    expect(page.locator("details.tool .tool-state").last).to_have_text("running…")
-    page.fill("#prompt", "what is 2+3")
-    page.keyboard.press("Alt+Enter")
+    interrupt_a_long_answer(page)
     expect(page.locator(".msg.assistant:not(.streaming) .text").last).to_contain_text("2+3 = 5")
     assert late == ["what is 2+3"], "the queued frame reached the page after its turn started"
     expect(page.locator("#queue-list li")).to_have_count(0)

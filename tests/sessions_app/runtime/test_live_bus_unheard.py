@@ -21,6 +21,19 @@ def delta(seq: int) -> str:
     return json.dumps({"type": "delta", "text": "x", "event_seq": seq})
 
 
+def delivered_here(monkeypatch) -> list[int]:
+    """The event_seqs the buses hand to their worker's sockets, as they arrive; no turn of
+    these tests answers an ask."""
+    delivered: list[int] = []
+
+    async def on_event(session_id, turn_id, event_seq, text):
+        delivered.append(event_seq)
+
+    monkeypatch.setitem(live_bus._handlers, "on_event", on_event)
+    monkeypatch.setitem(live_bus._handlers, "on_ask", lambda session_id: None)
+    return delivered
+
+
 async def until(condition) -> None:
     async with asyncio.timeout(GUARD_SEC):
         while not condition():
@@ -78,13 +91,7 @@ async def test_a_turn_nobody_follows_publishes_nothing_until_a_worker_asks(setti
 async def test_a_worker_following_before_the_turn_started_gets_every_event(settings, monkeypatch):
     settings.REDIS_URL = TEST_REDIS_URL
     session = f"heard-{uuid.uuid4().hex[:8]}"
-    delivered: list[int] = []
-
-    async def on_event(session_id, turn_id, event_seq, text):
-        delivered.append(event_seq)
-
-    monkeypatch.setitem(live_bus._handlers, "on_event", on_event)
-    monkeypatch.setitem(live_bus._handlers, "on_ask", lambda session_id: None)
+    delivered = delivered_here(monkeypatch)
     worker = live_bus.LiveBus(TEST_REDIS_URL)
     other = live_bus.LiveBus(TEST_REDIS_URL)
     try:
@@ -107,13 +114,7 @@ async def test_the_runners_own_subscription_is_no_listener(settings, monkeypatch
     # are not another worker listening; a tab on another worker is.
     settings.REDIS_URL = TEST_REDIS_URL
     session = f"echo-{uuid.uuid4().hex[:8]}"
-    delivered: list[int] = []
-
-    async def on_event(session_id, turn_id, event_seq, text):
-        delivered.append(event_seq)
-
-    monkeypatch.setitem(live_bus._handlers, "on_event", on_event)
-    monkeypatch.setitem(live_bus._handlers, "on_ask", lambda session_id: None)
+    delivered = delivered_here(monkeypatch)
     worker = live_bus.LiveBus(TEST_REDIS_URL)
     other = live_bus.LiveBus(TEST_REDIS_URL)
     judged: list[int] = []

@@ -30,6 +30,7 @@ from sessions_app.runtime.context_window import tokenizer_preload  # noqa: E402
 from sessions_app.runtime.providers import providers_preload  # noqa: E402
 from sessions_app.web.consumers import UnknownPathConsumer  # noqa: E402
 from sessions_app.web.origins import OriginCheck  # noqa: E402
+from sessions_app.web.read_first import ReadFirst  # noqa: E402
 from sessions_app.web.socket_writes import WriteNow  # noqa: E402
 
 providers_preload()
@@ -39,15 +40,17 @@ application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": WriteNow(
-            OriginCheck(
-                AuthMiddlewareStack(
-                    URLRouter(
-                        [
-                            *websocket_urlpatterns,
-                            # Any other path (an id with "/" in it, a typo) closes with 4400
-                            # instead of failing the handshake with a server error.
-                            re_path(r"", UnknownPathConsumer.as_asgi()),
-                        ]
+            ReadFirst(
+                OriginCheck(
+                    AuthMiddlewareStack(
+                        URLRouter(
+                            [
+                                *websocket_urlpatterns,
+                                # Any other path (an id with "/" in it, a typo) closes with 4400
+                                # instead of failing the handshake with a server error.
+                                re_path(r"", UnknownPathConsumer.as_asgi()),
+                            ]
+                        )
                     )
                 )
             )

@@ -167,14 +167,15 @@ async def turn_not_started(*, session_id: str) -> None:
 
 
 async def turn_begin(*, session_id: str, turn_id: str) -> LiveTurn:
-    """Make the turn joinable: other workers can ask for its state and abort it once this
-    returns, before its first event is numbered."""
+    """Make the turn joinable, before its first event is numbered: other workers can ask
+    for its state and abort it once the bus has confirmed its control subscription (its
+    events are published from then on; this worker's sockets get them at once)."""
     turn = LiveTurn(session_id, turn_id)
     with _lock:
         _turns[session_id] = turn
     bus = live_bus.bus()
     if bus is not None:
-        await bus.turn_started(session_id)
+        bus.turn_started(session_id)
     return turn
 
 

@@ -41,6 +41,7 @@ so the count less the copies it got back is what the other workers got.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
@@ -137,6 +138,8 @@ class LiveBus:
         self.echoes: dict[str, set[tuple[str, int]]] = {}
         # Own turn -> (number, event, receivers) of publishes judged at the confirmation.
         self.unjudged: dict[str, list[tuple[int, tuple[str, int], int]]] = {}
+        # Own turn -> (its control subscription's confirmation, the events held until then).
+        self.held: dict[str, tuple[asyncio.Future, list[tuple[str, int, str]]]] = {}
         self.outbox_ready = asyncio.Event()
         self.readers: dict[int, asyncio.Task] = {}
         self.publisher = asyncio.ensure_future(self._publish_loop())
@@ -149,13 +152,18 @@ class LiveBus:
         return self.pubsub
 
     async def _subscribe(self, channel: str) -> None:
+        await self._subscribing(channel)
+
+    def _subscribing(self, channel: str) -> asyncio.Future:
+        """The confirmation of the channel's subscription, asked for unless it was (never
+        waits)."""
         confirmed = self.subscribed.get(channel)
         if confirmed is None:
             confirmed = self.subscribed[channel] = asyncio.get_running_loop().create_future()
             self._command(self._pubsub_of(channel), "SUBSCRIBE", channel)
-        await confirmed
+        return confirmed
 
-    async def _unsubscribe(self, channel: str) -> None:
+    def _unsubscribe(self, channel: str) -> None:
         if self.subscribed.pop(channel, None) is not None:
             self.leaving[channel] = self.leaving.get(channel, 0) + 1
             self._command(self._pubsub_of(channel), "UNSUBSCRIBE", channel)
@@ -212,7 +220,7 @@ class LiveBus:
             self.followers[session_id] = left
             return
         self.followers.pop(session_id, None)
-        await self._unsubscribe(events_channel(session_id))
+        self._unsubscribe(events_channel(session_id))
 
     def turn_starting(self, session_id: str) -> None:
         """Subscribe to the session's control channel while the turn is still starting (never
@@ -220,36 +228,48 @@ class LiveBus:
         each step of a subscription waits for a pass of the event loop, and the turn's
         first event waits for all of them. An `ask` answered meanwhile finds no running
         turn, which is true until the turn's first event."""
-        channel = control_channel(session_id)
-        if channel not in self.subscribed:
-            self.subscribed[channel] = asyncio.get_running_loop().create_future()
-            self._command(self.control_pubsub, "SUBSCRIBE", channel)
+        self._subscribing(control_channel(session_id))
 
     async def turn_not_started(self, session_id: str) -> None:
         """The turn `turn_starting` announced never started (the session was busy, or gone)."""
         if session_id not in self.own_turns:
-            await self._unsubscribe(control_channel(session_id))
+            self._unsubscribe(control_channel(session_id))
 
-    async def turn_started(self, session_id: str) -> None:
-        """Answer asks and aborts for the session's turn; returns once subscribed, so an
-        asker that finds nobody knows the turn has published nothing yet."""
+    def turn_started(self, session_id: str) -> None:
+        """Answer asks and aborts for the session's turn (never waits).
+
+        The turn's events are published only once its control subscription is confirmed
+        (until then `publish_event` holds them): an asker that found nobody asked before
+        that, and had subscribed to the events before it asked, so it gets every one. This
+        worker's own sockets get the events at once meanwhile: a turn's first events — a
+        Stop's `agent_end` among them — never wait for a Redis round trip on a busy loop."""
         # While this worker runs the session's turn, no other worker can (the turn lease):
         # its sockets need no events from the bus, and this worker no echo of its own.
         self.own_turns.add(session_id)
         self._forget_counts(session_id)
         self.zeros_count_after[session_id] = self.published
-        await self._subscribe(control_channel(session_id))
-        await self._unsubscribe(events_channel(session_id))
+        confirmed = self._subscribing(control_channel(session_id))
+        if not confirmed.done():
+            self.held[session_id] = (confirmed, [])
+            confirmed.add_done_callback(lambda done: self._release(session_id, done))
+        self._unsubscribe(events_channel(session_id))
 
     async def turn_ended(self, session_id: str) -> None:
         """Listen again for the session's events; returns once subscribed, before the turn
         lets go of its lease, so the next turn's events reach this worker's sockets
-        wherever it runs."""
+        wherever it runs. Events still held are published first, once the control
+        subscription is confirmed (or failed, or `ASK_GUARD_SEC` passed)."""
+        held = self.held.get(session_id)
+        if held is not None:
+            with contextlib.suppress(Exception):  # failed, or never answered: publish anyway
+                async with asyncio.timeout(ASK_GUARD_SEC):
+                    await asyncio.shield(held[0])
+            self._release(session_id, held[0])
         self.own_turns.discard(session_id)
         self._forget_counts(session_id)
         if self.followers.get(session_id):
             await self._subscribe(events_channel(session_id))
-        await self._unsubscribe(control_channel(session_id))
+        self._unsubscribe(control_channel(session_id))
 
     # --- publishing -----------------------------------------------------------------------
     def publish_event(self, session_id: str, turn_id: str, event_seq: int, text: str) -> None:
@@ -259,6 +279,23 @@ class LiveBus:
         reconnected) still learns that the turn ended and reads what it missed."""
         if session_id in self.unheard and not frames.is_turn_end(text):
             return
+        held = self.held.get(session_id)
+        if held is not None:
+            held[1].append((turn_id, event_seq, text))
+            return
+        self._publish_now(session_id, turn_id, event_seq, text)
+
+    def _release(self, session_id: str, confirmed: asyncio.Future) -> None:
+        """Publish what the turn held, in order, once `confirmed` (its control subscription)
+        is settled; a late settlement of an earlier turn's subscription releases nothing."""
+        held = self.held.get(session_id)
+        if held is None or held[0] is not confirmed:
+            return
+        del self.held[session_id]
+        for turn_id, event_seq, text in held[1]:
+            self._publish_now(session_id, turn_id, event_seq, text)
+
+    def _publish_now(self, session_id: str, turn_id: str, event_seq: int, text: str) -> None:
         self.published += 1
         data = f"{self.worker}\n{turn_id}\n{event_seq}\n{text}"
         self.outbox.append(

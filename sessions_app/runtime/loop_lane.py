@@ -10,9 +10,9 @@ workers, for work that took 0.1 s in its thread.
 - `wait_first` awaits a pool thread's work and resumes the awaiting task as soon as the
   thread is done: a callback put at the front of the loop's ready queue (it runs next, in
   the pass under way) marks the future done and steps its task right there.
-- `cancel_first` cancels a task (a Stop cancelling its turn's wait for the model) and moves
-  what that schedules (the callbacks of the future it waited on, its step among them, in
-  their order) to the front of that queue: the turn ends in the pass that read the Stop.
+- `FirstFuture.settle`, called at the front of that queue (`call_first_threadsafe`), resumes
+  the tasks awaiting the future in that callback: a Stop's turn goes on before the rest of
+  the pass (runtime.tools.TurnAbort.race).
 
 Only the loop asyncio implements keeps that queue (`_ready`); on another loop both work the
 usual way. Nothing else in the queue changes places.
@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
-import itertools
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -49,35 +48,7 @@ def _nothing() -> None:
     pass
 
 
-def cancel_first(task: asyncio.Task) -> None:
-    """`task.cancel()`, from the task's loop, with what the cancellation schedules run ahead
-    of the callbacks already waiting: every callback of the future the task waits on (in
-    their order: the loop's own clean-up of a socket's wait comes before the task's step,
-    which may close that socket and free its descriptor for another), the task's step last."""
-    loop = task.get_loop()
-    ready = getattr(loop, "_ready", None)
-    waiter = getattr(task, "_fut_waiter", None)
-    if not isinstance(ready, deque) or waiter is None:
-        task.cancel()  # nothing waits to be moved: a task already due steps where it is
-        return
-    before = len(ready)
-    task.cancel()
-    # The future's callbacks, scheduled by cancel() at the back (each called with the
-    # future); other threads may have appended meanwhile, and theirs stay where they are.
-    # (A thread's appendleft meanwhile shifts the queue by one: one more is looked at.)
-    newest = itertools.islice(reversed(ready), len(ready) - before + 1)
-    scheduled = [
-        handle
-        for handle in newest
-        if handle._args is not None and len(handle._args) == 1 and handle._args[0] is waiter
-    ]
-    for handle in scheduled:  # newest first: each goes in front of the one after it
-        moved = asyncio.Handle(handle._callback, handle._args, loop, handle._context)
-        handle.cancel()  # (it forgets its callback)
-        ready.appendleft(moved)
-
-
-class _FirstFuture(asyncio.Future):
+class FirstFuture(asyncio.Future):
     """A future whose waiting tasks step in the callback that resolves it, not one pass
     later (a plain future schedules them at the back of the ready queue)."""
 
@@ -108,16 +79,20 @@ class _FirstFuture(asyncio.Future):
 
     def settle_from(self, done: concurrent.futures.Future) -> None:
         """On the loop: take `done`'s outcome and step the waiting tasks now."""
-        if self.done():
-            return  # cancelled meanwhile
         if done.cancelled():
             self.cancel()
             return
-        error = done.exception()
+        self.settle(done.result() if done.exception() is None else None, done.exception())
+
+    def settle(self, result: Any = None, error: BaseException | None = None) -> None:
+        """On the loop, in a callback (not inside a task's step: a task cannot step inside
+        another's): the outcome, and the waiting tasks step now. Nothing once done."""
+        if self.done():
+            return  # cancelled meanwhile, or settled already
         if error is not None:
             self.set_exception(error)
         else:
-            self.set_result(done.result())
+            self.set_result(result)
         waiting, self._waiting = self._waiting, []
         for fn, context in waiting:
             try:
@@ -135,7 +110,7 @@ async def wait_first(done: concurrent.futures.Future) -> Any:
     """Await a pool thread's future; the caller resumes as soon as it is done (see above).
     Cancelling the caller cancels the work if it has not started, as `wrap_future` does."""
     loop = asyncio.get_running_loop()
-    waiter = _FirstFuture(loop=loop)
+    waiter = FirstFuture(loop=loop)
 
     def on_done(finished: concurrent.futures.Future) -> None:  # in the pool's thread
         call_first_threadsafe(loop, waiter.settle_from, finished)

@@ -13,16 +13,19 @@ import json
 import logging
 import operator
 import threading
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from sessions_app.runtime.executors import in_pool
-from sessions_app.runtime.loop_lane import call_first_threadsafe, cancel_first
+from sessions_app.runtime.loop_lane import FirstFuture, call_first_threadsafe
 from sessions_app.runtime.providers.base import ToolSpec
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 ABORTED_RESULT_TEXT = "aborted: the user stopped the turn before this tool finished"
 MAX_WAIT_SEC = 300
@@ -40,7 +43,7 @@ class TurnAbort:
         self._flag = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event: asyncio.Event | None = None
-        self._interrupt: Interrupt | None = None
+        self._race: _Race | None = None
 
     def is_set(self) -> bool:
         return self._flag.is_set()
@@ -53,25 +56,29 @@ class TurnAbort:
                 loop.call_soon_threadsafe(event.set)
             except RuntimeError:  # the loop has closed: nobody awaits any more
                 pass
-        interrupt = self._interrupt
-        if interrupt is not None:
-            interrupt.fire_from_any_thread()
+        race = self._race
+        if race is not None:
+            race.stop()
 
-    @contextmanager
-    def interrupting(self) -> Iterator[Interrupt]:
-        """While inside, setting the flag cancels the calling task where it waits (a model's
-        answer: its next piece may be a second away under load, its first byte longer). A
-        flag set already cancels it at its first wait. The block's `except CancelledError`
-        asks `Interrupt.taken_back()` whether the cancellation was this Stop's alone."""
-        interrupt = Interrupt(asyncio.get_running_loop(), asyncio.current_task())
-        self._interrupt = interrupt
+    async def race(self, call: Coroutine[Any, Any, T]) -> tuple[bool, T | None]:
+        """Run `call` (a model's answer) in a task of its own until it ends: `(False, its
+        result)`, or its error raised. Once the flag is set — already, or while it runs —
+        `(True, None)` at once: the caller resumes ahead of the loop's waiting work
+        (runtime.loop_lane), and the call is cancelled and left to unwind by itself.
+
+        A Stop does not wait for the model's next piece, nor for the clean-up of a request
+        cancelled mid-way (a connection closing awaits, and each await is a pass of a busy
+        event loop: 0.1–0.2 s each in a storm of streamed answers, docs/performance.md).
+        Cancelling the caller cancels the call."""
+        race = _Race(asyncio.get_running_loop(), call)
+        self._race = race
         if self._flag.is_set():
-            interrupt.fire_from_any_thread()
+            race.stop()
         try:
-            yield interrupt
+            return await race.outcome
         finally:
-            interrupt.active = False
-            self._interrupt = None
+            self._race = None
+            race.let_go()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block this thread until set (True) or `timeout` passes (False)."""
@@ -90,38 +97,38 @@ class TurnAbort:
         return True
 
 
-class Interrupt:
-    """A task that a turn's Stop cancels at once, for as long as `active`."""
+class _Race:
+    """A call in a task of its own, and the outcome its caller awaits: the call's, or a
+    Stop's, whichever comes first. Both are settled at the front of the loop's queue, in a
+    callback: a task cannot resume another inside its own step."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task):
+    def __init__(self, loop: asyncio.AbstractEventLoop, call: Coroutine):
         self.loop = loop
-        self.task = task
-        self.active = True
-        self.fired = False
+        self.call = call
+        self.started = False
+        self.outcome = FirstFuture(loop=loop)
+        self.task = loop.create_task(self._run())
 
-    def fire_from_any_thread(self) -> None:
+    async def _run(self) -> None:
+        self.started = True
         try:
-            on_the_loop = asyncio.get_running_loop() is self.loop
-        except RuntimeError:
-            on_the_loop = False
-        if on_the_loop:
-            self._fire()  # a Stop read on the turn's own loop: no hop through its queue
-            return
-        # From the lease keeper's thread (a Stop sent to another worker): ahead of the
-        # loop's other work, as on the loop (runtime.loop_lane).
-        call_first_threadsafe(self.loop, self._fire)
+            result = await self.call
+        except asyncio.CancelledError:
+            raise  # let go of: the caller has its outcome
+        except Exception as error:  # noqa: BLE001 - the caller's to raise (or, once stopped, nobody's)
+            call_first_threadsafe(self.loop, self.outcome.settle, None, error)
+        else:
+            call_first_threadsafe(self.loop, self.outcome.settle, (False, result))
 
-    def _fire(self) -> None:
-        if self.active and not self.fired:
-            self.fired = True
-            # The turn's step goes ahead of the loop's waiting callbacks: under a storm they
-            # are a pass of hundreds of streamed pieces, 0.1–0.5 s.
-            cancel_first(self.task)
+    def stop(self) -> None:
+        """From any thread, the loop's included."""
+        call_first_threadsafe(self.loop, self.outcome.settle, (True, None))
 
-    def taken_back(self) -> bool:
-        """In the block's `except CancelledError`: True when the cancellation was this Stop's
-        alone, now undone (the block then ends as a Stop does); False when it must go on."""
-        return self.fired and self.task.uncancel() == 0
+    def let_go(self) -> None:
+        if not self.task.done():
+            self.task.cancel()
+        if not self.started:
+            self.call.close()  # stopped before it began: it never will
 
 
 @dataclass(frozen=True)

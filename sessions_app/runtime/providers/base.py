@@ -6,7 +6,7 @@ import asyncio
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -232,27 +232,24 @@ class SdkProvider(ABC):
             entries=entries, system_prompt=system_prompt, tools=tools, parameters=parameters
         )
         answer = self._answer(on_delta)
-        with self._sdk_errors(), _interruptible(abort) as interrupt:
-            try:
-                async with await self._open_stream(await self._aconnect(), request) as stream:
-                    async for chunk in stream:
-                        if abort.is_set():
-                            return answer.finish(stopped=True)
-                        answer.feed(chunk)
-            except asyncio.CancelledError:
-                # A Stop does not wait for the model's next piece: the request or the read
-                # is cancelled where it waits, and the answer so far stands.
-                if interrupt is None or not interrupt.taken_back():
-                    raise
-                return answer.finish(stopped=True)
-        return answer.finish(stopped=False)
+        streamed = self._astream_into(answer, request, abort)
+        race = getattr(abort, "race", None)
+        if race is None:  # a plain Event: looked at between pieces
+            return answer.finish(stopped=await streamed)
+        # A Stop does not wait for the model's next piece, nor for the request's clean-up:
+        # the answer so far stands (runtime.tools.TurnAbort.race).
+        stopped, stopped_between_pieces = await race(streamed)
+        return answer.finish(stopped=stopped or bool(stopped_between_pieces))
 
-
-def _interruptible(abort: AbortFlag) -> AbstractContextManager:
-    """The turn's flag cancels the model call at once when it can (runtime.tools.TurnAbort);
-    a plain Event is only looked at between pieces."""
-    interrupting = getattr(abort, "interrupting", None)
-    return interrupting() if interrupting is not None else nullcontext()
+    async def _astream_into(self, answer: StreamedAnswer, request: dict, abort: AbortFlag) -> bool:
+        """Feed the model's pieces to `answer`; True when the flag stopped it between two."""
+        with self._sdk_errors():
+            async with await self._open_stream(await self._aconnect(), request) as stream:
+                async for chunk in stream:
+                    if abort.is_set():
+                        return True
+                    answer.feed(chunk)
+        return False
 
 
 class StreamedAnswer(Protocol):

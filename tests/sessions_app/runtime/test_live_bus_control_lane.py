@@ -16,6 +16,12 @@ pytestmark = [pytest.mark.anyio, requires_redis]
 QUEUED_EVENTS = 200
 
 
+async def started(bus: live_bus.LiveBus, session_id: str) -> None:
+    """The turn runs on `bus`'s worker, and that worker has confirmed its control channel."""
+    bus.turn_started(session_id)
+    await bus.subscribed[live_bus.control_channel(session_id)]
+
+
 async def _closed(bus: live_bus.LiveBus) -> None:
     tasks = [bus.publisher, *bus.readers.values(), *bus.commanders.values()]
     for task in [*tasks, bus.reply_ready]:
@@ -45,7 +51,7 @@ async def test_an_abort_overtakes_the_events_a_busy_worker_has_not_read(settings
     other = live_bus.LiveBus(TEST_REDIS_URL)  # streams the followed turn, sends the Stop
     try:
         await worker.follow(followed)
-        await worker.turn_started(running)
+        await started(worker, running)
         for seq in range(1, QUEUED_EVENTS + 1):
             other.publish_event(followed, "t1", seq, f'{{"type":"delta","event_seq":{seq}}}')
         async with asyncio.timeout(GUARD_SEC):
@@ -79,11 +85,11 @@ async def test_a_starting_turn_listens_early_and_a_refused_one_leaves_a_running_
             worker.turn_starting(starting)
             await worker.subscribed[live_bus.control_channel(starting)]
             assert await other.abort(starting)
-            await worker.turn_started(starting)  # already subscribed: no second SUBSCRIBE
+            await started(worker, starting)  # already subscribed: no second SUBSCRIBE
 
             # A second prompt of a session whose turn runs here is refused (busy): the
             # running turn keeps its control channel.
-            await worker.turn_started(running)
+            await started(worker, running)
             worker.turn_starting(running)
             await worker.turn_not_started(running)
             assert await other.abort(running)
@@ -127,7 +133,7 @@ async def test_turns_that_start_at_once_subscribe_together_and_each_hears_its_st
     try:
         async with asyncio.timeout(GUARD_SEC):
             await worker.reply_ready
-            await asyncio.gather(*(worker.turn_started(session) for session in sessions))
+            await asyncio.gather(*(started(worker, session) for session in sessions))
         subscribes = [args for args in sent if args[0] == "SUBSCRIBE"]
         assert len(subscribes) <= 2, f"{len(subscribes)} SUBSCRIBE commands for one burst"
         subscribed = [c for args in subscribes for c in args[1:] if c.endswith(":control")]
@@ -143,3 +149,57 @@ async def test_turns_that_start_at_once_subscribe_together_and_each_hears_its_st
     finally:
         await _closed(worker)
         await _closed(other)
+
+
+async def test_a_turns_events_wait_for_its_control_channel_not_its_start(settings, monkeypatch):
+    # A turn's first event used to wait for its control channel's SUBSCRIBE to be confirmed,
+    # a Redis round trip read on a busy loop, and every later event (a Stop's agent_end
+    # among them) waited behind it, for this worker's own sockets too. Now only the
+    # publishes wait: an asker that found nobody had subscribed to the events before it
+    # asked, so it still gets every one.
+    settings.REDIS_URL = TEST_REDIS_URL
+    session = f"held-{uuid.uuid4().hex[:8]}"
+    delivered: list[int] = []  # on the other worker
+
+    async def on_event(session_id, turn_id, event_seq, text):
+        delivered.append(event_seq)
+
+    monkeypatch.setitem(live_bus._handlers, "on_event", on_event)
+    monkeypatch.setitem(live_bus._handlers, "on_ask", lambda session_id: None)
+    worker = live_bus.LiveBus(TEST_REDIS_URL)
+    other = live_bus.LiveBus(TEST_REDIS_URL)
+    confirm = asyncio.Event()
+    subscribe = worker.control_pubsub.subscribe
+
+    async def confirmed_later(*channels):
+        await confirm.wait()  # Redis has not answered yet
+        return await subscribe(*channels)
+
+    try:
+        async with asyncio.timeout(GUARD_SEC):
+            await worker.reply_ready  # (its answers' channel: subscribed as usual)
+            monkeypatch.setattr(worker.control_pubsub, "subscribe", confirmed_later)
+            await other.follow(session)
+            assert await other.ask(session) is None  # nobody runs it yet
+            worker.turn_started(session)  # returns at once: nothing to wait for
+            for seq in (1, 2):
+                worker.publish_event(session, "turn_1", seq, _delta(seq))
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert worker.published == 0 and delivered == []  # held, not lost
+
+            confirm.set()
+            end = '{"type": "agent_end", "status": "aborted", "event_seq": 3}'
+            worker.publish_event(session, "turn_1", 3, end)
+            await worker.turn_ended(session)  # publishes what is held, then lets go
+            while len(delivered) < 3:
+                await asyncio.sleep(0)
+        assert delivered == [1, 2, 3]
+    finally:
+        confirm.set()
+        await _closed(worker)
+        await _closed(other)
+
+
+def _delta(seq: int) -> str:
+    return f'{{"type": "delta", "text": "x", "event_seq": {seq}}}'

@@ -12,7 +12,7 @@ from sessions_app.core import frames
 from sessions_app.runtime import live_bus
 from tests.helpers import GUARD_SEC
 from tests.multiprocess.redis_layer import TEST_REDIS_URL, requires_redis
-from tests.sessions_app.runtime.test_live_bus_control_lane import _closed
+from tests.sessions_app.runtime.test_live_bus_control_lane import _closed, started
 
 pytestmark = [pytest.mark.anyio, requires_redis]
 
@@ -55,7 +55,7 @@ async def test_a_turn_nobody_follows_publishes_nothing_until_a_worker_asks(setti
     worker = live_bus.LiveBus(TEST_REDIS_URL)  # runs the turn
     other = live_bus.LiveBus(TEST_REDIS_URL)  # a tab of the session joins it later
     try:
-        await worker.turn_started(session)
+        await started(worker, session)
         worker.publish_event(session, turn, 1, delta(1))
         await until(lambda: session in worker.unheard)  # Redis said: no worker got it
         worker.publish_event(session, turn, 2, delta(2))
@@ -97,7 +97,7 @@ async def test_a_worker_following_before_the_turn_started_gets_every_event(setti
     try:
         # A tab on the other worker, open before the turn (sent from this worker) starts.
         await other.follow(session)
-        await worker.turn_started(session)
+        await started(worker, session)
         for seq in range(1, 6):
             worker.publish_event(session, "turn_1", seq, delta(seq))
         await until(lambda: len(delivered) == 5)
@@ -133,7 +133,7 @@ async def test_the_runners_own_subscription_is_no_listener(settings, monkeypatch
         await worker.follow(session)
         if others_follow:
             await other.follow(session)
-        await worker.turn_started(session)
+        await started(worker, session)
         for seq in (1, 2, 3):
             worker.publish_event(session, "turn_1", seq, delta(seq))
         # Each count includes the runner, which gets its copies back: judged only later.

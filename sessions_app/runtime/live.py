@@ -85,11 +85,15 @@ class LiveSocket:
         session_id: str,
         send: Callable[[str], Awaitable[None]],
         write_now: Callable[[], None] | None = None,
+        send_now: Callable[[str], bool] | None = None,
     ):
         self.session_id = session_id
         self.send = send
         # Writes what the socket holds at once: for a turn's end (web.socket_writes).
         self.write_now = write_now
+        # Hands a frame to the open socket's protocol without `send`'s layers; False when
+        # the socket is not open, and `send` then does what it does with a closing one.
+        self.send_now = send_now
         self.loop = asyncio.get_running_loop()
         self.pending: list[tuple[str, int, str]] | None = []
         # The snapshot's turn and event_seq: its events up to there are in the snapshot.
@@ -104,7 +108,7 @@ class LiveSocket:
             # answer to `ask` and the events leave that worker on different connections.
             return
         try:
-            await self.send(text)
+            await self._send(text)
             if self.write_now is not None and frames.is_turn_end(text):
                 self.write_now()
         except Exception:  # noqa: BLE001 - a socket going away must not stop the others
@@ -119,8 +123,12 @@ class LiveSocket:
             batch, self.pending = self.pending, []
             for turn_id, event_seq, text in batch:
                 if not self._in_snapshot(turn_id, event_seq):
-                    await self.send(text)
+                    await self._send(text)
         self.pending = None
+
+    async def _send(self, text: str) -> None:
+        if self.send_now is None or not self.send_now(text):
+            await self.send(text)
 
     def _in_snapshot(self, turn_id: str, event_seq: int) -> bool:
         holds = self.snapshot_holds

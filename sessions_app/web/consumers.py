@@ -41,7 +41,7 @@ from sessions_app.store import SessionNotFound
 from sessions_app.web import commands
 from sessions_app.web.frame_lane import FrameLane, frame_lane_install
 from sessions_app.web.notice_watch import notices_unwatch, notices_watch
-from sessions_app.web.socket_writes import WRITE_NOW
+from sessions_app.web.socket_writes import SEND_TEXT_NOW, WRITE_NOW
 
 logger = logging.getLogger(__name__)
 
@@ -203,7 +203,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self.counted = True
         # Joined before the snapshot is read: the running turn's later events wait for it,
         # and the ones it already holds are not sent again (docs/design.md §17).
-        self.live_socket = live.LiveSocket(session_id, self._send_text, self.scope.get(WRITE_NOW))
+        self.live_socket = live.LiveSocket(
+            session_id,
+            self._send_text,
+            self.scope.get(WRITE_NOW),
+            self.scope.get(SEND_TEXT_NOW),
+        )
         running = await live.socket_join(self.live_socket)
         snapshot = await _socket_db(
             selectors.session_snapshot,

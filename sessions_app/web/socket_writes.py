@@ -8,6 +8,13 @@ and a short answer are judged by when it arrives.
 `WriteNow`, the outermost middleware of the WebSocket routes, puts in the scope a function
 (`scope[WRITE_NOW]`) that writes what the socket's transport holds. Without Daphne's TCP
 transport (TLS, another server, a test's communicator) it does nothing.
+
+It also puts there `scope[SEND_TEXT_NOW]`: a turn's event frame handed to the socket's
+WebSocket protocol directly. A frame goes that way to every tab of a session, a dozen per
+turn each; through Channels' `send` it went through five coroutines (the consumer's, the
+session middleware's, Daphne's `handle_reply`) that end in the same call
+(docs/performance.md). It declines (False) a socket that is not open, which then takes the
+usual way and its handling of a closing socket; None without Daphne's protocol.
 """
 
 from __future__ import annotations
@@ -16,16 +23,22 @@ import functools
 from collections.abc import Callable
 
 WRITE_NOW = "jarvis.write_now"
+SEND_TEXT_NOW = "jarvis.send_text_now"
 
 
 def _nothing() -> None:
     pass
 
 
+def _daphne_protocol(send: Callable):
+    """Daphne's `send` is `partial(server.handle_reply, protocol)`: the protocol, else None."""
+    return send.args[0] if isinstance(send, functools.partial) and send.args else None
+
+
 def write_now_for(send: Callable) -> Callable[[], None]:
-    """Daphne's `send` is `partial(server.handle_reply, protocol)`: the function that writes
-    what the protocol's transport holds, or one that does nothing."""
-    protocol = send.args[0] if isinstance(send, functools.partial) and send.args else None
+    """The function that writes what the protocol's transport holds, or one that does
+    nothing."""
+    protocol = _daphne_protocol(send)
     transport = getattr(protocol, "transport", None)
     do_write = getattr(transport, "doWrite", None)
     if do_write is None:
@@ -40,11 +53,31 @@ def write_now_for(send: Callable) -> Callable[[], None]:
     return write_now
 
 
+def send_text_now_for(send: Callable) -> Callable[[str], bool] | None:
+    """A text frame handed to Daphne's WebSocket protocol, as its `handle_reply` does with a
+    `websocket.send`; False, and nothing sent, when the socket is not open."""
+    protocol = _daphne_protocol(send)
+    send_message = getattr(protocol, "sendMessage", None)
+    open_state = getattr(protocol, "STATE_OPEN", None)
+    if send_message is None or open_state is None:
+        return None
+
+    def send_text_now(text: str) -> bool:
+        if protocol.state != open_state:
+            return False
+        send_message(text.encode("utf8"), False)
+        return True
+
+    return send_text_now
+
+
 class WriteNow:
-    """ASGI middleware: `scope[WRITE_NOW]` for the consumer (see the module)."""
+    """ASGI middleware: `scope[WRITE_NOW]` and `scope[SEND_TEXT_NOW]` for the consumer (see
+    the module)."""
 
     def __init__(self, application):
         self.application = application
 
     async def __call__(self, scope, receive, send):
-        return await self.application({**scope, WRITE_NOW: write_now_for(send)}, receive, send)
+        writers = {WRITE_NOW: write_now_for(send), SEND_TEXT_NOW: send_text_now_for(send)}
+        return await self.application({**scope, **writers}, receive, send)

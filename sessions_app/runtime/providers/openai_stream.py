@@ -31,24 +31,33 @@ class ServerSentEvents:
     reads them: a blank line ends an event; `data` lines are joined with newlines; `event`
     names it; comments and other fields are skipped. Lines may end in LF, CRLF or CR.
 
-    Each event is `(name or None, data)`. Time is linear in the bytes: each chunk is searched
-    once, wherever an event's end falls."""
+    Each event is `(name or None, data)`: `feed` each chunk in order, then `end`. Time is
+    linear in the bytes: each chunk is searched once, wherever an event's end falls."""
+
+    def __init__(self):
+        self.pending = bytearray()
+        self.held_cr = False  # a chunk ended in CR: the next may begin with the LF of a CRLF
+
+    def feed(self, chunk: bytes) -> list[tuple]:
+        """The events `chunk` completes."""
+        if self.held_cr:
+            chunk = b"\r" + chunk
+        self.held_cr = chunk.endswith(b"\r")
+        if self.held_cr:
+            chunk = chunk[:-1]
+        return _events(self.pending, chunk)
+
+    def end(self) -> list[tuple]:
+        """The events the stream's end completes: its last CR ends a line after all. (The SDK
+        dispatches an event only at a blank line: an unfinished last one is dropped.)"""
+        return _events(self.pending, b"\n") if self.held_cr else []
 
     async def aiter_bytes(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[tuple]:
-        pending = bytearray()
-        held_cr = False  # a chunk ended in CR: the next may begin with the LF of a CRLF
         async for chunk in chunks:
-            if held_cr:
-                chunk = b"\r" + chunk
-            held_cr = chunk.endswith(b"\r")
-            if held_cr:
-                chunk = chunk[:-1]
-            for event in _events(pending, chunk):
+            for event in self.feed(chunk):
                 yield event
-        if held_cr:  # the stream's last CR ends a line after all
-            for event in _events(pending, b"\n"):
-                yield event
-        # The SDK dispatches an event only at a blank line: an unfinished last one is dropped.
+        for event in self.end():
+            yield event
 
 
 def _events(pending: bytearray, chunk: bytes) -> list[tuple]:
@@ -88,11 +97,14 @@ def _event(block: bytes) -> tuple[str | None, str] | None:
 
 
 class ChunkStream(openai.AsyncStream[object]):
-    """The SDK's async stream of a chat completion's chunks, each the decoded JSON object."""
+    """The SDK's async stream of a chat completion's chunks, each the decoded JSON object.
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self._decoder = ServerSentEvents()
+    One generator from the response's bytes to the chunks: each layer of generators a piece
+    goes through is a resumption per piece, fifty pieces an answer (docs/performance.md)."""
+
+    def __aiter__(self) -> AsyncIterator[object]:
+        # The SDK's `__aiter__` re-yields every chunk through a generator of its own.
+        return self._iterator
 
     def _body(self) -> AsyncIterator[bytes]:
         """The response's bytes. Unencoded (what the API sends), they are read straight from
@@ -103,38 +115,45 @@ class ChunkStream(openai.AsyncStream[object]):
             return response.stream.__aiter__()
         return response.aiter_bytes()
 
-    async def _iter_events(self) -> AsyncIterator[tuple]:
-        # The SDK's errors for a stream cut or timed out, as its own `_iter_events` raises them.
-        try:
-            async for event in self._decoder.aiter_bytes(self._body()):
-                yield event
-        except httpx2.TimeoutException as error:
-            raise openai.APITimeoutError(request=self.response.request) from error
-        except (httpx2.RequestError, ssl.SSLError) as error:
-            raise openai.APIConnectionError(request=self.response.request) from error
-
     async def __stream__(self) -> AsyncIterator[object]:
         response = self.response
-        events = self._iter_events()
+        body = self._body()
+        events = ServerSentEvents()
         try:
-            async for _name, data in events:
-                if data.startswith("[DONE]"):
-                    await _drained(events)
-                    break
-                chunk = _chunk_loads(data)
-                if isinstance(chunk, dict) and chunk.get("error"):
-                    error = chunk["error"]
-                    message = error.get("message") if isinstance(error, dict) else None
-                    raise openai.APIError(
-                        message=message
-                        if isinstance(message, str) and message
-                        else "An error occurred during streaming",
-                        request=response.request,
-                        body=error,
-                    )
-                yield chunk
+            # The SDK's errors for a stream cut or timed out, as its own `_iter_events` raises them.
+            try:
+                async for raw in body:
+                    for _name, data in events.feed(raw):
+                        if data.startswith("[DONE]"):
+                            await _drained(body)
+                            return
+                        yield _chunk(data, response)
+                for _name, data in events.end():
+                    if data.startswith("[DONE]"):
+                        return
+                    yield _chunk(data, response)
+            except httpx2.TimeoutException as error:
+                raise openai.APITimeoutError(request=response.request) from error
+            except (httpx2.RequestError, ssl.SSLError) as error:
+                raise openai.APIConnectionError(request=response.request) from error
         finally:
             await response.aclose()
+
+
+def _chunk(data: str, response) -> object:
+    """One event's chunk; the SDK's error for an `error` the stream sends instead."""
+    chunk = _chunk_loads(data)
+    if isinstance(chunk, dict) and chunk.get("error"):
+        error = chunk["error"]
+        message = error.get("message") if isinstance(error, dict) else None
+        raise openai.APIError(
+            message=message
+            if isinstance(message, str) and message
+            else "An error occurred during streaming",
+            request=response.request,
+            body=error,
+        )
+    return chunk
 
 
 def _chunk_loads(data: str):
@@ -147,13 +166,13 @@ def _chunk_loads(data: str):
         return json.loads(data)
 
 
-async def _drained(events: AsyncIterator[tuple]) -> None:
+async def _drained(body: AsyncIterator[bytes]) -> None:
     """Read what follows `[DONE]` (the end of the chunked body), briefly, as the SDK does: a
     response read to its end gives its connection back to the pool, so the next turn's
     request does not open a new one (and, to the real API, a new TLS session)."""
     try:
         async with asyncio.timeout(DRAIN_SEC):
-            async for _ in events:
+            async for _ in body:
                 pass
-    except (TimeoutError, openai.APIError):
+    except (TimeoutError, httpx2.HTTPError, ssl.SSLError):
         pass  # what was answered stands; the connection is closed instead of kept

@@ -7,7 +7,12 @@ import pytest
 
 from sessions_app.core import frames
 from sessions_app.runtime.live import LiveSocket
-from sessions_app.web.socket_writes import WRITE_NOW, WriteNow, write_now_for
+from sessions_app.web.socket_writes import (
+    WRITE_NOW,
+    WriteNow,
+    send_text_now_for,
+    write_now_for,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -98,3 +103,47 @@ def test_every_agent_end_frame_is_told_from_its_text():
         assert frames.is_turn_end(frames.frame_text(event))
     for other in ({"type": "agent_start", "turn_id": "t"}, {"type": "delta", "text": "agent_end"}):
         assert not frames.is_turn_end(frames.frame_text(other))
+
+
+class WebSocketProtocol(Protocol):
+    """Daphne's protocol as far as a frame goes: autobahn's `sendMessage` and its state."""
+
+    STATE_OPEN, STATE_CLOSING = 1, 2
+
+    def __init__(self):
+        super().__init__()
+        self.state = self.STATE_OPEN
+
+    def sendMessage(self, payload: bytes, isBinary: bool) -> None:  # noqa: N802, N803 - autobahn's
+        assert not isBinary
+        self.transport.write(payload)
+
+
+async def test_a_turns_frames_go_to_an_open_socket_without_channels_layers():
+    protocol = WebSocketProtocol()
+    through_channels: list[str] = []
+
+    async def send_text(text: str) -> None:
+        through_channels.append(text)
+
+    send = daphne_send(protocol)
+    socket = LiveSocket("s1", send_text, write_now_for(send), send_text_now_for(send))
+    await socket.go_live(None)
+    delta = frames.frame_text({"type": "delta", "text": "héllo", "event_seq": 1})
+    await socket.deliver("t1", 1, delta)
+    assert protocol.transport.held == [delta.encode("utf8")] and through_channels == []
+
+    # A closing socket takes the usual way, which knows what to do with it.
+    protocol.state = protocol.STATE_CLOSING
+    end = frames.frame_text({"type": "agent_end", "status": "completed", "event_seq": 2})
+    await socket.deliver("t1", 2, end)
+    assert through_channels == [end]
+    assert protocol.transport.written + protocol.transport.held == [delta.encode("utf8")]
+
+
+def test_without_daphnes_protocol_there_is_no_direct_way():
+    async def other_server_send(message):
+        pass
+
+    assert send_text_now_for(other_server_send) is None
+    assert send_text_now_for(daphne_send(Protocol())) is None  # no WebSocket protocol

@@ -27,7 +27,7 @@ import os
 import queue
 import threading
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
@@ -115,6 +115,14 @@ class ClosingExecutor(ThreadPoolExecutor):
         finally:
             _lane.first = False
 
+    def withdraw(self, future: Future) -> bool:
+        """Cancel work submitted here that no thread has taken yet; False once one has."""
+        if not future.cancel():
+            return False
+        with self._pending_lock:
+            self._pending -= 1
+        return True
+
     def _run(self, fn, *args, **kwargs):
         try:
             return fn(*args, **kwargs)
@@ -182,6 +190,30 @@ async def in_pool_first(name: str, function, /, *args, **kwargs):
     """`in_pool`, ahead of the work already waiting for the pool: for a new turn's start
     (its first model call must not wait behind other turns' writes)."""
     return await _in_pool(name, True, function, *args, **kwargs)
+
+
+async def start_in_pool(abort, function, /, *args, **kwargs):
+    """`in_pool_first("store", …)` for a turn's start, with the turn's abort flag: a Stop that
+    comes while the work still waits for a store thread (behind a burst's other starts)
+    moves it to the `control` pool, so the stopped turn stores its start, finds the Stop
+    and ends at once, not after every start queued before it. Work a thread has taken
+    stays there, and its caller resumes as soon as it is done."""
+    race = getattr(abort, "race", None)
+    if race is None or _in_caller_thread.get():
+        return await in_pool_first("store", function, *args, **kwargs)
+    call = functools.partial(function, *args, **kwargs)
+    executor = pool("store")
+    future = executor.submit_first(contextvars.copy_context().run, call)
+    stopped, result = await race(_result_of(future))
+    if not stopped:
+        return result
+    if executor.withdraw(future):
+        return await in_pool("control", call)
+    return await wait_first(future)
+
+
+async def _result_of(future: Future):
+    return await asyncio.wrap_future(future)
 
 
 async def _in_pool(name: str, first: bool, function, /, *args, **kwargs):

@@ -31,7 +31,7 @@ from django.db import connection
 from jarvis_site.shared import metrics
 from jarvis_site.shared.errors import Code
 from sessions_app.core.ids import validate_session_id
-from sessions_app.runtime.executors import in_pool_first
+from sessions_app.runtime.executors import start_in_pool
 from sessions_app.store import get_store
 from sessions_app.store.base import SessionMeta
 from sessions_app.store.lease import TurnLeaseBackend
@@ -106,16 +106,19 @@ class TurnLease:
         # If `then` fails, the lease is held still: `held` says so.
         return True, then(self.backend.meta_when_taken)
 
-    async def acquire_async(self, wait_sec: float, then: Callable[[SessionMeta | None], T]) -> T:
+    async def acquire_async(
+        self, wait_sec: float, then: Callable[[SessionMeta | None], T], abort=None
+    ) -> T:
         """`acquire` for a coroutine (it waits without holding a thread), then `then(meta)` in
         the same pool call as the taking: a turn's first writes leave with its lease, one trip
         through the pool's queue and back to a busy event loop instead of two. `meta` is the
         session as the taking found it when the store's lease says (else None). If `then`
-        raises, the lease is held (`held`) and the caller releases it."""
+        raises, the lease is held (`held`) and the caller releases it. A Stop of the turn
+        (`abort`) while the taking waits for a thread moves it ahead (executors.start_in_pool)."""
         deadline = time.monotonic() + wait_sec
         while True:
             # Ahead of other turns' writes, as the rest of a turn's start (runtime.executors).
-            taken, result = await in_pool_first("store", self._take_then, then)
+            taken, result = await start_in_pool(abort, self._take_then, then)
             if taken:
                 return result
             if time.monotonic() >= deadline:

@@ -461,6 +461,7 @@ async def _run(
                     take=partial(
                         lease.acquire_async,
                         settings.BUSY_GRACE_SEC if wait_sec is None else wait_sec,
+                        abort=abort,
                     ),
                     held=held,
                 )

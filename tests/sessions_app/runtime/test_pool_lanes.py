@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 
 from sessions_app.runtime import executors
+from sessions_app.runtime.tools import TurnAbort
 from tests.helpers import GUARD_SEC
 
 pytestmark = pytest.mark.anyio
@@ -47,3 +48,60 @@ async def test_work_submitted_first_runs_before_the_work_already_queued():
     # Every write was queued before the start was submitted, and the start ran first.
     assert ran[0] == "turn start"
     assert sorted(ran[1:], key=lambda w: int(w.split()[1])) == [f"write {i}" for i in range(QUEUED)]
+
+
+async def test_a_stopped_turns_start_leaves_the_queue_of_starts():
+    # 0.5 s into a burst on two workers a turn's start may still wait behind hundreds of
+    # others: its Stop must not wait for them. The start moves to the control pool, runs
+    # once, and the stopped turn ends with its message stored.
+    threads = settings.STORE_THREADS
+    release = threading.Event()
+    busy = threading.Semaphore(0)
+    ran: list[str] = []
+
+    def hold():
+        busy.release()
+        assert release.wait(GUARD_SEC)
+
+    holding = [asyncio.ensure_future(executors.in_pool("store", hold)) for _ in range(threads)]
+    for _ in range(threads):
+        assert await asyncio.to_thread(busy.acquire, True, GUARD_SEC)
+    others = [
+        asyncio.ensure_future(executors.in_pool_first("store", ran.append, f"start {i}"))
+        for i in range(QUEUED)
+    ]
+    abort = TurnAbort()
+    stopped = asyncio.ensure_future(executors.start_in_pool(abort, ran.append, "stopped start"))
+    await asyncio.sleep(0)
+    abort.set()
+    try:
+        async with asyncio.timeout(GUARD_SEC):
+            await stopped
+        assert ran == ["stopped start"]  # every store thread is still taken
+    finally:
+        release.set()
+    async with asyncio.timeout(GUARD_SEC):
+        await asyncio.gather(*holding, *others)
+    assert ran.count("stopped start") == 1 and len(ran) == QUEUED + 1
+
+
+async def test_a_start_a_thread_has_taken_is_waited_for_not_run_twice():
+    taken, finish = threading.Event(), threading.Event()
+    runs: list[str] = []
+
+    def start():
+        runs.append("start")
+        taken.set()
+        assert finish.wait(GUARD_SEC)
+        return "started"
+
+    abort = TurnAbort()
+    starting = asyncio.ensure_future(executors.start_in_pool(abort, start))
+    assert await asyncio.to_thread(taken.wait, GUARD_SEC)
+    abort.set()
+    await asyncio.sleep(0)
+    assert not starting.done()  # the start's writes are under way: the turn waits for them
+    finish.set()
+    async with asyncio.timeout(GUARD_SEC):
+        assert await starting == "started"
+    assert runs == ["start"]

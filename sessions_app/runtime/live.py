@@ -127,8 +127,13 @@ class LiveSocket:
         self.pending = None
 
     async def _send(self, text: str) -> None:
-        if self.send_now is None or not self.send_now(text):
-            await self.send(text)
+        if self.send_now is not None:
+            try:
+                if self.send_now(text):
+                    return
+            except Exception:  # noqa: BLE001 - the usual way meets the failure and handles it
+                pass
+        await self.send(text)
 
     def _in_snapshot(self, turn_id: str, event_seq: int) -> bool:
         holds = self.snapshot_holds

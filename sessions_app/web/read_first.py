@@ -40,6 +40,9 @@ from sessions_app.runtime.loop_lane import call_first_threadsafe
 logger = logging.getLogger(__name__)
 
 _ONE_READ = getattr(select, "EPOLLIN", 0) | getattr(select, "EPOLLONESHOT", 0)
+# The watcher looks this often whether its loop has closed (a test's loop; a server's ends
+# with its process), and then ends.
+CLOSED_LOOK_SEC = 1.0
 
 
 class _Watcher:
@@ -54,8 +57,8 @@ class _Watcher:
         # the number may be reused by a new connection: only its owner forgets it.
         self.owners: dict[int, object] = {}
         self.closed = False
-        thread = threading.Thread(target=self._watch, name="jarvis-read-first", daemon=True)
-        thread.start()
+        self.thread = threading.Thread(target=self._watch, name="jarvis-read-first", daemon=True)
+        self.thread.start()
 
     def watch(self, fd: int, owner: object) -> None:
         with self.lock:
@@ -76,7 +79,7 @@ class _Watcher:
     def _watch(self) -> None:
         while not self.closed:
             try:
-                ready = self.epoll.poll()
+                ready = self.epoll.poll(CLOSED_LOOK_SEC)
             except InterruptedError:
                 continue
             except (OSError, ValueError):

@@ -148,3 +148,15 @@ def test_only_daphnes_tcp_connections_are_watched():
 
     assert read_first.socket_fd_for(functools.partial(handle_reply, Protocol())) is None
     assert read_first.socket_fd_for(handle_reply) is None
+
+
+def test_the_watcher_ends_with_its_loop(monkeypatch):
+    monkeypatch.setattr(read_first, "CLOSED_LOOK_SEC", 0.01)
+    watchers = []
+
+    async def serve():
+        watchers.append(read_first._watcher_for(asyncio.get_running_loop()))
+
+    asyncio.run(serve())  # the loop closes
+    watchers[0].thread.join(GUARD_SEC)
+    assert not watchers[0].thread.is_alive()

@@ -147,3 +147,21 @@ def test_without_daphnes_protocol_there_is_no_direct_way():
 
     assert send_text_now_for(other_server_send) is None
     assert send_text_now_for(daphne_send(Protocol())) is None  # no WebSocket protocol
+
+
+async def test_a_direct_write_that_fails_takes_the_usual_way():
+    # A socket cut between the state's check and the write: the usual way meets the same
+    # failure, and its handling ends the socket's consumer (the frame is not lost silently).
+    through_channels: list[str] = []
+
+    async def send_text(text: str) -> None:
+        through_channels.append(text)
+
+    def cut(text: str) -> bool:
+        raise ConnectionError("the transport is gone")
+
+    socket = LiveSocket("s1", send_text, None, cut)
+    await socket.go_live(None)
+    delta = frames.frame_text({"type": "delta", "text": "x", "event_seq": 1})
+    await socket.deliver("t1", 1, delta)
+    assert through_channels == [delta]

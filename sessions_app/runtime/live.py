@@ -131,7 +131,7 @@ class LiveSocket:
             try:
                 if self.send_now(text):
                     return
-            except Exception:  # noqa: BLE001 - the usual way meets the failure and handles it
+            except Exception:  # noqa: BLE001 - the usual way meets it again, and ends the consumer
                 pass
         await self.send(text)
 

@@ -14,7 +14,9 @@ WebSocket protocol directly. A frame goes that way to every tab of a session, a 
 turn each; through Channels' `send` it went through five coroutines (the consumer's, the
 session middleware's, Daphne's `handle_reply`) that end in the same call
 (docs/performance.md). It declines (False) a socket that is not open, which then takes the
-usual way and its handling of a closing socket; None without Daphne's protocol.
+usual way and its handling of a closing socket; a write that raises (a frame over the
+server's message limit: autobahn refuses it) takes the usual way too, which meets the same
+failure and ends the socket's consumer. None without Daphne's protocol.
 """
 
 from __future__ import annotations

@@ -61,10 +61,11 @@ class TurnAbort:
             race.stop()
 
     async def race(self, call: Coroutine[Any, Any, T]) -> tuple[bool, T | None]:
-        """Run `call` (a model's answer) in a task of its own until it ends: `(False, its
-        result)`, or its error raised. Once the flag is set — already, or while it runs —
-        `(True, None)` at once: the caller resumes ahead of the loop's waiting work
-        (runtime.loop_lane), and the call is cancelled and left to unwind by itself.
+        """Run `call` (a model's answer; a turn's start waiting for a store thread) in a task
+        of its own until it ends: `(False, its result)`, or its error raised. Once the flag is
+        set — already, or while it runs — `(True, None)` at once: the caller resumes ahead of
+        the loop's waiting work (runtime.loop_lane), and the call is cancelled and left to
+        unwind by itself.
 
         A Stop does not wait for the model's next piece, nor for the clean-up of a request
         cancelled mid-way (a connection closing awaits, and each await is a pass of a busy

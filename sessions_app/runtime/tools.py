@@ -68,8 +68,9 @@ class TurnAbort:
         unwind by itself.
 
         A Stop does not wait for the model's next piece, nor for the clean-up of a request
-        cancelled mid-way (a connection closing awaits, and each await is a pass of a busy
-        event loop: 0.1–0.2 s each in a storm of streamed answers, docs/performance.md).
+        cancelled mid-way (the SDK's and aiohttp's way out awaits, and each await is a pass
+        of a busy event loop: 0.05–0.2 s in all in a storm of streamed answers,
+        docs/performance.md).
         Cancelling the caller cancels the call."""
         race = _Race(asyncio.get_running_loop(), call)
         self._race = race

@@ -5,7 +5,7 @@ that were already waiting in the loop, not one or two passes later."""
 import asyncio
 import concurrent.futures
 import threading
-import time
+from collections import deque
 
 import pytest
 from django.conf import settings
@@ -15,6 +15,22 @@ from sessions_app.runtime.loop_lane import wait_first
 from tests.helpers import GUARD_SEC
 
 STREAMING = 3  # callbacks of streaming turns already waiting when the thread finishes
+
+
+class _NotingQueue(deque):
+    """The loop's ready queue, telling a waiting thread when a callback is handed to it."""
+
+    def __init__(self, ready: deque, handed: threading.Event):
+        super().__init__(ready)
+        self.handed = handed
+
+    def append(self, handle) -> None:
+        super().append(handle)
+        self.handed.set()
+
+    def appendleft(self, handle) -> None:
+        super().appendleft(handle)
+        self.handed.set()
 
 
 def resumed_order(await_result, finish_in_thread) -> list[str]:
@@ -38,14 +54,13 @@ def resumed_order(await_result, finish_in_thread) -> list[str]:
         def a_pass_of_streaming_work():
             for index in range(STREAMING):
                 loop.call_soon(ran.append, f"streaming {index}")
-            handed = len(loop._ready)
+            # The thread's result reaches the loop through its ready queue (a callback).
+            handed = threading.Event()
+            loop._ready = _NotingQueue(loop._ready, handed)
             thread = threading.Thread(target=finish_in_thread)
             thread.start()
             thread.join(GUARD_SEC)
-            # The thread's result reaches the loop through its ready queue (a callback).
-            deadline = time.monotonic() + GUARD_SEC
-            while len(loop._ready) == handed and time.monotonic() < deadline:
-                time.sleep(0.001)
+            assert handed.wait(GUARD_SEC), "the thread's result never reached the loop"
 
         loop.call_soon(a_pass_of_streaming_work)
         async with asyncio.timeout(GUARD_SEC):

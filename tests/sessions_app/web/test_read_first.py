@@ -50,18 +50,25 @@ def run_with_a_socket(scenario) -> None:
     asyncio.run(main())
 
 
+def read_and_watched(loop, server_side, watcher, into: list) -> tuple[asyncio.Event, object]:
+    """The loop reads the server side into `into` (the event set at each read), and the
+    watcher watches it; returns the event and the watching connection."""
+    arrived = asyncio.Event()
+
+    def read():
+        into.append(server_side.recv(100))
+        arrived.set()
+
+    loop.add_reader(server_side.fileno(), read)
+    watcher.watch(server_side.fileno(), owner := object())
+    return arrived, owner
+
+
 def test_a_frame_is_read_before_the_rest_of_the_pass(front_reads):
     ran: list = []
 
     async def scenario(loop, server_side, client_side, watcher):
-        done = asyncio.Event()
-
-        def read():
-            ran.append(server_side.recv(100))
-            done.set()
-
-        loop.add_reader(server_side.fileno(), read)
-        watcher.watch(server_side.fileno(), owner := object())
+        done, owner = read_and_watched(loop, server_side, watcher, ran)
 
         def a_long_pass():
             for index in range(STREAMING):
@@ -83,14 +90,7 @@ def test_the_socket_is_watched_again_after_a_pass(front_reads):
     reads: list[bytes] = []
 
     async def scenario(loop, server_side, client_side, watcher):
-        arrived = asyncio.Event()
-
-        def read():
-            reads.append(server_side.recv(100))
-            arrived.set()
-
-        loop.add_reader(server_side.fileno(), read)
-        watcher.watch(server_side.fileno(), object())
+        arrived, _ = read_and_watched(loop, server_side, watcher, reads)
         for frame in (b"one", b"two"):
             arrived.clear()
             front_reads.clear()

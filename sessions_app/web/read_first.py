@@ -29,15 +29,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import logging
 import select
 import threading
 from collections.abc import Callable
 
 from sessions_app.runtime.loop_lane import call_first_threadsafe
-
-logger = logging.getLogger(__name__)
+from sessions_app.web.socket_writes import daphne_protocol
 
 _ONE_READ = getattr(select, "EPOLLIN", 0) | getattr(select, "EPOLLONESHOT", 0)
 # The watcher looks this often whether its loop has closed (a test's loop; a server's ends
@@ -136,8 +133,7 @@ def _watcher_for(loop: asyncio.AbstractEventLoop) -> _Watcher | None:
 
 def socket_fd_for(send: Callable) -> int | None:
     """The descriptor of Daphne's plain TCP socket behind `send`, else None."""
-    protocol = send.args[0] if isinstance(send, functools.partial) and send.args else None
-    transport = getattr(protocol, "transport", None)
+    transport = getattr(daphne_protocol(send), "transport", None)
     if transport is None:
         return None
     from twisted.internet.tcp import Server  # Daphne's; not imported by a test without it

@@ -32,7 +32,7 @@ def _nothing() -> None:
     pass
 
 
-def _daphne_protocol(send: Callable):
+def daphne_protocol(send: Callable):
     """Daphne's `send` is `partial(server.handle_reply, protocol)`: the protocol, else None."""
     return send.args[0] if isinstance(send, functools.partial) and send.args else None
 
@@ -40,7 +40,7 @@ def _daphne_protocol(send: Callable):
 def write_now_for(send: Callable) -> Callable[[], None]:
     """The function that writes what the protocol's transport holds, or one that does
     nothing."""
-    protocol = _daphne_protocol(send)
+    protocol = daphne_protocol(send)
     transport = getattr(protocol, "transport", None)
     do_write = getattr(transport, "doWrite", None)
     if do_write is None:
@@ -58,7 +58,7 @@ def write_now_for(send: Callable) -> Callable[[], None]:
 def send_text_now_for(send: Callable) -> Callable[[str], bool] | None:
     """A text frame handed to Daphne's WebSocket protocol, as its `handle_reply` does with a
     `websocket.send`; False, and nothing sent, when the socket is not open."""
-    protocol = _daphne_protocol(send)
+    protocol = daphne_protocol(send)
     send_message = getattr(protocol, "sendMessage", None)
     open_state = getattr(protocol, "STATE_OPEN", None)
     if send_message is None or open_state is None:

@@ -80,12 +80,13 @@ class TurnLease:
         return not settings.WORKER_HEARTBEAT or heartbeat_running()
 
     @staticmethod
-    def for_session(session_id: str) -> TurnLease:
-        """A lease of the session, not yet acquired."""
+    def for_session(session_id: str, owner_id: int | None = None) -> TurnLease:
+        """A lease of the session, not yet acquired; with `owner_id`, of that person's
+        session only (its taking raises SessionNotFound for anyone else's)."""
         validate_session_id(session_id)
         if settings.WORKER_HEARTBEAT:
             heartbeat_start()  # so that others can tell when this process dies
-        return TurnLease(get_store().turn_lease(session_id))
+        return TurnLease(get_store().turn_lease(session_id, owner_id))
 
     def acquire(self, wait_sec: float) -> TurnLease:
         deadline = time.monotonic() + wait_sec

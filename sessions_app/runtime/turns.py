@@ -26,7 +26,12 @@ from jarvis_site.shared.errors import Code
 from jarvis_site.shared.log_context import log_context, log_context_set
 from sessions_app.core.ids import validate_session_id
 from sessions_app.core.signals import turn_finished
-from sessions_app.runtime.agents import agent_get, agent_tools, model_for_session
+from sessions_app.runtime.agents import (
+    AgentDefinition,
+    agent_get,
+    agent_tools,
+    model_for_session,
+)
 from sessions_app.runtime.approvals import ApprovalGate, approvals_interrupted
 from sessions_app.runtime.context_fit import ContextFit
 from sessions_app.runtime.drain import turn_admitted
@@ -62,7 +67,7 @@ from sessions_app.runtime.queue import (
 )
 from sessions_app.runtime.timings import Stopwatch, tool_outcome
 from sessions_app.runtime.titles import first_answer, title_by_model, title_model
-from sessions_app.runtime.tools import ToolContext, TurnAbort, tool_run
+from sessions_app.runtime.tools import Tool, ToolContext, TurnAbort, tool_run
 from sessions_app.store import EntryRecord, NewEntry, SessionMeta, SessionNotFound, get_store
 from sessions_app.store.request_headers import header_digest, header_save
 
@@ -405,38 +410,38 @@ def _open(
     under a burst every hop of a turn's start waits behind the other turns' work. `meta`, when
     the caller's ownership check read it already, is not read again (it is read once more
     under the lease, in `_begin`)."""
-    if meta is None or meta.id != session_id:
+    if meta is None:
         meta = _meta(session_id)
-    return meta, _lease_of_owned(meta, owner_id)
+    return meta, _lease_of_owned(meta, session_id, owner_id)
 
 
-def _lease_of_owned(meta: SessionMeta, owner_id: int | None) -> TurnLease:
-    """The session's lease, not yet acquired; SessionNotFound when, with `owner_id`, the
-    session is someone else's."""
-    if owner_id is not None and meta.owner_id != owner_id:
-        raise SessionNotFound(meta.id)
-    return TurnLease.for_session(meta.id)
+def _lease_of_owned(meta: SessionMeta | None, session_id: str, owner_id: int | None) -> TurnLease:
+    """The session's lease, not yet acquired. With `owner_id`, of that person's session only:
+    SessionNotFound now when `meta` says it is someone else's, else when the lease is taken."""
+    if meta is not None and owner_id is not None and meta.owner_id != owner_id:
+        raise SessionNotFound(session_id)
+    return TurnLease.for_session(session_id, owner_id)
 
 
 async def _run(
     session_id, text, owner_id, on_event, provider, queue_id, wait_sec, meta, attachments=None
 ) -> TurnResult:
     # A turn's start goes ahead of the writes of turns already streaming (§26).
-    if meta is not None and meta.id == session_id and TurnLease.made_without_query():
-        # The caller read the session: nothing left for a pool call before the lease.
-        lease = _lease_of_owned(meta, owner_id)
+    if meta is not None and meta.id != session_id:
+        meta = None
+    if TurnLease.made_without_query() and (meta is not None or owner_id is not None):
+        # Nothing to read before the lease: the caller read the session, or the lease's
+        # taking checks the owner and reads it (one pool call fewer per turn, §26).
+        lease = _lease_of_owned(meta, session_id, owner_id)
     else:
         meta, lease = await in_pool_first("store", _open, session_id, owner_id, meta)
-    log_context_set(user_id=meta.owner_id)
     owner = owner_id if owner_id is not None else meta.owner_id
+    log_context_set(user_id=owner)
     abort = TurnAbort()
     with _running_lock:
         _starting.setdefault(session_id, (abort, owner))
     try:
         with _user_slot(owner) as release_user_slot:
-            if provider is None:
-                provider = model_for_session(agent=meta.agent, model=meta.model)
-            provider = _resolve(provider)
             pump = EventPump(on_event)
 
             def held() -> None:
@@ -449,7 +454,8 @@ async def _run(
                 lease.watch(on_abort=abort.set)
 
             try:
-                result = await _loop(
+                result, meta = await _loop(
+                    session_id,
                     meta,
                     owner_id,
                     text,
@@ -518,45 +524,79 @@ def _release(lease: TurnLease) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What a turn's requests are made of, from the session as the turn found it."""
+
+    agent: AgentDefinition
+    tools: dict[str, Tool]
+    specs: list
+    thinking: str
+    provider: Provider
+    parameters: dict
+
+    @classmethod
+    def of(cls, meta: SessionMeta, provider: Provider | str | None) -> _Plan:
+        """`provider` overrides the session's model (its own, else its agent's)."""
+        agent = agent_get(meta.agent)
+        tools = agent_tools(agent)
+        provider = _resolve(
+            provider
+            if provider is not None
+            else model_for_session(agent=meta.agent, model=meta.model)
+        )
+        return cls(
+            agent=agent,
+            tools=tools,
+            specs=[tool.spec() for tool in tools.values()],
+            thinking=meta.thinking,
+            provider=provider,
+            parameters=provider.parameters_for(meta.thinking),
+        )
+
+
 async def _loop(
-    meta, owner_id, text, provider, abort, pump, queue_id, attachments, *, take, held
-) -> TurnResult:
+    session_id, meta, owner_id, text, provider, abort, pump, queue_id, attachments, *, take, held
+) -> tuple[TurnResult, SessionMeta]:
     """The turn from its lease on: `take(then)` takes the lease and runs `then` (the system
-    prompt and the first writes) in the same pool call; `held()` registers the running turn."""
-    session_id = meta.id
+    prompt and the first writes) in the same pool call; `held()` registers the running turn.
+    `meta`: the session as the caller read it, or None when the lease's taking reads it (the
+    turn's plan is then made in that pool call). Returns the result and the session as the
+    turn found it under its lease."""
     turn_id = f"turn_{uuid.uuid4().hex}"
     log_context_set(turn_id=turn_id)
     started = time.monotonic()
     waited = 0.0  # on the model and on tools: the part of the turn that is not ours
-    agent = agent_get(meta.agent)
-    tools = agent_tools(agent)
-    specs = [tool.spec() for tool in tools.values()]
-    thinking = meta.thinking
-    parameters = provider.parameters_for(thinking)
+    planned = None if meta is None else _Plan.of(meta, provider)
 
     def prompt_and_begin(meta_now: SessionMeta | None):
         # One pool call for the system prompt (memory's reads) and the turn's first writes.
-        system_prompt = system_prompt_for(agent_prompt=agent.system_prompt, meta=meta)
+        if planned is None and meta_now is None:
+            meta_now = _meta(session_id)  # the store's lease did not return it: read it now
+        plan = planned or _Plan.of(meta_now, provider)
+        system_prompt = system_prompt_for(
+            agent_prompt=plan.agent.system_prompt, meta=meta if meta is not None else meta_now
+        )
         # What every request of the turn shares; stored once per distinct value and named
         # by turn_start, so that each request can be rebuilt (docs/design.md §20).
         header = {
             "system": system_prompt,
-            "tools": [spec.as_dict() for spec in specs],
-            "parameters": parameters,
-            "thinking": thinking,
+            "tools": [spec.as_dict() for spec in plan.specs],
+            "parameters": plan.parameters,
+            "thinking": plan.thinking,
         }
         begun = _begin(
             session_id=session_id,
-            agent=agent.name,
+            agent=plan.agent.name,
             owner_id=owner_id,
             turn_id=turn_id,
             text=text,
             queue_id=queue_id,
             attachments=attachments,
             start_data={
-                "model": provider.label,
-                "agent": agent.name,
-                "thinking": thinking,
+                "model": plan.provider.label,
+                "agent": plan.agent.name,
+                "thinking": plan.thinking,
                 "header": header_digest(header),
             },
             header=header,
@@ -566,10 +606,11 @@ async def _loop(
         begun[3].extend(
             _steers_store(session_id=session_id, incarnation=begun[0].incarnation, turn_id=turn_id)
         )
-        return system_prompt, begun
+        return system_prompt, plan, begun
 
-    system_prompt, (meta, owner_id, history, turn_entries) = await take(prompt_and_begin)
+    system_prompt, plan, (meta, owner_id, history, turn_entries) = await take(prompt_and_begin)
     held()
+    provider, tools = plan.provider, plan.tools
     incarnation = meta.incarnation
     store = get_store()
     # After the first write: a queued prompt cancelled at the last moment never started.
@@ -606,7 +647,11 @@ async def _loop(
         incarnation=incarnation,
         turn_id=turn_id,
         history=history,
-        request={"system_prompt": system_prompt, "tools": specs, "parameters": parameters},
+        request={
+            "system_prompt": system_prompt,
+            "tools": plan.specs,
+            "parameters": plan.parameters,
+        },
         emit=pump.put,
         on_stored=stored_by_turn,
     )
@@ -738,7 +783,9 @@ async def _loop(
             "last_seq": turn_entries[-1].seq,
         }
     )
-    return TurnResult(turn_id=turn_id, status=status, entries=turn_entries, error=error, code=code)
+    return TurnResult(
+        turn_id=turn_id, status=status, entries=turn_entries, error=error, code=code
+    ), meta
 
 
 def _answer_data(model_call: dict, reasoning: list[dict]) -> dict:

@@ -76,15 +76,19 @@ async def turn_send_async(
     *, session_id: str, owner_id: int | None, text: str, attachments: list[str] | None = None
 ) -> turns.TurnResult:
     """`turn_send` for the event loop (the WebSocket): the turn runs on the caller's loop, its
-    model call holds no thread, its store work and blocking tools go through bounded pools."""
-    # The turn's first pool call: ahead of the writes of turns already streaming (§26).
-    meta, files = await in_pool_first(
-        "store",
-        _owned_with_attachments,
-        session_id=session_id,
-        owner_id=owner_id,
-        attachments=attachments,
-    )
+    model call holds no thread, its store work and blocking tools go through bounded pools.
+    A person's prompt without attachments reads nothing first: the turn's lease is taken for
+    that person's session only, and that taking is the ownership check (runtime.turns)."""
+    meta, files = None, []
+    if not isinstance(owner_id, int) or (attachments is not None and attachments != []):
+        # A pool call of its own, ahead of the writes of turns already streaming (§26).
+        meta, files = await in_pool_first(
+            "store",
+            _owned_with_attachments,
+            session_id=session_id,
+            owner_id=owner_id,
+            attachments=attachments,
+        )
     return await turns.turn_run_async(
         session_id=session_id,
         text=text,

@@ -298,8 +298,9 @@ class SessionStore(Protocol):
         the history."""
         ...
 
-    def turn_lease(self, session_id: str) -> TurnLeaseBackend:
-        """This backend's half of a turn lease on the session, not yet acquired."""
+    def turn_lease(self, session_id: str, owner_id: int | None = None) -> TurnLeaseBackend:
+        """This backend's half of a turn lease on the session, not yet acquired; with
+        `owner_id`, of that owner's session only (SessionNotFound otherwise)."""
         ...
 
     def request_turn_abort(self, session_id: str) -> bool:

@@ -687,9 +687,10 @@ class DbSessionStore:
         return self.get_meta(new_id)
 
     # --- turn lease ---------------------------------------------------------------------
-    def turn_lease(self, session_id):
+    def turn_lease(self, session_id, owner_id=None):
         return db_lease.DbTurnLease(
             validate_session_id(session_id),
+            owner_id,
             metas_returned=lambda sql, params: self._metas_of(
                 f"{sql} RETURNING {self._meta_columns}", params
             ),

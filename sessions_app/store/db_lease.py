@@ -64,8 +64,13 @@ def _expiry():
 
 
 class DbTurnLease(TurnLeaseBackend):
-    def __init__(self, session_id: str, metas_returned: Callable[[str, list], list]):
-        super().__init__(session_id)
+    def __init__(
+        self,
+        session_id: str,
+        owner_id: int | None,
+        metas_returned: Callable[[str, list], list],
+    ):
+        super().__init__(session_id, owner_id)
         # The store's reading of a write's `RETURNING` of the session (DbStore._metas_of).
         self._metas_returned = metas_returned
 
@@ -80,17 +85,24 @@ class DbTurnLease(TurnLeaseBackend):
         self.meta_when_taken = None
         now = timezone.now()
         adapt = connection.ops.adapt_datetimefield_value
+        owned, owner = (
+            ("", []) if self.owner_id is None else (" AND owner_id = %s", [self.owner_id])
+        )
         taken = self._metas_returned(
             f"UPDATE {_session_table()} SET lease_holder = %s, lease_expires_at = %s"  # noqa: S608 - quoted name, bound values
-            " WHERE id = %s AND (lease_holder = '' OR lease_expires_at IS NULL"
+            f" WHERE id = %s{owned} AND (lease_holder = '' OR lease_expires_at IS NULL"
             " OR lease_expires_at < %s)",
-            [self.holder, adapt(_expiry()), self.session_id, adapt(now)],
+            [self.holder, adapt(_expiry()), self.session_id, *owner, adapt(now)],
         )
         if taken:
             self.meta_when_taken = taken[0]
             return True
-        current = self._rows().values_list("lease_holder", flat=True).first()
-        if current is None:
+        # Not taken: busy, or not there for this caller (only this path reads the row).
+        current, owner_id = self._rows().values_list("lease_holder", "owner_id").first() or (
+            None,
+            None,
+        )
+        if current is None or (self.owner_id is not None and owner_id != self.owner_id):
             raise SessionNotFound(self.session_id)
         if current and (_holder_process_gone(current) or worker_is_dead(_worker_of(current))):
             logger.warning("taking over the lease of %s from dead %s", self.session_id, current)

@@ -24,15 +24,16 @@ def _abort_path(root: Path, session_id: str) -> Path:
 
 
 class FileTurnLease(TurnLeaseBackend):
-    def __init__(self, store, session_id: str):
-        super().__init__(session_id)
+    def __init__(self, store, session_id: str, owner_id: int | None = None):
+        super().__init__(session_id, owner_id)
         self.store = store
         self.lock_path = _lock_path(store.root, session_id)
         self.abort_path = _abort_path(store.root, session_id)
         self._fd: int | None = None
 
     def try_acquire(self) -> bool:
-        if self.store.get_meta(self.session_id) is None:
+        meta = self.store.get_meta(self.session_id)
+        if meta is None or (self.owner_id is not None and meta.owner_id != self.owner_id):
             raise SessionNotFound(self.session_id)
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:

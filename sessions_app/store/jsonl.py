@@ -652,8 +652,8 @@ class JsonlSessionStore:
         return window[::-1]
 
     # --- turn lease ---------------------------------------------------------------------
-    def turn_lease(self, session_id):
-        return file_lease.FileTurnLease(self, validate_session_id(session_id))
+    def turn_lease(self, session_id, owner_id=None):
+        return file_lease.FileTurnLease(self, validate_session_id(session_id), owner_id)
 
     def request_turn_abort(self, session_id):
         return file_lease.request_abort(self.root, validate_session_id(session_id))

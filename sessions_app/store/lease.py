@@ -24,8 +24,11 @@ def new_holder() -> str:
 class TurnLeaseBackend(ABC):
     """One turn's hold on a session, as its backend records it; used by one turn at a time."""
 
-    def __init__(self, session_id: str):
+    def __init__(self, session_id: str, owner_id: int | None = None):
         self.session_id = session_id
+        # With an owner, the lease of that person's session only: someone else's session is
+        # SessionNotFound, and its lease is never taken, not even for a moment.
+        self.owner_id = owner_id
         self.holder = new_holder()
         # The session as the statement that took the lease found it, when the backend's
         # taking can say (the turn then need not read it again under the lease); else None.
@@ -35,7 +38,7 @@ class TurnLeaseBackend(ABC):
     def try_acquire(self) -> bool:
         """Take the lease if it is free (or its holder is gone); never blocks.
 
-        Raises SessionNotFound when the session does not exist.
+        Raises SessionNotFound when the session does not exist, or is not `owner_id`'s.
         """
 
     @classmethod

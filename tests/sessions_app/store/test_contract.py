@@ -218,6 +218,21 @@ def test_a_turn_lease_has_one_holder_and_carries_an_abort_to_it(store):
         store.turn_lease("ghost").try_acquire()
 
 
+def test_an_owners_lease_of_someone_elses_session_is_not_found_and_never_taken(store, alice, bob):
+    # A person's prompt takes its lease for that person's session only: the taking is the
+    # ownership check, and a stranger's attempt leaves the owner's session free.
+    store.create("bobs", owner_id=bob.id)
+    store.create("nobodys")
+    for stranger, session in ((alice.id, "bobs"), (bob.id, "nobodys")):
+        with pytest.raises(SessionNotFound):
+            store.turn_lease(session, owner_id=stranger).try_acquire()
+    owners = store.turn_lease("bobs", owner_id=bob.id)
+    assert owners.try_acquire() is True
+    assert store.turn_lease("bobs", owner_id=bob.id).try_acquire() is False  # busy, not missing
+    owners.release()
+    assert store.turn_lease("nobodys").try_acquire() is True
+
+
 # --- branch -----------------------------------------------------------------------------
 
 

@@ -198,22 +198,19 @@ async def start_in_pool(abort, function, /, *args, **kwargs):
     moves it to the `control` pool, so the stopped turn stores its start, finds the Stop
     and ends at once, not after every start queued before it. Work a thread has taken
     stays there, and its caller resumes as soon as it is done."""
-    race = getattr(abort, "race", None)
-    if race is None or _in_caller_thread.get():
+    race_done = getattr(abort, "race_done", None)
+    if race_done is None or _in_caller_thread.get():
         return await in_pool_first("store", function, *args, **kwargs)
     call = functools.partial(function, *args, **kwargs)
     executor = pool("store")
     future = executor.submit_first(contextvars.copy_context().run, call)
-    stopped, result = await race(_result_of(future))
+    # The caller resumes as soon as the thread is done, or at once on a Stop (no pass).
+    stopped, result = await race_done(future)
     if not stopped:
         return result
     if executor.withdraw(future):
         return await in_pool("control", call)
     return await wait_first(future)
-
-
-async def _result_of(future: Future):
-    return await asyncio.wrap_future(future)
 
 
 async def _in_pool(name: str, first: bool, function, /, *args, **kwargs):

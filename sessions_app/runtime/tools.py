@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import concurrent.futures
 import json
 import logging
 import operator
@@ -72,7 +73,15 @@ class TurnAbort:
         of a busy event loop: 0.05–0.2 s in all in a storm of streamed answers,
         docs/performance.md).
         Cancelling the caller cancels the call."""
-        race = _Race(asyncio.get_running_loop(), call)
+        return await self._racing(_RaceCall(asyncio.get_running_loop(), call))
+
+    async def race_done(self, done: concurrent.futures.Future) -> tuple[bool, Any]:
+        """`race` for work a pool thread runs (a turn's start): no task of its own, the caller
+        resumes in the callback the thread's end puts at the front of the loop's queue. A
+        Stop leaves the work to the caller (runtime.executors.start_in_pool)."""
+        return await self._racing(_RaceDone(asyncio.get_running_loop(), done))
+
+    async def _racing(self, race: _Race) -> tuple[bool, Any]:
         self._race = race
         if self._flag.is_set():
             race.stop()
@@ -100,15 +109,47 @@ class TurnAbort:
 
 
 class _Race:
-    """A call in a task of its own, and the outcome its caller awaits: the call's, or a
-    Stop's, whichever comes first. Both are settled at the front of the loop's queue, in a
-    callback: a task cannot resume another inside its own step."""
+    """The outcome a racing caller awaits: the work's, or a Stop's, whichever comes first.
+    Both are settled at the front of the loop's queue, in a callback: a task cannot resume
+    another inside its own step."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.outcome = FirstFuture(loop=loop)
+
+    def finished(self, result: Any = None, error: BaseException | None = None) -> None:
+        """From any thread: the work is done."""
+        outcome = None if error is not None else (False, result)
+        call_first_threadsafe(self.loop, self.outcome.settle, outcome, error)
+
+    def stop(self) -> None:
+        """From any thread, the loop's included."""
+        call_first_threadsafe(self.loop, self.outcome.settle, (True, None))
+
+    def let_go(self) -> None:
+        """The caller has its outcome."""
+
+
+class _RaceDone(_Race):
+    """A pool thread's work: its end settles the outcome from the thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, done: concurrent.futures.Future):
+        super().__init__(loop)
+        done.add_done_callback(self._done)
+
+    def _done(self, done: concurrent.futures.Future) -> None:
+        if done.cancelled():
+            return  # withdrawn after a Stop: the caller has its outcome already
+        self.finished(done.result() if done.exception() is None else None, done.exception())
+
+
+class _RaceCall(_Race):
+    """A call in a task of its own."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, call: Coroutine):
-        self.loop = loop
+        super().__init__(loop)
         self.call = call
         self.started = False
-        self.outcome = FirstFuture(loop=loop)
         self.task = loop.create_task(self._run())
 
     async def _run(self) -> None:
@@ -118,13 +159,9 @@ class _Race:
         except asyncio.CancelledError:
             raise  # let go of: the caller has its outcome
         except Exception as error:  # noqa: BLE001 - the caller's to raise (or, once stopped, nobody's)
-            call_first_threadsafe(self.loop, self.outcome.settle, None, error)
+            self.finished(error=error)
         else:
-            call_first_threadsafe(self.loop, self.outcome.settle, (False, result))
-
-    def stop(self) -> None:
-        """From any thread, the loop's included."""
-        call_first_threadsafe(self.loop, self.outcome.settle, (True, None))
+            self.finished(result)
 
     def let_go(self) -> None:
         if not self.task.done():

@@ -12,6 +12,7 @@ from django.conf import settings
 
 from sessions_app.runtime import executors
 from sessions_app.runtime.loop_lane import wait_first
+from sessions_app.runtime.tools import TurnAbort
 from tests.helpers import GUARD_SEC
 
 STREAMING = 3  # callbacks of streaming turns already waiting when the thread finishes
@@ -93,6 +94,20 @@ def test_a_stops_writes_in_the_control_pool_come_back_first():
 
     order = resumed_order(lambda: executors.in_pool("control", the_closing), release.set)
     assert order[0] == "control got the closing"
+    assert order[1:] == [f"streaming {i}" for i in range(STREAMING)]
+
+
+def test_a_turns_start_comes_back_first_from_its_store_thread():
+    """A start awaits its thread raced with its Stop (start_in_pool): it still resumes in
+    the callback the thread's end puts first, not a pass or two later."""
+    release = threading.Event()
+
+    def the_start():
+        assert release.wait(GUARD_SEC)
+        return "the start"
+
+    order = resumed_order(lambda: executors.start_in_pool(TurnAbort(), the_start), release.set)
+    assert order[0] == "control got the start"
     assert order[1:] == [f"streaming {i}" for i in range(STREAMING)]
 
 

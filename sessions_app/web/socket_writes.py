@@ -17,12 +17,24 @@ session middleware's, Daphne's `handle_reply`) that end in the same call
 usual way and its handling of a closing socket; a write that raises (a frame over the
 server's message limit: autobahn refuses it) takes the usual way too, which meets the same
 failure and ends the socket's consumer. None without Daphne's protocol.
+
+On Daphne's plain TCP transport such a frame is written to the socket in the call itself
+(`_FrameWriter`): the frame's bytes as autobahn builds them for a server, one `send`. The
+usual way cost autobahn's framing (its checks and counters, a debug line's arguments
+formatted whether logged or not), then the reactor's watch for the socket to become
+writable and the write at its next pass: the loop's selector changed twice per frame, and
+a socket with a frame waiting made every pass longer (docs/performance.md). What the socket
+does not take at once, and any frame while the transport holds bytes, is handed to the
+transport, which keeps the order and meets a failed connection as it always does.
 """
 
 from __future__ import annotations
 
 import functools
+import struct
 from collections.abc import Callable
+
+from twisted.internet import tcp
 
 WRITE_NOW = "jarvis.write_now"
 SEND_TEXT_NOW = "jarvis.send_text_now"
@@ -64,13 +76,73 @@ def send_text_now_for(send: Callable) -> Callable[[str], bool] | None:
     if send_message is None or open_state is None:
         return None
 
+    writer = _FrameWriter.for_protocol(protocol)
+
     def send_text_now(text: str) -> bool:
         if protocol.state != open_state:
             return False
-        send_message(text.encode("utf8"), False)
+        payload = text.encode("utf8")
+        if writer is None or not writer.send(payload):
+            send_message(payload, False)
         return True
 
     return send_text_now
+
+
+def text_frame(payload: bytes) -> bytes:
+    """A whole text message in one unmasked frame, as a server sends it (RFC 6455 §5.2)."""
+    length = len(payload)
+    if length <= 125:
+        return bytes((0x81, length)) + payload
+    if length <= 0xFFFF:
+        return struct.pack("!BBH", 0x81, 126, length) + payload
+    return struct.pack("!BBQ", 0x81, 127, length) + payload
+
+
+class _FrameWriter:
+    """A text frame written to the socket of a Daphne connection by the caller (see the
+    module). `send` answers False when autobahn must send it: a message over its limit (it
+    refuses it), its own queue or logs, fragments, compression."""
+
+    def __init__(self, protocol, transport: tcp.Server):
+        self.protocol = protocol
+        self.transport = transport
+
+    @classmethod
+    def for_protocol(cls, protocol) -> _FrameWriter | None:
+        """None unless the protocol is autobahn's, as a server, over plain TCP."""
+        transport = getattr(protocol, "transport", None)
+        factory = getattr(protocol, "factory", None)
+        if not isinstance(transport, tcp.Server) or factory is None:
+            return None  # TLS, another server, a test's transport: autobahn's way
+        if not getattr(factory, "isServer", False) or getattr(protocol, "maskServerFrames", True):
+            return None
+        return cls(protocol, transport)
+
+    def send(self, payload: bytes) -> bool:
+        protocol, transport = self.protocol, self.transport
+        if (
+            0 < protocol.maxMessagePayloadSize < len(payload)
+            or protocol.autoFragmentSize
+            or protocol.send_queue
+            or protocol.logFrames
+            or protocol.logOctets
+            or protocol._perMessageCompress is not None
+            or not transport.connected
+            or transport.disconnecting
+        ):
+            return False
+        frame = text_frame(payload)
+        if transport._tempDataLen or transport.offset < len(transport.dataBuffer):
+            transport.write(frame)  # behind what waits: the transport keeps the order
+            return True
+        try:
+            sent = transport.socket.send(frame)
+        except OSError:
+            sent = 0  # full, or failed: the transport's write meets it, as it always does
+        if sent < len(frame):
+            transport.write(frame[sent:])
+        return True
 
 
 class WriteNow:

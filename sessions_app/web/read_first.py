@@ -15,10 +15,13 @@ the pass under way, and goes where every frame goes (Daphne, the socket's frame 
 receive loop). The read is the one the selector would have made: a read finding nothing
 (the selector's pass got there first) returns at once.
 
-Each socket is watched once at a time (`EPOLLONESHOT`) and watched again one pass after its
-read (the read's follow-up is queued at the back): a client sending without pause gets at
-most one read ahead of the others per pass, never a lane of its own. A socket whose reading
-the server has paused is not watched again until its connection ends.
+Each socket is watched once at a time (`EPOLLONESHOT`) and watched again by the thread
+`REARM_SEC` after its read: a client sending without pause gets at most one read ahead of
+the others in that time, never a lane of its own. Not "one pass later": the starts of a
+burst's turns go ahead of the pass too (loop_lane), and a pass that ends only after hundreds
+of them left a socket read at the burst's start unwatched when its Stop came half a second
+later. A socket whose reading the server has paused is not watched again until its
+connection ends.
 
 Only Daphne's plain TCP transport has a socket to watch (`scope`'s server is Daphne when
 its `send` is `partial(server.handle_reply, protocol)`); on Linux only (`select.epoll`).
@@ -29,8 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import select
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
 
 from sessions_app.runtime.loop_lane import call_first_threadsafe
@@ -40,6 +46,8 @@ _ONE_READ = getattr(select, "EPOLLIN", 0) | getattr(select, "EPOLLONESHOT", 0)
 # The watcher looks this often whether its loop has closed (a test's loop; a server's ends
 # with its process), and then ends.
 CLOSED_LOOK_SEC = 1.0
+# A socket read at the front is watched again this long after its read.
+REARM_SEC = 0.02
 
 
 class _Watcher:
@@ -53,6 +61,11 @@ class _Watcher:
         # server (the kernel then drops it from the set) before its application ends, and
         # the number may be reused by a new connection: only its owner forgets it.
         self.owners: dict[int, object] = {}
+        # Sockets read at the front, oldest first, each with when to watch it again.
+        self.rearm: deque[tuple[float, int]] = deque()
+        # Wakes the thread when a socket is to be watched again and it sleeps for longer.
+        self.wake = os.eventfd(0, os.EFD_NONBLOCK)
+        self.epoll.register(self.wake, select.EPOLLIN)
         self.closed = False
         self.thread = threading.Thread(target=self._watch, name="jarvis-read-first", daemon=True)
         self.thread.start()
@@ -76,15 +89,32 @@ class _Watcher:
     def _watch(self) -> None:
         while not self.closed:
             try:
-                ready = self.epoll.poll(CLOSED_LOOK_SEC)
+                ready = self.epoll.poll(self._watch_again_due())
             except InterruptedError:
                 continue
             except (OSError, ValueError):
                 return  # the set is closed
             for fd, _events in ready:
+                if fd == self.wake:
+                    with contextlib.suppress(OSError):
+                        os.eventfd_read(self.wake)
+                    continue
                 call_first_threadsafe(self.loop, self._read_now, fd)
             if self.loop.is_closed():
                 self.close()
+
+    def _watch_again_due(self) -> float:
+        """Watch again the sockets whose time has come; how long until the next one."""
+        now = time.monotonic()
+        with self.lock:
+            if self.closed:
+                return CLOSED_LOOK_SEC  # the poll then ends the thread
+            while self.rearm and self.rearm[0][0] <= now:
+                _, fd = self.rearm.popleft()
+                if fd in self.owners:
+                    with contextlib.suppress(OSError):  # closed meanwhile
+                        self.epoll.modify(fd, _ONE_READ)
+            return min(CLOSED_LOOK_SEC, self.rearm[0][0] - now) if self.rearm else CLOSED_LOOK_SEC
 
     def _read_now(self, fd: int) -> None:
         """On the loop, at the front of its queue: the read the selector would make."""
@@ -100,19 +130,24 @@ class _Watcher:
         if reader is None or reader.cancelled():
             return  # the server paused its reading: the usual way from now on
         reader._run()  # the selector's own callback, with the loop's handling of errors
-        self.loop.call_soon(self._watch_again, fd)
-
-    def _watch_again(self, fd: int) -> None:
         with self.lock:
-            if fd in self.owners:
-                with contextlib.suppress(OSError):  # closed meanwhile
-                    self.epoll.modify(fd, _ONE_READ)
+            if self.closed:
+                return
+            idle = not self.rearm  # the thread may sleep up to CLOSED_LOOK_SEC
+            self.rearm.append((time.monotonic() + REARM_SEC, fd))
+            if idle:
+                with contextlib.suppress(OSError):
+                    os.eventfd_write(self.wake, 1)
 
     def close(self) -> None:
         with self.lock:
+            if self.closed:
+                return  # the eventfd's number may be another file's by now
             self.closed = True
             self.owners.clear()
+            self.rearm.clear()
             self.epoll.close()
+            os.close(self.wake)
 
 
 _watchers: dict[asyncio.AbstractEventLoop, _Watcher] = {}

@@ -7,6 +7,7 @@ never reaches storage.
 
 import hashlib
 import itertools
+import random
 import re
 import secrets
 import threading
@@ -60,6 +61,18 @@ def reserved_refuse(session_id: str) -> ReservedSessionId:
 _counter_lock = threading.Lock()
 _last_stamp = 0
 _sequence = itertools.count()
+
+
+# Tokens that must be unique, not secret, come from a generator seeded once from the kernel.
+# `uuid4` reads the kernel's random source at every call, a system call that lets go of the
+# interpreter's lock: on a loaded worker the event loop's thread then waits up to a switch
+# interval (5 ms) to take it back, once per model request (docs/performance.md).
+_tokens = random.Random()
+
+
+def unique_token(bits: int = 48) -> str:
+    """`bits` random bits in hex, zero-padded: unique, not for secrets."""
+    return f"{_tokens.getrandbits(bits):0{(bits + 3) // 4}x}"
 
 
 def new_session_id() -> str:

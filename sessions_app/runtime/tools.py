@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from sessions_app.runtime.eager import AT_ONCE, start_task
 from sessions_app.runtime.executors import in_pool
 from sessions_app.runtime.loop_lane import FirstFuture, call_first_threadsafe
 from sessions_app.runtime.providers.base import ToolSpec
@@ -73,7 +74,9 @@ class TurnAbort:
         of a busy event loop: 0.05–0.2 s in all in a storm of streamed answers,
         docs/performance.md).
         Cancelling the caller cancels the call."""
-        return await self._racing(_RaceCall(asyncio.get_running_loop(), call))
+        loop = asyncio.get_running_loop()
+        eager = AT_ONCE.get() and not self._flag.is_set()
+        return await self._racing(_RaceCall(loop, call, eager=eager))
 
     async def race_done(self, done: concurrent.futures.Future) -> tuple[bool, Any]:
         """`race` for work a pool thread runs (a turn's start): no task of its own, the caller
@@ -146,11 +149,14 @@ class _RaceDone(_Race):
 class _RaceCall(_Race):
     """A call in a task of its own."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, call: Coroutine):
+    def __init__(self, loop: asyncio.AbstractEventLoop, call: Coroutine, *, eager: bool):
         super().__init__(loop)
         self.call = call
         self.started = False
-        self.task = loop.create_task(self._run())
+        # Eager, in a turn started at once: the call (a model request) is under way when this
+        # returns, not a pass of the loop later (runtime.eager). Never once a Stop came: the
+        # call then never begins.
+        self.task = start_task(self._run(), loop=loop) if eager else loop.create_task(self._run())
 
     async def _run(self) -> None:
         self.started = True

@@ -9,16 +9,16 @@ Each backend has its own kind: `db_lease.DbTurnLease` (fields of the session row
 
 from __future__ import annotations
 
-import uuid
 from abc import ABC, abstractmethod
 
+from sessions_app.core.ids import unique_token
 from sessions_app.store.workers import current_worker_id
 
 
 def new_holder() -> str:
     # `<worker id>:<token>`: the worker id (host:pid:boot) lets a waiter see that the holder's
     # process is gone — on this machine by its pid, anywhere by its silent heartbeat.
-    return f"{current_worker_id()}:{uuid.uuid4().hex[:12]}"
+    return f"{current_worker_id()}:{unique_token()}"
 
 
 class TurnLeaseBackend(ABC):

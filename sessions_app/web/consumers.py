@@ -32,6 +32,7 @@ from sessions_app.core.throttles import turn_throttle_wait
 from sessions_app.runtime import drain, live, loop_lag, server_loop
 from sessions_app.runtime.agents import UnknownAgent
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
+from sessions_app.runtime.eager import AT_ONCE, Spacing, start_task
 from sessions_app.runtime.executors import in_pool
 from sessions_app.runtime.queue import QueuedPromptNotFound, QueueFull
 from sessions_app.runtime.turns import SessionBusy, TooManyTurns
@@ -62,6 +63,10 @@ CLOSE_SERVICE_RESTART = 1012
 # loop: the checks are linear, but a megabyte still takes tens of milliseconds of CPU, which
 # on the loop every other socket and turn of the worker would wait through (§27).
 PARSE_IN_POOL_CHARS = 64 * 1024
+# A prompt's turn takes its first step as its frame is read, at most once per this interval
+# on a worker; the rest of a burst waits its pass of the event loop.
+START_AT_ONCE_EVERY_SEC = 0.05
+_STARTS_AT_ONCE = Spacing(START_AT_ONCE_EVERY_SEC)
 
 
 def frame_checked(text_data: str | None) -> tuple[dict | None, tuple[str, str] | None]:
@@ -389,13 +394,24 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             return False
         if turn_throttle_wait(self.scope["user"]) is not None:
             return False  # refused again, with its error, by the receive loop
-        self._spawn(self._turn(text, frame.get("attachments")), context=self.context.copy())
+        # Its first step (the request for a store thread) now, not a pass of the loop later:
+        # a person's new turn, alone, does not wait for the storm's streaming (§26).
+        eager = _STARTS_AT_ONCE.take(asyncio.get_running_loop().time())
+        context = self.context.copy()
+        if eager:
+            context.run(AT_ONCE.set, True)
+        self._spawn(self._turn(text, frame.get("attachments")), context=context, eager=eager)
         return True
 
-    def _spawn(self, coroutine, context: contextvars.Context | None = None) -> None:
+    def _spawn(
+        self, coroutine, context: contextvars.Context | None = None, *, eager: bool = False
+    ) -> None:
         # Turns and commands run beside the receive loop, so `abort` and `ping` are answered
         # while they work.
-        task = asyncio.create_task(coroutine, context=context)
+        if eager:
+            task = start_task(coroutine, context=context)
+        else:
+            task = asyncio.create_task(coroutine, context=context)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 

@@ -10,6 +10,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from sessions_app.runtime.eager import request_bodies_sent_at_once
 from sessions_app.store.base import EntryRecord
 
 
@@ -170,6 +171,7 @@ class SdkProvider(ABC):
             client, self._spare_client = self._spare_client, None
             if client is None:
                 client = self._make_async_client(**self._options)
+            request_bodies_sent_at_once(loop)
             closer = _closed_with_the_loop(self._async_clients, loop)
             held = self._async_clients[loop] = (client, closer)
             await anext(closer)

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 import openai
 
+from sessions_app.core.ids import unique_token
 from sessions_app.runtime.attachments import seeing_parts
 from sessions_app.runtime.history import project_openai, validate_openai
 from sessions_app.runtime.providers.base import (
@@ -147,7 +148,9 @@ class OpenAIProvider(SdkProvider):
         return client.post(
             "/chat/completions",
             body=request,
-            options={"security": {"bearer_auth": True}},
+            # The SDK would draw this key with uuid4 (a system call on the event loop's
+            # thread, core.ids.unique_token); OpenAI is not sent one.
+            options={"security": {"bearer_auth": True}, "idempotency_key": unique_token(64)},
             cast_to=object,
             stream=True,
             stream_cls=stream_class,

@@ -43,6 +43,8 @@ ENTRY_BODY_COLUMNS = (
 ENTRY_COLUMNS = f"{ENTRY_BODY_COLUMNS}, created_at"
 # Rows of one INSERT of entries (15 parameters each): under every backend's parameter limit.
 INSERT_BATCH_ROWS = 1000
+# How far before a compaction's cut its start is looked for first (get_context_entries).
+CUT_LOOKBACK_ENTRIES = 64
 
 
 def _json_param(value):
@@ -401,9 +403,9 @@ class DbSessionStore:
 
     def get_context_entries(self, session_id):
         """From the latest compaction's `first_kept_seq` on. Every turn's start reads this:
-        one statement reads from the newest compaction on (a backwards walk of the
-        (session, seq) index finds it), which is all of a history never compacted; only a
-        compaction that keeps earlier entries costs two more reads."""
+        one statement reads from the newest compaction on (found in the index of the
+        compactions alone, `entry_compaction_seq`), which is all of a history never
+        compacted; only a compaction that keeps earlier entries costs one or two more reads."""
         validate_session_id(session_id)
         entry = self._tables["entry"]
         with connection.cursor() as cursor:
@@ -422,12 +424,20 @@ class DbSessionStore:
         with connection.cursor() as cursor:
             # A cut that falls on tool results is moved back by the projection to the call
             # they answer (history.py): the read starts at the last message that is not one.
-            cursor.execute(
-                f"SELECT seq FROM {entry} WHERE session_id = %s AND seq <= %s "
-                "AND kind = 'message' AND role <> 'tool' ORDER BY seq DESC LIMIT 1",
-                [session_id, first_kept],
-            )
-            row = cursor.fetchone()
+            # It is looked for among the few entries before the cut first: an open-ended
+            # walk's plan depends on the table's statistics, and a session grown since the
+            # last ANALYZE was then read whole (docs/performance.md).
+            row = None
+            for lowest in (first_kept - CUT_LOOKBACK_ENTRIES, -1):
+                cursor.execute(
+                    f"SELECT seq FROM {entry} WHERE session_id = %s AND seq <= %s "
+                    "AND seq > %s AND kind = 'message' AND role <> 'tool' "
+                    "ORDER BY seq DESC LIMIT 1",
+                    [session_id, first_kept, lowest],
+                )
+                row = cursor.fetchone()
+                if row is not None or lowest < 0:
+                    break
             start = row[0] if row is not None else 1
             if start >= compaction.seq:
                 return records

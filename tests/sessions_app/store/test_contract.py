@@ -323,6 +323,22 @@ def test_context_entries_start_at_the_latest_compactions_cut(store):
     assert [e.seq for e in store.get_context_entries("long")] == [9, 10, 11, 12, 13]
 
 
+def test_a_cut_after_a_long_run_of_tool_results_starts_at_their_call(store):
+    """A step with more results than the first look back reaches (CUT_LOOKBACK_ENTRIES on
+    the database): the read still starts at the call they answer."""
+    store.create("wide")
+    calls = [call(f"c{number}") for number in range(100)]
+    store.append("wide", [user("q"), assistant("", calls)])
+    store.append("wide", [result(f"c{number}") for number in range(100)])
+    cut = 2 + 100  # the last result
+    store.append(
+        "wide", [NewEntry(kind="compaction", data={"summary": "s", "first_kept_seq": cut})]
+    )
+    context = store.get_context_entries("wide")
+    assert [e.seq for e in context] == list(range(2, 104))
+    assert context[0].role == "assistant" and context[-1].kind == "compaction"
+
+
 def test_branch_appends_the_closing_entries_after_the_copy(store):
     store.create("src")
     a_finished_turn_with_a_call(store, "src")

@@ -2,9 +2,10 @@
 
 `make bench-turns` runs this script. For each configuration it starts, on loopback only:
 
-- a fake OpenAI-compatible server (tests/fakes/llm_server.py) in a process of its own, whose
-  streamed answer takes `--latency` seconds and arrives in `--chunks` pieces (paced against a
-  deadline, so the model time of every turn is known exactly);
+- a fake OpenAI-compatible server (tests/fakes/paced_server.py, the rules of tests/fakes/
+  llm_server.py on one event loop) in a process of its own, whose streamed answer takes
+  `--latency` seconds and arrives in `--chunks` pieces (paced against a deadline, so the model
+  time of every turn is known exactly);
 - the project's own servers, real Daphne (`one`: one worker, SQLite, in-memory channel layer;
   `two`: two workers, PostgreSQL and Redis), on a scratch database this script migrates,
   pointed at the fake with `JARVIS_MODEL=openai:<m>` and `OPENAI_BASE_URL`;
@@ -97,7 +98,8 @@ def free_port() -> int:
 def fake_server_main(latency: float, chunks: int) -> int:
     """Child: serve the fake model until stdin closes (the parent exiting closes it too)."""
     sys.path.insert(0, str(REPO))
-    from tests.fakes.llm_server import FakeLLMServer, Reply
+    from tests.fakes.llm_server import Reply
+    from tests.fakes.paced_server import PacedStreamServer
 
     long_text = " ".join(f"word{index}" for index in range(chunks))
 
@@ -107,7 +109,7 @@ def fake_server_main(latency: float, chunks: int) -> int:
             return Reply(text="5")
         return Reply(text=long_text, latency=latency)
 
-    with FakeLLMServer(responder=respond) as server:
+    with PacedStreamServer(respond) as server:
         print(server.openai_url, flush=True)
         while sys.stdin.readline().strip() == "lateness":
             # How late the fake itself was: a model slower than asked would count as overhead.

@@ -33,25 +33,32 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import connections
 
+from sessions_app.runtime.eager import AT_ONCE
 from sessions_app.runtime.loop_lane import wait_first
 
-# Set while `submit_first` hands its work to the pool's queue (in the submitting thread).
+# The lane `submit_first` or `submit_now` hands its work to (in the submitting thread).
 _lane = threading.local()
+REST, FIRST, NOW = 0, 1, 2
 
 
-class _TwoLanes:
-    """The pool's queue of work: what is submitted first goes ahead of everything else,
-    the rest in order. ThreadPoolExecutor reads its queue with get / get_nowait only."""
+class _Lanes:
+    """The pool's queue of work: what is submitted now goes ahead of everything, then what
+    is submitted first, then the rest, each lane in order. ThreadPoolExecutor reads its
+    queue with get / get_nowait only."""
 
     def __init__(self, idle_close_sec: float = 0.0):
+        self._now: deque = deque()
         self._first: deque = deque()
         self._rest: deque = deque()
         self._ready = threading.Condition()
         self._idle_close_sec = idle_close_sec
 
     def put(self, item, block=True, timeout=None) -> None:  # noqa: ARG002 - never full
+        lane = getattr(_lane, "lane", REST)
         with self._ready:
-            (self._first if getattr(_lane, "first", False) else self._rest).append(item)
+            (self._now if lane == NOW else self._first if lane == FIRST else self._rest).append(
+                item
+            )
             self._ready.notify()
 
     def put_nowait(self, item) -> None:
@@ -73,9 +80,11 @@ class _TwoLanes:
             return self._next()
 
     def _has_work(self) -> bool:
-        return bool(self._first or self._rest)
+        return bool(self._now or self._first or self._rest)
 
     def _next(self):
+        if self._now:
+            return self._now.popleft()
         if self._first:
             return self._first.popleft()
         if self._rest:
@@ -94,11 +103,13 @@ class ClosingExecutor(ThreadPoolExecutor):
     """A bounded pool whose threads close their database connections when it goes idle.
 
     `submit_first` puts work ahead of the queue: a new turn's start and a Stop's writes
-    never wait behind the writes of turns already streaming (docs/design.md §26)."""
+    never wait behind the writes of turns already streaming (docs/design.md §26).
+    `submit_now` puts it ahead of those starts too: a turn started at once (runtime.eager's
+    AT_ONCE, at most one per START_AT_ONCE_EVERY_SEC) does not wait behind a burst's."""
 
     def __init__(self, max_workers: int, name: str, idle_close_sec: float = 0.0):
         super().__init__(max_workers=max_workers, thread_name_prefix=name)
-        self._work_queue = _TwoLanes(idle_close_sec)
+        self._work_queue = _Lanes(idle_close_sec)
         self._idle_close_sec = idle_close_sec
         self._pending = 0
         self._pending_lock = threading.Lock()
@@ -109,11 +120,18 @@ class ClosingExecutor(ThreadPoolExecutor):
         return super().submit(self._run, fn, *args, **kwargs)
 
     def submit_first(self, fn, /, *args, **kwargs):
-        _lane.first = True
+        return self._submit_in(FIRST, fn, *args, **kwargs)
+
+    def submit_now(self, fn, /, *args, **kwargs):
+        """Ahead of `submit_first`'s work too: the start of a turn started at once."""
+        return self._submit_in(NOW, fn, *args, **kwargs)
+
+    def _submit_in(self, lane: int, fn, /, *args, **kwargs):
+        _lane.lane = lane
         try:
             return self.submit(fn, *args, **kwargs)
         finally:
-            _lane.first = False
+            _lane.lane = REST
 
     def withdraw(self, future: Future) -> bool:
         """Cancel work submitted here that no thread has taken yet; False once one has."""
@@ -203,7 +221,7 @@ async def start_in_pool(abort, function, /, *args, **kwargs):
         return await in_pool_first("store", function, *args, **kwargs)
     call = functools.partial(function, *args, **kwargs)
     executor = pool("store")
-    future = executor.submit_first(contextvars.copy_context().run, call)
+    future = _submit_for(executor, True)(contextvars.copy_context().run, call)
     # The caller resumes as soon as the thread is done, or at once on a Stop (no pass).
     stopped, result = await race_done(future)
     if not stopped:
@@ -213,6 +231,14 @@ async def start_in_pool(abort, function, /, *args, **kwargs):
     return await wait_first(future)
 
 
+def _submit_for(executor: ClosingExecutor, first: bool):
+    """The executor's submit for work of a turn's start (`first`) or not. The start of a turn
+    started at once (AT_ONCE) does not queue behind the starts of the burst around it."""
+    if not first:
+        return executor.submit
+    return executor.submit_now if AT_ONCE.get() else executor.submit_first
+
+
 async def _in_pool(name: str, first: bool, function, /, *args, **kwargs):
     call = functools.partial(function, *args, **kwargs)
     if _in_caller_thread.get() and name != "control":
@@ -220,9 +246,7 @@ async def _in_pool(name: str, first: bool, function, /, *args, **kwargs):
     executor = pool(name)
     # run_in_executor does not carry context variables (sync_to_async does): the work runs
     # in a copy of the caller's context, so its log lines name the caller's turn.
-    future = (executor.submit_first if first else executor.submit)(
-        contextvars.copy_context().run, call
-    )
+    future = _submit_for(executor, first)(contextvars.copy_context().run, call)
     if name == "control":
         # A Stop's work: its caller resumes as soon as the thread is done, not two passes
         # of a busy event loop later (runtime.loop_lane). Only the control pool's few calls:

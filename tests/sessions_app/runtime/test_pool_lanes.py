@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 
 from sessions_app.runtime import executors
+from sessions_app.runtime.eager import AT_ONCE
 from sessions_app.runtime.tools import TurnAbort
 from tests.helpers import GUARD_SEC
 
@@ -105,3 +106,43 @@ async def test_a_start_a_thread_has_taken_is_waited_for_not_run_twice():
     async with asyncio.timeout(GUARD_SEC):
         assert await starting == "started"
     assert runs == ["start"]
+
+
+async def test_a_turn_started_at_once_goes_ahead_of_the_bursts_starts():
+    # A person's turn sent half a second into a burst found a hundred starts queued ahead
+    # of it on each of two workers, and waited 0.9 s for a store thread. Started at once
+    # (at most one per START_AT_ONCE_EVERY_SEC), its start takes the next thread.
+    threads = settings.STORE_THREADS
+    release = [threading.Event() for _ in range(threads)]
+    busy = threading.Semaphore(0)
+    ran: list[str] = []
+
+    def hold(index):
+        busy.release()
+        assert release[index].wait(GUARD_SEC)
+
+    holding = [asyncio.ensure_future(executors.in_pool("store", hold, i)) for i in range(threads)]
+    for _ in range(threads):
+        assert await asyncio.to_thread(busy.acquire, True, GUARD_SEC)
+    burst = [
+        asyncio.ensure_future(executors.start_in_pool(TurnAbort(), ran.append, f"start {i}"))
+        for i in range(QUEUED)
+    ]
+    await asyncio.sleep(0)  # the burst's starts are queued
+
+    async def started_at_once():
+        AT_ONCE.set(True)
+        return await executors.start_in_pool(TurnAbort(), ran.append, "at once")
+
+    at_once = asyncio.ensure_future(started_at_once())
+    await asyncio.sleep(0)
+    release[0].set()
+    async with asyncio.timeout(GUARD_SEC):
+        await at_once
+    for event in release:
+        event.set()
+    async with asyncio.timeout(GUARD_SEC):
+        await asyncio.gather(*holding, *burst)
+    assert ran[0] == "at once"
+    # The burst's own starts keep their order behind it.
+    assert ran[1:] == [f"start {i}" for i in range(QUEUED)]

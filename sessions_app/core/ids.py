@@ -7,6 +7,7 @@ never reaches storage.
 
 import hashlib
 import itertools
+import os
 import random
 import re
 import secrets
@@ -68,6 +69,9 @@ _sequence = itertools.count()
 # interpreter's lock: on a loaded worker the event loop's thread then waits up to a switch
 # interval (5 ms) to take it back, once per model request (docs/performance.md).
 _tokens = random.Random()
+# A process forked after this import would draw the same tokens as its parent: reseeded there.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_tokens.seed)
 
 
 def unique_token(bits: int = 48) -> str:

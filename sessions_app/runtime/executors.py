@@ -247,9 +247,10 @@ async def _in_pool(name: str, first: bool, function, /, *args, **kwargs):
     # run_in_executor does not carry context variables (sync_to_async does): the work runs
     # in a copy of the caller's context, so its log lines name the caller's turn.
     future = _submit_for(executor, first)(contextvars.copy_context().run, call)
-    if name == "control":
-        # A Stop's work: its caller resumes as soon as the thread is done, not two passes
-        # of a busy event loop later (runtime.loop_lane). Only the control pool's few calls:
-        # a storm's hundreds of starts resumed that way would delay reading the sockets.
+    if name == "control" or (first and AT_ONCE.get()):
+        # A Stop's work, or a turn started at once: its caller resumes as soon as the thread
+        # is done, not two passes of a busy event loop later (runtime.loop_lane). Only
+        # these few calls: a storm's hundreds of starts resumed that way would delay
+        # reading the sockets.
         return await wait_first(future)
     return await asyncio.wrap_future(future)

@@ -34,6 +34,7 @@ from sessions_app.runtime.agents import (
 from sessions_app.runtime.approvals import ApprovalGate, approvals_interrupted
 from sessions_app.runtime.context_fit import ContextFit
 from sessions_app.runtime.drain import turn_admitted
+from sessions_app.runtime.eager import AT_ONCE
 from sessions_app.runtime.event_pump import EventPump
 from sessions_app.runtime.executors import (
     in_pool,
@@ -752,7 +753,9 @@ async def _loop(
         logger.exception("turn %s of session %s failed", turn_id, session_id)
         status, error = "error", f"internal error: {failure}"
     unanswered = NOT_RUN_ABORTED if status == "aborted" else NOT_RUN_FAILED.format(error=error)
-    closing = await in_pool(
+    # A turn started at once is closed at once too: a person's short answer, asked during a
+    # burst, waited up to 0.9 s here behind the burst's starts (§26).
+    closing = await (in_pool_first if AT_ONCE.get() else in_pool)(
         _pool_for(abort),
         _close_turn,
         session_id=session_id,

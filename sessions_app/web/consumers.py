@@ -32,6 +32,7 @@ from sessions_app.core.throttles import turn_throttle_wait
 from sessions_app.runtime import drain, live, loop_lag, server_loop
 from sessions_app.runtime.agents import UnknownAgent
 from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
+from sessions_app.runtime.beside import first_call_beside
 from sessions_app.runtime.eager import AT_ONCE, Spacing, start_task
 from sessions_app.runtime.executors import in_pool
 from sessions_app.runtime.queue import QueuedPromptNotFound, QueueFull
@@ -400,6 +401,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         context = self.context.copy()
         if eager:
             context.run(AT_ONCE.set, True)
+            first_call_beside(context)
         self._spawn(self._turn(text, frame.get("attachments")), context=context, eager=eager)
         return True
 

@@ -10,6 +10,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from sessions_app.runtime.beside import (
+    close_beside_when_gone,
+    is_the_side_loop,
+    stream_beside,
+    takes_the_side_loop,
+)
 from sessions_app.runtime.eager import request_bodies_sent_at_once
 from sessions_app.store.base import EntryRecord
 
@@ -175,6 +181,8 @@ class SdkProvider(ABC):
             closer = _closed_with_the_loop(self._async_clients, loop)
             held = self._async_clients[loop] = (client, closer)
             await anext(closer)
+            if is_the_side_loop(loop):
+                close_beside_when_gone(self, client)
         return held[0]
 
     @property
@@ -246,12 +254,42 @@ class SdkProvider(ABC):
     async def _astream_into(self, answer: StreamedAnswer, request: dict, abort: AbortFlag) -> bool:
         """Feed the model's pieces to `answer`; True when the flag stopped it between two."""
         with self._sdk_errors():
+            if takes_the_side_loop():
+                return await self._astream_beside(answer, request, abort)
             async with await self._open_stream(await self._aconnect(), request) as stream:
                 async for chunk in stream:
                     if abort.is_set():
                         return True
                     answer.feed(chunk)
         return False
+
+    async def _astream_beside(self, answer: StreamedAnswer, request: dict, abort) -> bool:
+        """`_astream_into`, the request made and read on the side loop (runtime.beside)."""
+
+        cut = []  # the side loop's reading stopped on the flag
+
+        async def pieces():
+            async with await self._open_stream(await self._aconnect(), request) as stream:
+                async for chunk in stream:
+                    if abort.is_set():
+                        cut.append(True)
+                        return
+                    yield chunk
+
+        def feed(chunk) -> None:
+            if abort.is_set():
+                raise _StoppedBetweenPieces
+            answer.feed(chunk)
+
+        try:
+            await stream_beside(pieces, feed)
+        except _StoppedBetweenPieces:
+            return True
+        return bool(cut)
+
+
+class _StoppedBetweenPieces(Exception):
+    pass
 
 
 class StreamedAnswer(Protocol):

@@ -138,7 +138,8 @@ class SdkProvider(ABC):
         }
         self._client = None
         self._async_clients: dict = {}  # loop -> (client, its closer)
-        self._spare_client = None  # built by `preload`, not yet bound to a loop
+        # Built by `preload`, not yet bound to a loop: the worker's, and the side loop's.
+        self._spare_clients: list = []
 
     @abstractmethod
     def _make_client(self, **options):
@@ -161,8 +162,10 @@ class SdkProvider(ABC):
         import anyio  # the SDKs' own dependency, needed only where an SDK model is used
 
         # Building one loads the CA certificates: 70 ms of the loop at a storm's first turn.
-        self._spare_client = self._make_async_client(**self._options)
-        _settle_platform(self._spare_client)
+        # Two: the worker's loop and the side loop (runtime.beside) each take one.
+        self._spare_clients = [self._make_async_client(**self._options) for _ in range(2)]
+        for client in self._spare_clients:
+            _settle_platform(client)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -174,8 +177,9 @@ class SdkProvider(ABC):
         loop = asyncio.get_running_loop()
         held = self._async_clients.get(loop)
         if held is None:
-            client, self._spare_client = self._spare_client, None
-            if client is None:
+            if self._spare_clients:
+                client = self._spare_clients.pop()
+            else:
                 client = self._make_async_client(**self._options)
             request_bodies_sent_at_once(loop)
             closer = _closed_with_the_loop(self._async_clients, loop)

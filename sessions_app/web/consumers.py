@@ -42,6 +42,7 @@ from sessions_app.services import connections as connection_services
 from sessions_app.store import SessionNotFound
 from sessions_app.web import commands
 from sessions_app.web.frame_lane import FrameLane, frame_lane_install
+from sessions_app.web.group_leave import group_leave
 from sessions_app.web.notice_watch import notices_unwatch, notices_watch
 from sessions_app.web.socket_writes import SEND_TEXT_NOW, WRITE_NOW
 
@@ -298,7 +299,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 # timeout.
                 logger.exception("connection row of session %s not removed", self.session_id)
         try:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            await group_leave(self.channel_layer, self.group, self.channel_name)
         except Exception:
             logger.exception("socket of session %s not removed from its group", self.session_id)
 

@@ -17,6 +17,7 @@ from jarvis_site.shared.errors import Code
 from sessions_app.runtime import drain, server_loop
 from sessions_app.services.session_events import person_group
 from sessions_app.web.consumers import CLOSE_SERVICE_RESTART, CLOSE_UNAUTHENTICATED
+from sessions_app.web.group_leave import group_leave
 
 
 class PersonConsumer(AsyncJsonWebsocketConsumer):
@@ -45,7 +46,7 @@ class PersonConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code):
         drain.socket_unregister(self)
         if self.group is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            await group_leave(self.channel_layer, self.group, self.channel_name)
             self.group = None
 
     async def receive_json(self, content, **kwargs):

@@ -177,9 +177,9 @@ class SdkProvider(ABC):
         loop = asyncio.get_running_loop()
         held = self._async_clients.get(loop)
         if held is None:
-            if self._spare_clients:
+            try:  # the worker's loop and the side loop may ask at the same moment
                 client = self._spare_clients.pop()
-            else:
+            except IndexError:
                 client = self._make_async_client(**self._options)
             request_bodies_sent_at_once(loop)
             closer = _closed_with_the_loop(self._async_clients, loop)

@@ -111,9 +111,9 @@ class _Ended:
 async def stream_beside(
     pieces: Callable[[], AsyncIterator[Any]], feed: Callable[[Any], None]
 ) -> None:
-    """Iterate `pieces()` (a coroutine function's stream, made and read on the side loop)
-    and call `feed` with each piece on the caller's loop, in order. Its error is raised here;
-    cancelling the caller cancels the reading."""
+    """Iterate `pieces()` (an async generator, made and read on the side loop) and call
+    `feed` with each piece on the caller's loop, in order. Its error is raised here, after
+    the pieces before it; an error of `feed`, or cancelling the caller, cancels the reading."""
     here = asyncio.get_running_loop()
     arrived: deque = deque()
     lock = threading.Lock()

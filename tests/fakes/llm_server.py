@@ -379,6 +379,17 @@ def anthropic_too_long(size: int, limit: int) -> dict:
     }
 
 
+def openai_usage(reply: Reply) -> dict:
+    """Chat Completions' usage of a reply, cached and reasoning tokens inside the totals."""
+    return {
+        "prompt_tokens": reply.input_tokens,
+        "completion_tokens": reply.output_tokens,
+        "total_tokens": reply.input_tokens + reply.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
+    }
+
+
 def paced(pieces: list[str], latency: float, started: float):
     """Yield the pieces so that piece i of n leaves at started + latency * (i + 1) / n."""
     for index, piece in enumerate(pieces):
@@ -568,13 +579,7 @@ class FakeLLMServer:
             }
             for name, args in reply.calls
         ]
-        usage = {
-            "prompt_tokens": reply.input_tokens,
-            "completion_tokens": reply.output_tokens,
-            "total_tokens": reply.input_tokens + reply.output_tokens,
-            "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
-            "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
-        }
+        usage = openai_usage(reply)
         finish = "tool_calls" if calls else "stop"
         if not body.get("stream"):
             return handler._json(

@@ -27,6 +27,7 @@ from tests.fakes.llm_server import (
     openai_check,
     openai_content_check,
     openai_parameters_check,
+    openai_usage,
 )
 
 MAX_HEAD_BYTES = 64 * 1024
@@ -146,14 +147,7 @@ class PacedStreamServer:
             self.lateness.append(time.monotonic() - started - reply.latency)
         tail = chunk({}, finish_reason="stop")
         if (body.get("stream_options") or {}).get("include_usage"):
-            usage = {
-                "prompt_tokens": reply.input_tokens,
-                "completion_tokens": reply.output_tokens,
-                "total_tokens": reply.input_tokens + reply.output_tokens,
-                "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
-                "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
-            }
-            tail += chunk(usage=usage, choices=False)
+            tail += chunk(usage=openai_usage(reply), choices=False)
         if not writer.is_closing():
             writer.write(tail + b"data: [DONE]\n\n")
             await writer.drain()

@@ -2,7 +2,6 @@
 same rules as the tests' fake, answers paced to their deadline, many streams at once."""
 
 import asyncio
-import time
 
 import httpx
 import openai
@@ -52,12 +51,11 @@ async def streamed(model: openai.AsyncOpenAI, messages: list[dict]) -> tuple[str
 
 
 async def test_a_streamed_answer_arrives_whole_and_not_before_its_deadline(server):
-    started = time.monotonic()
     text, usage = await streamed(client(server), [{"role": "user", "content": "a story"}])
     assert text == WORDS
-    assert time.monotonic() - started >= LATENCY  # its last word leaves at the deadline
     assert (usage.prompt_tokens, usage.completion_tokens) == (13, 20)
-    assert len(server.lateness) == 1
+    # The fake's own record: its last word left at its deadline or after, never before.
+    assert len(server.lateness) == 1 and server.lateness[0] >= 0
 
 
 async def test_many_streams_at_once_each_arrive_whole(server):

@@ -13,12 +13,12 @@ import pytest
 from sessions_app.runtime.beside import first_call_beside, stream_beside
 from sessions_app.runtime.providers.anthropic import AnthropicProvider
 from sessions_app.runtime.providers.openai import OpenAIProvider
-from sessions_app.runtime.turns import turn_abort, turn_run
+from sessions_app.runtime.turns import turn_run
 from sessions_app.store import NewEntry, get_store
 from tests.fakes.llm_server import FakeLLMServer, Hold, Reply
 from tests.helpers import GUARD_SEC
 
-from .conftest import assert_history_valid
+from .conftest import assert_history_valid, stopped_while_the_model_holds
 
 PIECES = 100
 
@@ -137,32 +137,9 @@ def test_a_stop_while_the_first_call_runs_beside_keeps_the_words_so_far(server, 
     session = get_store().create("beside-stop").id
     hold = Hold(words=3)
     server.script(Reply(text="one two three four five", hold=hold), Reply(text="Yes?"))
-    events, said, outcome = [], threading.Event(), {}
-
-    def on_event(event):
-        events.append(event)
-        if "".join(e["text"] for e in events if e["type"] == "delta") == "one two three":
-            said.set()
-
-    def run():
-        context = contextvars.copy_context()
-        first_call_beside(context)
-        outcome["result"] = context.run(
-            turn_run, session_id=session, text="count", provider=provider, on_event=on_event
-        )
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    try:
-        assert said.wait(GUARD_SEC), "the first words never arrived"
-        assert hold.reached.wait(GUARD_SEC)
-        turn_abort(session_id=session)
-        thread.join(GUARD_SEC)
-        assert not thread.is_alive(), "the Stop waited for the model's next piece"
-    finally:
-        hold.release()
-        thread.join(GUARD_SEC)
-    result = outcome["result"]
+    context = contextvars.copy_context()
+    first_call_beside(context)
+    result, _ = stopped_while_the_model_holds(provider, session, hold, "one two three", context)
     assert result.status == "aborted"
     assert [(e.role or e.kind, e.content) for e in result.entries[-2:]] == [
         ("assistant", "one two three"),

@@ -18,7 +18,7 @@ from tests.fakes.llm_server import FakeLLMServer, Hold, Reply
 from tests.handshakes import signal_waits
 from tests.helpers import GUARD_SEC
 
-from .conftest import assert_history_valid
+from .conftest import assert_history_valid, stopped_while_the_model_holds
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -162,46 +162,12 @@ def test_abort_mid_tool_leaves_a_history_the_api_accepts(
     assert server.refusals == []
 
 
-def stopped_while_the_model_holds(server, provider, session, hold: Hold, said_text: str):
-    """Run a turn whose answer the model holds after `said_text`, press Stop, and return the
-    turn's result once it ended — the model still holding (released only afterwards)."""
-    events = []
-    said = threading.Event()
-
-    def on_event(event):
-        events.append(event)
-        text = "".join(e["text"] for e in events if e["type"] == "delta")
-        if text == said_text:
-            said.set()
-
-    outcome = {}
-
-    def run():
-        outcome["result"] = turn_run(
-            session_id=session, text="count", provider=provider, on_event=on_event
-        )
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    try:
-        if said_text:
-            assert said.wait(GUARD_SEC), "the first words never arrived"
-        assert hold.reached.wait(GUARD_SEC), "the model never reached its hold"
-        turn_abort(session_id=session)
-        thread.join(GUARD_SEC)
-        assert not thread.is_alive(), "the Stop waited for the model's next piece"
-    finally:
-        hold.release()
-        thread.join(GUARD_SEC)
-    return outcome["result"], events
-
-
 def test_a_stop_mid_answer_keeps_the_words_so_far_before_the_turns_end(server, provider, session):
     # Under load the next piece can be a second away, and a model that thinks before it
     # answers says nothing for longer: the Stop cancels the read where it waits.
     hold = Hold(words=3)
     server.script(Reply(text="one two three four five", hold=hold), Reply(text="Yes?"))
-    result, events = stopped_while_the_model_holds(server, provider, session, hold, "one two three")
+    result, events = stopped_while_the_model_holds(provider, session, hold, "one two three")
     assert result.status == "aborted"
     # What the model said before the Stop, once, then the turn's end: one commit.
     assert [(e.role or e.kind, e.content) for e in result.entries[-2:]] == [
@@ -223,7 +189,7 @@ def test_a_stop_mid_answer_keeps_the_words_so_far_before_the_turns_end(server, p
 def test_a_stop_before_the_models_first_piece_ends_the_turn_at_once(server, provider, session):
     hold = Hold(words=0)
     server.script(Reply(text="never said", first_hold=hold), Reply(text="Yes?"))
-    result, events = stopped_while_the_model_holds(server, provider, session, hold, "")
+    result, events = stopped_while_the_model_holds(provider, session, hold, "")
     assert result.status == "aborted"
     assert "never said" not in [e.content for e in result.entries]
     assert [e["status"] for e in events if e["type"] == "agent_end"] == ["aborted"]

@@ -226,7 +226,9 @@ def _positive(name: str, default: float, cast=float):
 BUSY_GRACE_SEC = _positive("BUSY_GRACE_SEC", 3.0)
 MAX_STEPS = _positive("MAX_STEPS", 8, cast=int)
 # Threads a worker gives to turns: store writes (and so database connections), blocking tools.
-STORE_THREADS = _positive("STORE_THREADS", 8, cast=int)
+# SQLite lets one writer in at a time: past three threads the others only wait for its lock
+# and hand the interpreter's lock around, which a burst of turns pays for in CPU.
+STORE_THREADS = _positive("STORE_THREADS", 3 if DATABASE_VENDOR == "sqlite" else 8, cast=int)
 TOOL_THREADS = _positive("TOOL_THREADS", 16, cast=int)
 # Threads (and so database connections) a worker gives to its WebSockets' own database work:
 # handshakes, snapshots, heartbeats, closes.

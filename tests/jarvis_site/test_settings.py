@@ -132,3 +132,11 @@ def test_an_s3_blob_url_names_the_bucket_and_the_prefix():
     endpoint = {**url, "AWS_S3_ENDPOINT_URL": "http://127.0.0.1:9000"}
     assert setting_value("AWS_S3_ENDPOINT_URL", **endpoint) == "http://127.0.0.1:9000"
     assert setting_value(f"{blobs}['BACKEND']").endswith("FileSystemStorage")  # unset: a dir
+
+
+def test_the_store_pool_is_smaller_on_sqlite_which_lets_one_writer_in_at_a_time():
+    sqlite = f"sqlite:///{REPO / 'var' / 'unused.sqlite3'}"
+    postgres = "postgres://someone@127.0.0.1:5432/jarvis"
+    assert setting_value("STORE_THREADS", DATABASE_URL=sqlite) == "3"
+    assert setting_value("STORE_THREADS", DATABASE_URL=postgres) == "8"
+    assert setting_value("STORE_THREADS", DATABASE_URL=sqlite, STORE_THREADS="5") == "5"

@@ -148,7 +148,11 @@ def fake_model(latency: float, chunks: int):
             raise RuntimeError("the fake model server did not start")
         yield FakeModel(url, process)
     finally:
+        # Closing stdin lets it close its server and end on its own; a terminate while it
+        # does would cut its loop off mid-way.
         process.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=15)
         stop(process)
 
 

@@ -489,9 +489,11 @@ async def _run(
         ):
             # The first answer: the model names the conversation, after the lease is released
             # (the next turn need not wait for a title). A sub-agent's session is in nobody's
-            # list: no title is worth a call there.
+            # list: no title is worth a call there. The call blocks for the model's answer:
+            # in the tools pool, which is for blocking work, not in the store pool that
+            # every turn's writes wait for.
             await in_pool(
-                "store",
+                "tools",
                 title_by_model,
                 session_id=session_id,
                 incarnation=meta.incarnation,

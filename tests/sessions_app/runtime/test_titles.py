@@ -2,14 +2,20 @@
 names it in a few words, and that call is the session's own usage (§22); the offline model
 leaves the first prompt's words. A later turn, or a name the person gave, is never replaced."""
 
+import asyncio
+import threading
+
 import pytest
+from django.conf import settings as django_settings
 
 from sessions_app.models import ModelUsage
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime import executors
+from sessions_app.runtime.turns import turn_run, turn_run_async
 from sessions_app.services import organize
 from sessions_app.store import get_store
 from tests.builders import token_client
-from tests.fakes.llm_server import FakeLLMServer, Reply
+from tests.fakes.llm_server import FakeLLMServer, Hold, Reply
+from tests.helpers import GUARD_SEC
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -112,3 +118,43 @@ def test_title_model_offline_keeps_the_first_words_with_a_real_model(
     turn("chat-1", alice, "Capital of France?")
     assert session_of(alice)["title"] == "Capital of France?"
     assert len(server.requests) == 1
+
+
+def test_a_conversation_being_named_leaves_every_store_thread_to_the_turns(backend, server, alice):
+    """The title's model call blocks its thread for as long as the model thinks: in the
+    store pool, a few conversations named at once would stop every other turn's writes."""
+    get_store().create("chat-1", owner_id=alice.id)
+    naming = Hold(words=0)
+    server.script(Reply(text="Paris."), Reply(text="Capital of France", first_hold=naming))
+
+    async def scenario():
+        # The event loop's own way (a worker's), not a synchronous caller's thread.
+        turn = asyncio.ensure_future(
+            turn_run_async(session_id="chat-1", text=PROMPT, owner_id=alice.id)
+        )
+        try:
+            named = await asyncio.to_thread(naming.reached.wait, GUARD_SEC)
+            assert named, "the conversation was never named"
+            threads = django_settings.STORE_THREADS
+            release, busy = threading.Event(), threading.Semaphore(0)
+
+            def write():  # a turn's write, holding its thread until the test lets go
+                busy.release()
+                release.wait(GUARD_SEC)
+
+            writes = [
+                asyncio.ensure_future(executors.in_pool("store", write)) for _ in range(threads)
+            ]
+            try:
+                for _ in range(threads):
+                    taken = await asyncio.to_thread(busy.acquire, True, GUARD_SEC)
+                    assert taken, "a store thread waits for the title's model call"
+            finally:
+                release.set()
+                await asyncio.gather(*writes)
+        finally:
+            naming.release()
+        return await turn
+
+    assert asyncio.run(scenario()).status == "completed"
+    assert session_of(alice)["title"] == "Capital of France"

@@ -5,7 +5,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.helpers import ask, browser_test, new_page, session_of, sign_in
-from tests.fakes.llm_server import Reply
+from tests.fakes.llm_server import Hold, Reply
 
 pytestmark = browser_test
 
@@ -58,20 +58,29 @@ XSS_ANSWER = f"""{XSS}
 def test_answer_renders_markdown_while_streaming_without_flicker(
     browser, model, model_server, screen
 ):
-    model.script(Reply(text=MARKDOWN, delay_per_chunk=0.04))
+    # The model holds its answer after "**Bold start** of the": the page is caught mid-answer
+    # whatever the machine's speed, and the rest streams once the test has seen it.
+    mid_answer = Hold(words=4)
+    model.script(Reply(text=MARKDOWN, hold=mid_answer))
     page = new_page(browser, screen, permissions=["clipboard-read", "clipboard-write"])
     sign_in(page, model_server)
     page.fill("#prompt", "show me some markdown")
     page.keyboard.press("Enter")
 
     # While the answer streams, it is already rendered: catch its first paragraph then.
-    page.wait_for_function(
-        """() => {
-            const first = document.querySelector('.msg.streaming .markdown > p');
-            if (first && first.querySelector('strong')) { window.firstBlock = first; return true; }
-            return false;
-        }"""
-    )
+    try:
+        page.wait_for_function(
+            """() => {
+                const first = document.querySelector('.msg.streaming .markdown > p');
+                if (first && first.querySelector('strong')) {
+                    window.firstBlock = first;
+                    return true;
+                }
+                return false;
+            }"""
+        )
+    finally:
+        mid_answer.release()
     answer = page.locator(".msg.assistant[data-seq]").last
     expect(answer).to_be_visible()
     page.locator(".regenerate").wait_for()

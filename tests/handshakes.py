@@ -5,13 +5,16 @@ for time to pass. Each replaces the `wait` tool or wraps the turn lease for one 
 - `signal_waits`: an event set when a `wait` call starts (the real tool runs);
 - `hold_waits`: every `wait` call says it started, then waits until the test releases it;
 - `meeting_waits`: `wait` calls return only once all of them run at the same time;
-- `lease_contention`: an event set when a turn finds its session's lease taken.
+- `lease_contention`: an event set when a turn finds its session's lease taken;
+- `pool_threads_taken`: every thread of a worker's pool held by the test until it lets go.
 """
 
 import asyncio
 import threading
+from contextlib import asynccontextmanager
 from dataclasses import replace
 
+from sessions_app.runtime import executors
 from sessions_app.runtime.tools import TOOLS
 from sessions_app.store.db_lease import DbTurnLease
 from sessions_app.store.file_lease import FileTurnLease
@@ -84,3 +87,37 @@ def lease_contention(monkeypatch) -> threading.Event:
 
         monkeypatch.setattr(kind, "try_acquire", try_acquire)
     return refused
+
+
+@asynccontextmanager
+async def pool_threads_taken(
+    name: str, threads: int, *, why_not: str = "a thread of the pool never came free"
+):
+    """Take all `threads` threads of the pool `name` with work the test holds (streaming
+    turns' writes, say): entered once every one runs such work (else AssertionError with
+    `why_not`). Yields one event per thread: setting one lets that thread go; leaving lets
+    every one go and waits for them."""
+    releases = [threading.Event() for _ in range(threads)]
+    running = threading.Semaphore(0)
+
+    def held(index):
+        running.release()
+        # Longer than the taking waits for a thread: a thread that never came free shows as
+        # that, not as the others' waits running out first.
+        assert releases[index].wait(2 * GUARD_SEC), "the test never let its thread go"
+
+    holding = [asyncio.ensure_future(executors.in_pool(name, held, i)) for i in range(threads)]
+    failed = True
+    try:
+        for _ in range(threads):
+            assert await asyncio.to_thread(running.acquire, True, GUARD_SEC), why_not
+        yield releases
+        failed = False
+    finally:
+        for release in releases:
+            release.set()
+        if failed:
+            for task in holding:
+                task.cancel()  # what has not started is dropped: the failure shows as it is
+        async with asyncio.timeout(GUARD_SEC):
+            await asyncio.gather(*holding, return_exceptions=failed)

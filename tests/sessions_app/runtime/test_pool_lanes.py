@@ -11,6 +11,7 @@ from django.conf import settings
 from sessions_app.runtime import executors
 from sessions_app.runtime.eager import AT_ONCE
 from sessions_app.runtime.tools import TurnAbort
+from tests.handshakes import pool_threads_taken
 from tests.helpers import GUARD_SEC
 
 pytestmark = pytest.mark.anyio
@@ -19,33 +20,22 @@ QUEUED = 20
 
 
 async def test_work_submitted_first_runs_before_the_work_already_queued():
-    threads = settings.STORE_THREADS
-    release = [threading.Event() for _ in range(threads)]
-    busy = threading.Semaphore(0)
     ran: list[str] = []
+    # Every thread of the pool is taken (by streaming turns' writes, say).
+    async with pool_threads_taken("store", settings.STORE_THREADS) as release:
+        queued = [
+            asyncio.ensure_future(executors.in_pool("store", ran.append, f"write {i}"))
+            for i in range(QUEUED)
+        ]
+        await asyncio.sleep(0)  # every write is in the pool's queue
+        start = asyncio.ensure_future(executors.in_pool_first("store", ran.append, "turn start"))
+        await asyncio.sleep(0)
 
-    def hold(index):  # a streaming turn's write, taking a thread until the test lets go
-        busy.release()
-        assert release[index].wait(GUARD_SEC)
-
-    holding = [asyncio.ensure_future(executors.in_pool("store", hold, i)) for i in range(threads)]
-    for _ in range(threads):  # every thread of the pool is taken
-        assert await asyncio.to_thread(busy.acquire, True, GUARD_SEC)
-    queued = [
-        asyncio.ensure_future(executors.in_pool("store", ran.append, f"write {i}"))
-        for i in range(QUEUED)
-    ]
-    await asyncio.sleep(0)  # every write is in the pool's queue
-    start = asyncio.ensure_future(executors.in_pool_first("store", ran.append, "turn start"))
-    await asyncio.sleep(0)
-
-    release[0].set()  # one thread frees up: it takes the start, not the oldest write
+        release[0].set()  # one thread frees up: it takes the start, not the oldest write
+        async with asyncio.timeout(GUARD_SEC):
+            await start
     async with asyncio.timeout(GUARD_SEC):
-        await start
-    for event in release:
-        event.set()
-    async with asyncio.timeout(GUARD_SEC):
-        await asyncio.gather(*holding, *queued)
+        await asyncio.gather(*queued)
     # Every write was queued before the start was submitted, and the start ran first.
     assert ran[0] == "turn start"
     assert sorted(ran[1:], key=lambda w: int(w.split()[1])) == [f"write {i}" for i in range(QUEUED)]
@@ -55,34 +45,21 @@ async def test_a_stopped_turns_start_leaves_the_queue_of_starts():
     # 0.5 s into a burst on two workers a turn's start may still wait behind hundreds of
     # others: its Stop must not wait for them. The start moves to the control pool, runs
     # once, and the stopped turn ends with its message stored.
-    threads = settings.STORE_THREADS
-    release = threading.Event()
-    busy = threading.Semaphore(0)
     ran: list[str] = []
-
-    def hold():
-        busy.release()
-        assert release.wait(GUARD_SEC)
-
-    holding = [asyncio.ensure_future(executors.in_pool("store", hold)) for _ in range(threads)]
-    for _ in range(threads):
-        assert await asyncio.to_thread(busy.acquire, True, GUARD_SEC)
-    others = [
-        asyncio.ensure_future(executors.in_pool_first("store", ran.append, f"start {i}"))
-        for i in range(QUEUED)
-    ]
-    abort = TurnAbort()
-    stopped = asyncio.ensure_future(executors.start_in_pool(abort, ran.append, "stopped start"))
-    await asyncio.sleep(0)
-    abort.set()
-    try:
+    async with pool_threads_taken("store", settings.STORE_THREADS):
+        others = [
+            asyncio.ensure_future(executors.in_pool_first("store", ran.append, f"start {i}"))
+            for i in range(QUEUED)
+        ]
+        abort = TurnAbort()
+        stopped = asyncio.ensure_future(executors.start_in_pool(abort, ran.append, "stopped start"))
+        await asyncio.sleep(0)
+        abort.set()
         async with asyncio.timeout(GUARD_SEC):
             await stopped
         assert ran == ["stopped start"]  # every store thread is still taken
-    finally:
-        release.set()
     async with asyncio.timeout(GUARD_SEC):
-        await asyncio.gather(*holding, *others)
+        await asyncio.gather(*others)
     assert ran.count("stopped start") == 1 and len(ran) == QUEUED + 1
 
 
@@ -114,23 +91,7 @@ async def test_a_turn_started_at_once_goes_ahead_of_the_bursts_starts(step):
     # of it on each of two workers, and waited 0.9 s for a store thread. Started at once
     # (at most one per START_AT_ONCE_EVERY_SEC), its start takes the next thread; so does
     # its closing, which would have waited behind the same starts.
-    threads = settings.STORE_THREADS
-    release = [threading.Event() for _ in range(threads)]
-    busy = threading.Semaphore(0)
     ran: list[str] = []
-
-    def hold(index):
-        busy.release()
-        assert release[index].wait(GUARD_SEC)
-
-    holding = [asyncio.ensure_future(executors.in_pool("store", hold, i)) for i in range(threads)]
-    for _ in range(threads):
-        assert await asyncio.to_thread(busy.acquire, True, GUARD_SEC)
-    burst = [
-        asyncio.ensure_future(executors.start_in_pool(TurnAbort(), ran.append, f"start {i}"))
-        for i in range(QUEUED)
-    ]
-    await asyncio.sleep(0)  # the burst's starts are queued
 
     async def started_at_once():
         AT_ONCE.set(True)
@@ -138,15 +99,19 @@ async def test_a_turn_started_at_once_goes_ahead_of_the_bursts_starts(step):
             return await executors.start_in_pool(TurnAbort(), ran.append, "at once")
         return await executors.in_pool_first("store", ran.append, "at once")
 
-    at_once = asyncio.ensure_future(started_at_once())
-    await asyncio.sleep(0)
-    release[0].set()
+    async with pool_threads_taken("store", settings.STORE_THREADS) as release:
+        burst = [
+            asyncio.ensure_future(executors.start_in_pool(TurnAbort(), ran.append, f"start {i}"))
+            for i in range(QUEUED)
+        ]
+        await asyncio.sleep(0)  # the burst's starts are queued
+        at_once = asyncio.ensure_future(started_at_once())
+        await asyncio.sleep(0)
+        release[0].set()
+        async with asyncio.timeout(GUARD_SEC):
+            await at_once
     async with asyncio.timeout(GUARD_SEC):
-        await at_once
-    for event in release:
-        event.set()
-    async with asyncio.timeout(GUARD_SEC):
-        await asyncio.gather(*holding, *burst)
+        await asyncio.gather(*burst)
     assert ran[0] == "at once"
     # The burst's own starts keep their order behind it.
     assert ran[1:] == [f"start {i}" for i in range(QUEUED)]

@@ -3,18 +3,17 @@ names it in a few words, and that call is the session's own usage (§22); the of
 leaves the first prompt's words. A later turn, or a name the person gave, is never replaced."""
 
 import asyncio
-import threading
 
 import pytest
 from django.conf import settings as django_settings
 
 from sessions_app.models import ModelUsage
-from sessions_app.runtime import executors
 from sessions_app.runtime.turns import turn_run, turn_run_async
 from sessions_app.services import organize
 from sessions_app.store import get_store
 from tests.builders import token_client
 from tests.fakes.llm_server import FakeLLMServer, Hold, Reply
+from tests.handshakes import pool_threads_taken
 from tests.helpers import GUARD_SEC
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -136,22 +135,9 @@ def test_a_conversation_being_named_leaves_every_store_thread_to_the_turns(backe
             named = await asyncio.to_thread(naming.reached.wait, GUARD_SEC)
             assert named, "the conversation was never named"
             threads = django_settings.STORE_THREADS
-            release, busy = threading.Event(), threading.Semaphore(0)
-
-            def write():  # a turn's write, holding its thread until the test lets go
-                busy.release()
-                release.wait(GUARD_SEC)
-
-            writes = [
-                asyncio.ensure_future(executors.in_pool("store", write)) for _ in range(threads)
-            ]
-            try:
-                for _ in range(threads):
-                    taken = await asyncio.to_thread(busy.acquire, True, GUARD_SEC)
-                    assert taken, "a store thread waits for the title's model call"
-            finally:
-                release.set()
-                await asyncio.gather(*writes)
+            waits = "a store thread waits for the title's model call"
+            async with pool_threads_taken("store", threads, why_not=waits):
+                pass  # while the model thinks of the title, every store thread was taken
         finally:
             naming.release()
         return await turn

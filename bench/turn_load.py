@@ -498,11 +498,35 @@ async def open_all(conversations: list[Conversation]) -> None:
         log(f"  {len(failed)} sockets did not open, e.g. {failed[0].open_error}")
 
 
-async def sample_peak_rss(pids: list[int], peaks: dict[int, int], stop_event: asyncio.Event):
+def machine_ticks() -> tuple[int, int]:
+    """(busy, all) clock ticks of every CPU of the machine since boot (/proc/stat)."""
+    with open("/proc/stat") as stat:
+        ticks = [int(value) for value in stat.readline().split()[1:]]
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)  # idle and iowait are not busy
+
+
+def busy_share(samples: list[tuple[float, int, int]], start: float, end: float) -> float | None:
+    """How busy the machine's CPUs were between two moments, from the samples around them."""
+    before = [s for s in samples if s[0] <= start]
+    after = [s for s in samples if s[0] >= end]
+    if not before or not after:
+        return None
+    (_, busy0, all0), (_, busy1, all1) = before[-1], after[0]
+    return (busy1 - busy0) / max(all1 - all0, 1)
+
+
+async def sample_peak_rss(
+    pids: list[int],
+    peaks: dict[int, int],
+    stop_event: asyncio.Event,
+    machine: list[tuple[float, int, int]],
+):
+    """Each process's peak memory, and the machine's CPU ticks, every 50 ms."""
     while not stop_event.is_set():
         for pid in pids:
             with contextlib.suppress(OSError):
                 peaks[pid] = max(peaks.get(pid, 0), memory_kb(pid))
+        machine.append((time.monotonic(), *machine_ticks()))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop_event.wait(), 0.05)
 
@@ -532,10 +556,12 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
     baseline = {pid: memory_kb(pid) for pid in pids}
     peaks: dict[int, int] = dict(baseline)
     stop_sampling = asyncio.Event()
-    sampler = asyncio.create_task(sample_peak_rss(pids, peaks, stop_sampling))
+    machine: list[tuple[float, int, int]] = []
+    sampler = asyncio.create_task(sample_peak_rss(pids, peaks, stop_sampling, machine))
     progress = Progress()
 
     log(f"  {count} prompts at once")
+    machine.append((time.monotonic(), *machine_ticks()))  # the storm's first moment
     lag_before = [loop_lag_buckets(worker.base) for worker in workers]
     cpu_before = {pid: cpu_seconds(pid) for pid in pids}
     deadline = time.monotonic() + args.timeout
@@ -573,6 +599,7 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
     across = [c for index, c in watchers.items() if load[index] is c and c.status == "completed"]
 
     measured = [c for c in load[1:] if c.status == "completed"]
+    starts = [c.started for c in load if c.started]
     overheads = [(c.ended - c.sent - args.latency) * 1000 for c in measured]
     ends = [c.ended for c in load if c.ended]
     growth_kb = sum(peaks[pid] - baseline[pid] for pid in pids)
@@ -597,6 +624,11 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
         "frames_per_turn": statistics.mean(c.frames for c in measured) if measured else None,
         "across_p99_ms": percentile([(c.ended - c.sent - args.latency) * 1000 for c in across], 99),
         "peak_running": progress.peak,
+        # A turn counts as running from its agent_start to its agent_end, so the peak falls
+        # short of the sessions when the stopped turn ends before the last one starts.
+        "last_start_s": (max(starts) - first_sent) if starts else None,
+        "stopped_end_s": (load[0].ended - first_sent) if load[0].ended else None,
+        "busy_until_last_start": busy_share(machine, first_sent, max(starts)) if starts else None,
         "statuses": sorted({c.status for c in load[1:] if c.status and c.status != "completed"}),
     }
 
@@ -1030,6 +1062,17 @@ def print_table(rows: list[dict], args) -> None:
                 print(f"{config} {row['system']}: {row['open_failures']} sockets did not open")
             if row and row["statuses"]:
                 print(f"{config} {row['system']}: other endings: {', '.join(row['statuses'])}")
+            if row and row.get("stopped_end_s") and row["peak_running"] < row["sessions"]:
+                print(
+                    f"{config} {row['system']}: peak running {row['peak_running']} of "
+                    f"{row['sessions']}: the last turn started {row['last_start_s']:.2f} s after "
+                    f"the first prompt, the stopped one had ended at {row['stopped_end_s']:.2f} s"
+                    + (
+                        f"; the machine's CPUs were {row['busy_until_last_start']:.0%} busy until then"
+                        if row.get("busy_until_last_start") is not None
+                        else ""
+                    )
+                )
             if row and row.get("fake", {}).get("p99_ms") is not None:
                 print(
                     f"{config} {row['system']}: the fake model's own lateness over "

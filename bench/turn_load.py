@@ -13,7 +13,8 @@
 then opens N sockets (one user each, so per-user limits never refuse the load), sends every
 prompt at once and reads until each turn's `agent_end`. While the load runs, a short turn
 ("what is 2+3", answered at once by the fake) goes to one more session, and the first
-session's turn is aborted. The same workload then runs on the peer, openai-agents' `Runner`
+session's turn is aborted; with two workers the second session's turn is aborted too, from a
+socket on the worker that does not run it. The same workload then runs on the peer, openai-agents' `Runner`
 with its `SQLiteSession` (one) or `SQLAlchemySession` on PostgreSQL (two), at the same
 concurrency against the same fake (bench/peer_load.py, in its own virtualenv).
 
@@ -550,8 +551,17 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
         for index in range(1, count)
         if len(workers) > 1 and index % 4 >= 2
     }
-    log(f"  opening {count + 1 + len(watchers)} sockets")
-    await open_all([*load, short, *watchers.values()])
+    # With two workers the second session's turn (run by the second worker) is stopped from
+    # a socket of its own on the first: a Stop crosses workers over Redis (§17), and the
+    # person who pressed it sees the turn end on that socket.
+    remote_stop = (
+        Conversation(workers[0].base, load[1].session_id, tokens[1])
+        if len(workers) > 1 and count > 2
+        else None
+    )
+    stoppers = [remote_stop] if remote_stop is not None else []
+    log(f"  opening {count + 1 + len(watchers) + len(stoppers)} sockets")
+    await open_all([*load, short, *watchers.values(), *stoppers])
     pids = [worker.pid for worker in workers]
     baseline = {pid: memory_kb(pid) for pid in pids}
     peaks: dict[int, int] = dict(baseline)
@@ -581,6 +591,8 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
             continue
         readers.append(asyncio.create_task(conversation.until_end(deadline, progress)))
     first_sent = load[0].sent
+    if remote_stop is not None and not remote_stop.open_error:
+        readers.append(asyncio.create_task(remote_stop.until_end(deadline, Progress())))
     # Half a second into the storm every turn should be streaming: a short turn and an
     # abort now show whether the worker still answers at once.
     await asyncio.sleep(max(0.0, first_sent + SHORT_AFTER_SEC - time.monotonic()))
@@ -588,6 +600,9 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
         await short.prompt(SHORT_PROMPT)
         readers.append(asyncio.create_task(short.until_end(deadline, Progress())))
     abort_sent = None if load[0].open_error else await load[0].abort()
+    remote_sent = None
+    if remote_stop is not None and not remote_stop.open_error and not load[1].open_error:
+        remote_sent = await remote_stop.abort()
     await until_done_or_quiet(readers, progress)
     await asyncio.gather(*closing)
     cpu_used = sum(cpu_seconds(pid) - cpu_before[pid] for pid in pids)
@@ -595,10 +610,11 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
     stop_sampling.set()
     await sampler
     log("  closing the sockets")
-    await asyncio.gather(*(c.close() for c in [*load, short]))
+    await asyncio.gather(*(c.close() for c in [*load, short, *stoppers]))
     across = [c for index, c in watchers.items() if load[index] is c and c.status == "completed"]
 
-    measured = [c for c in load[1:] if c.status == "completed"]
+    timed = load[1 + len(stoppers) :]  # the stopped turns are not the load's
+    measured = [c for c in timed if c.status == "completed"]
     starts = [c.started for c in load if c.started]
     overheads = [(c.ended - c.sent - args.latency) * 1000 for c in measured]
     ends = [c.ended for c in load if c.ended]
@@ -606,10 +622,10 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
     return {
         "sessions": count,
         "completed": len(measured),
-        "other_end": sum(1 for c in load[1:] if c.ended and c.status != "completed"),
+        "other_end": sum(1 for c in timed if c.ended and c.status != "completed"),
         "lost": sum(1 for c in load if not c.ended and not c.open_error),
-        "open_failures": sum(1 for c in [*load, short] if c.open_error),
-        "drops": sum(1 for c in [*load, short] if c.dropped),
+        "open_failures": sum(1 for c in [*load, short, *stoppers] if c.open_error),
+        "drops": sum(1 for c in [*load, short, *stoppers] if c.dropped),
         "wall_s": (max(ends) - first_sent) if ends else None,
         "p50_ms": percentile(overheads, 50),
         "p99_ms": percentile(overheads, 99),
@@ -617,6 +633,10 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
         "short_status": short.status or "lost",
         "abort_ms": (load[0].ended - abort_sent) * 1000 if abort_sent and load[0].ended else None,
         "abort_status": load[0].status or "lost",
+        "remote_abort_ms": (remote_stop.ended - remote_sent) * 1000
+        if remote_sent and remote_stop.ended
+        else None,
+        "remote_abort_status": (remote_stop.status or "lost") if remote_stop else None,
         "rss_per_turn_kb": growth_kb / count,
         "cpu_ms_per_turn": cpu_used * 1000 / count,
         "lag_p99_ms": lag_p99_ms(lag_before, lag_after),
@@ -627,9 +647,11 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
         # A turn counts as running from its agent_start to its agent_end, so the peak falls
         # short of the sessions when the stopped turn ends before the last one starts.
         "last_start_s": (max(starts) - first_sent) if starts else None,
-        "stopped_end_s": (load[0].ended - first_sent) if load[0].ended else None,
+        "stopped_end_s": min(
+            (c.ended - first_sent for c in [load[0], *stoppers] if c.ended), default=None
+        ),
         "busy_until_last_start": busy_share(machine, first_sent, max(starts)) if starts else None,
-        "statuses": sorted({c.status for c in load[1:] if c.status and c.status != "completed"}),
+        "statuses": sorted({c.status for c in timed if c.status and c.status != "completed"}),
     }
 
 
@@ -938,6 +960,7 @@ def run_config(config: str, scratch: Path, args) -> list[dict]:
                 in (
                     result["short_status"],
                     result["abort_status"],
+                    result.get("remote_abort_status"),
                 )
             ):
                 for index in range(workers):
@@ -1014,6 +1037,7 @@ def print_table(rows: list[dict], args) -> None:
         "overhead p99 ms",
         "short turn at 0.5 s, ms",
         "abort ms (status)",
+        "Stop from the other worker, ms",
         "RSS/turn KB",
         "CPU ms/turn",
         "loop lag p99 ms",
@@ -1037,6 +1061,9 @@ def print_table(rows: list[dict], args) -> None:
                 fmt(row["short_ms"])
                 + ("" if row["short_status"] == "completed" else f" ({row['short_status']})"),
                 f"{fmt(row['abort_ms'])} ({row['abort_status']})",
+                f"{fmt(row.get('remote_abort_ms'))} ({row['remote_abort_status']})"
+                if row.get("remote_abort_status")
+                else "-",
                 fmt(row["rss_per_turn_kb"]),
                 fmt(row["cpu_ms_per_turn"]),
                 "<=" + fmt(row["lag_p99_ms"]) if row.get("lag_p99_ms") is not None else "-",
@@ -1066,7 +1093,7 @@ def print_table(rows: list[dict], args) -> None:
                 print(
                     f"{config} {row['system']}: peak running {row['peak_running']} of "
                     f"{row['sessions']}: the last turn started {row['last_start_s']:.2f} s after "
-                    f"the first prompt, the stopped one had ended at {row['stopped_end_s']:.2f} s"
+                    f"the first prompt, a stopped one had ended at {row['stopped_end_s']:.2f} s"
                     + (
                         f"; the machine's CPUs were {row['busy_until_last_start']:.0%} busy until then"
                         if row.get("busy_until_last_start") is not None

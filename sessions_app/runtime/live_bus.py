@@ -91,11 +91,17 @@ class LiveBus:
         self.worker = f"{current_worker_id()}:{uuid.uuid4().hex[:6]}"
         self.origin = f"{self.worker}\n".encode()
         self.reply_channel = f"{PREFIX}worker:{self.worker}"
-        # The publisher answers at once; the subscriber's reads block for as long as nothing
-        # is published, so it has no read timeout.
+        # No socket timeout on any of the three connections: redis-py sends each command
+        # under asyncio.wait_for when it has one (5 s unless told otherwise), and on Python
+        # 3.11 that runs the send as a task of its own, three passes of the event loop. A
+        # pass takes a quarter of a second on a worker starting a storm of turns, so every
+        # SUBSCRIBE, publish and Stop waited most of a second before a byte left
+        # (docs/performance.md). The publisher's commands are bounded by `_bounded`
+        # instead, which adds no task; the subscribers' reads block for as long as nothing
+        # is published, so they have no timeout at all.
         self.redis = aioredis.Redis.from_url(
             url,
-            socket_timeout=settings.REDIS_SOCKET_TIMEOUT_SEC,
+            socket_timeout=None,
             socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC,
             **settings.REDIS_CONNECTION_OPTIONS,
         )
@@ -104,11 +110,13 @@ class LiveBus:
         # follows (a busy worker reads those seconds late).
         self.pubsub = aioredis.Redis.from_url(
             url,
+            socket_timeout=None,
             socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC,
             **settings.REDIS_CONNECTION_OPTIONS,
         ).pubsub()
         self.control_pubsub = aioredis.Redis.from_url(
             url,
+            socket_timeout=None,
             socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC,
             **settings.REDIS_CONNECTION_OPTIONS,
         ).pubsub()
@@ -311,7 +319,7 @@ class LiveBus:
             if not batch:
                 continue
             try:
-                async with self.redis.pipeline(transaction=False) as pipe:
+                async with _bounded(), self.redis.pipeline(transaction=False) as pipe:
                     for channel, data, *_ in batch:
                         pipe.publish(channel, data)
                     receivers = await pipe.execute()
@@ -365,7 +373,7 @@ class LiveBus:
         answer = self.answers[question] = asyncio.get_running_loop().create_future()
         try:
             message = {"kind": "ask", "question": question, "reply_to": self.reply_channel}
-            if not await self.redis.publish(control_channel(session_id), json.dumps(message)):
+            if not await self._publish(control_channel(session_id), json.dumps(message)):
                 return None
             async with asyncio.timeout(ASK_GUARD_SEC):
                 return await answer
@@ -378,7 +386,12 @@ class LiveBus:
     async def abort(self, session_id: str) -> bool:
         """Tell the worker that runs the session's turn to stop it; False when none listens."""
         message = json.dumps({"kind": "abort"})
-        return bool(await self.redis.publish(control_channel(session_id), message))
+        return bool(await self._publish(control_channel(session_id), message))
+
+    async def _publish(self, channel: str, message: str) -> int:
+        """PUBLISH one message now; how many workers received it."""
+        async with _bounded():
+            return await self.redis.publish(channel, message)
 
     # --- receiving ------------------------------------------------------------------------
     async def _read_loop(self, pubsub) -> None:
@@ -445,7 +458,14 @@ class LiveBus:
                 self.zeros_count_after[session_id] = self.published
             self.unheard.discard(session_id)
             reply = {"question": message["question"], "running": _handlers["on_ask"](session_id)}
-            await self.redis.publish(message["reply_to"], json.dumps(reply))
+            await self._publish(message["reply_to"], json.dumps(reply))
+
+
+def _bounded():
+    """The publisher's time limit per command: what its socket timeout would have been.
+    When it expires redis-py drops the connection (a reply half read cannot be trusted) and
+    the next command opens a new one; the caller gets TimeoutError, an OSError."""
+    return asyncio.timeout(settings.REDIS_SOCKET_TIMEOUT_SEC)
 
 
 def _runs(batch: list[tuple[str, str]]) -> list[tuple[str, list[str]]]:

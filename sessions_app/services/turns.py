@@ -11,6 +11,7 @@ from typing import Any
 
 from sessions_app import selectors
 from sessions_app.runtime import live, turns
+from sessions_app.runtime.eager import start_task
 from sessions_app.runtime.executors import in_pool, in_pool_first
 from sessions_app.services.broadcasts import turn_event_broadcaster
 from sessions_app.services.files import attachments_for_prompt
@@ -123,9 +124,12 @@ async def turn_abort_async(*, session_id: str, owner_id: int | None) -> bool:
     ):
         return True
     await in_pool("control", selectors.session_get, session_id=session_id, owner_id=owner_id)
-    # The live bus reaches a turn on another worker at once; the lease mark (through the
-    # small control pool) within a watch interval, with or without Redis.
-    here_or_marked, elsewhere = await asyncio.gather(
-        turns.turn_abort_async(session_id=session_id), live.abort_elsewhere(session_id=session_id)
+    # The live bus reaches a turn on another worker at once: its PUBLISH is written in this
+    # step, not in a task's first step a pass of the loop later (a quarter of a second on a
+    # worker starting a storm of turns). The lease mark (through the small control pool)
+    # reaches it within a watch interval, with or without Redis.
+    elsewhere = start_task(live.abort_elsewhere(session_id=session_id))
+    here_or_marked, reached = await asyncio.gather(
+        turns.turn_abort_async(session_id=session_id), elsewhere
     )
-    return here_or_marked or elsewhere
+    return here_or_marked or reached

@@ -418,8 +418,16 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    def _stop_here(self) -> None:
-        turns.turn_abort_here(session_id=self.session_id, owner_id=self.user_id)
+    def _stop_here(self, alone: bool) -> bool:
+        """A Stop read where it arrives (the frame lane). The person's turn running on this
+        worker stops now: a flag. Otherwise the Stop's control path starts now too, not
+        after the frame's three passes through a busy loop to the receive loop: the turn
+        may run on another worker, where the Stop travels over the live bus (§26). True
+        when that leaves nothing for the receive loop: the Stop came `alone`."""
+        if turns.turn_abort_here(session_id=self.session_id, owner_id=self.user_id):
+            return False
+        self._spawn(self._abort(), context=self.context, eager=True)
+        return alone
 
     async def _abort(self):
         try:

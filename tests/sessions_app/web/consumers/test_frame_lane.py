@@ -1,12 +1,13 @@
 """Control before data: a Stop frame is read as the server hands it to the socket's queue
-(the turn is stopped before the consumer's receive loop gets to the frame, which still
-reaches it), and a prompt that nothing of the socket waits before starts its turn there —
-one that arrives behind other frames keeps its place."""
+(the turn is stopped before the consumer's receive loop gets to the frame; a turn on
+another worker is sent its Stop from there), and a prompt that nothing of the socket waits
+before starts its turn there — one that arrives behind other frames keeps its place."""
 
 import asyncio
 
 import pytest
 
+from sessions_app.runtime import live
 from sessions_app.web.consumers import SessionConsumer
 from sessions_app.web.frame_lane import STOP_FRAME_MAX_CHARS, frame_lane_install, is_stop
 from tests.fakes.llm_server import Hold, Reply
@@ -24,13 +25,17 @@ PROMPT = '{"type": "prompt", "text": "abort the mission"}'
 
 
 class Recorder:
-    def __init__(self, take: bool = True):
+    def __init__(self, take: bool = True, take_stop: bool = False):
         self.stops = 0
+        self.alone: list[bool] = []
         self.taken: list[str] = []
         self.take = take
+        self.take_stop = take_stop
 
-    def on_stop(self):
+    def on_stop(self, alone: bool) -> bool:
         self.stops += 1
+        self.alone.append(alone)
+        return self.take_stop
 
     def take_now(self, text: str) -> bool:
         if self.take:
@@ -51,6 +56,7 @@ def test_a_stop_is_seen_when_queued_and_still_delivered():
         queue.put_nowait(text_frame(ABORT))
         # Synchronously, in the server's own call: no pass of the loop in between.
         assert seen.stops == 1
+        assert seen.alone == [False]  # the prompt waits before it
         assert lane.pending == 2
         assert drained(queue) == [PROMPT, ABORT]
 
@@ -78,6 +84,22 @@ def test_a_frame_is_taken_at_once_only_when_nothing_waits_before_it():
         assert lane.pending == 0
         queue.put_nowait(text_frame('{"type": "prompt", "text": "fourth"}'))
         assert seen.taken == [PROMPT, '{"type": "prompt", "text": "fourth"}']
+
+    asyncio.run(scenario())
+
+
+def test_a_stop_taken_where_it_arrives_is_queued_only_behind_other_frames():
+    async def scenario():
+        queue: asyncio.Queue = asyncio.Queue()
+        seen = Recorder(take=False, take_stop=True)
+        lane = frame_lane_install(queue.get, seen.on_stop, seen.take_now)
+        queue.put_nowait(text_frame(ABORT))  # alone, and taken: the receive loop never sees it
+        assert seen.alone == [True] and queue.empty() and lane.pending == 0
+        queue.put_nowait(text_frame(PROMPT))
+        queue.put_nowait(text_frame(ABORT))  # behind the prompt: it keeps its place too
+        assert seen.alone == [True, False]
+        assert drained(queue) == [PROMPT, ABORT]
+        assert lane.pending == 2
 
     asyncio.run(scenario())
 
@@ -129,7 +151,7 @@ def test_a_receive_that_is_not_a_queue_is_left_as_it_is():
     async def receive():
         return {}
 
-    assert frame_lane_install(receive, lambda: None, lambda _text: True) is None
+    assert frame_lane_install(receive, lambda _alone: False, lambda _text: True) is None
 
 
 @pytest.mark.anyio
@@ -200,4 +222,61 @@ async def test_a_prompt_behind_a_busy_frame_waits_for_it(backend, alice_token, m
     assert handled == ["queue_cancel", "turn"]
     assert events[0]["type"] == "agent_start"
     assert events[-1]["status"] == "completed"
+    await tab.disconnect()
+
+
+class StopsElsewhere:
+    """Stands in for the live bus' Stop to the worker that runs a turn: counts each one."""
+
+    def __init__(self):
+        self.sent = 0
+        self.arrived = asyncio.Event()
+
+    async def __call__(self, *, session_id):
+        self.sent += 1
+        self.arrived.set()
+        return True
+
+
+@pytest.mark.anyio
+@pytest.mark.django_db(transaction=True)
+async def test_a_stop_for_a_turn_elsewhere_leaves_while_the_socket_is_busy(
+    backend, alice_token, monkeypatch
+):
+    # The turn runs on another worker (nothing runs here): the Stop goes to it from where
+    # the frame arrived, while the receive loop is still held on an earlier frame.
+    busy = asyncio.Event()
+    let_go = asyncio.Event()
+
+    async def slow_queue_cancel(self, frame):
+        busy.set()
+        await let_go.wait()
+
+    stops = StopsElsewhere()
+    monkeypatch.setattr(SessionConsumer, "_queue_cancel", slow_queue_cancel)
+    monkeypatch.setattr(live, "abort_elsewhere", stops)
+    tab, _ = await open_session("/ws/sessions/stop-elsewhere/", alice_token)
+    await tab.send_json_to({"type": "queue_cancel", "queue_id": "q_none"})
+    await asyncio.wait_for(busy.wait(), GUARD_SEC)
+    await tab.send_json_to({"type": "abort"})
+    try:
+        await asyncio.wait_for(stops.arrived.wait(), GUARD_SEC)
+        assert not let_go.is_set()  # the receive loop was still on the earlier frame
+    finally:
+        let_go.set()
+    await tab.disconnect()
+
+
+@pytest.mark.anyio
+@pytest.mark.django_db(transaction=True)
+async def test_a_stop_that_came_alone_is_sent_once(backend, alice_token, monkeypatch):
+    stops = StopsElsewhere()
+    monkeypatch.setattr(live, "abort_elsewhere", stops)
+    tab, _ = await open_session("/ws/sessions/stop-alone/", alice_token)
+    await tab.send_json_to({"type": "abort"})
+    await asyncio.wait_for(stops.arrived.wait(), GUARD_SEC)
+    # A frame sent after it is answered: the receive loop has read everything before it.
+    await tab.send_json_to({"type": "ping"})
+    assert (await tab.receive_json_from(timeout=GUARD_SEC))["type"] == "pong"
+    assert stops.sent == 1
     await tab.disconnect()

@@ -1,0 +1,127 @@
+"""The live bus writes a command in the step that asks for it (docs/design.md §26). redis-py
+sends under asyncio.wait_for when a connection has a socket timeout, and on Python 3.11 that
+is a task of its own: three passes of a busy event loop before the first byte, which made a
+Stop to another worker wait most of a second under a storm. The publisher's commands are
+still bounded in time."""
+
+import asyncio
+import socket
+import threading
+
+import pytest
+
+from sessions_app.runtime import live_bus
+from sessions_app.runtime.eager import start_task
+from tests.helpers import GUARD_SEC
+
+pytestmark = pytest.mark.anyio
+
+HELLO_REPLY = b"%2\r\n$6\r\nserver\r\n$5\r\nredis\r\n$5\r\nproto\r\n:3\r\n"
+
+
+def _commands(buffer: bytearray) -> list[list[bytes]]:
+    """The complete RESP commands at the start of `buffer`, taken out of it."""
+    commands = []
+    while True:
+        try:
+            header_end = buffer.index(b"\r\n")
+            count, at, parts = int(buffer[1:header_end]), header_end + 2, []
+            for _ in range(count):
+                length_end = buffer.index(b"\r\n", at)
+                length = int(buffer[at + 1 : length_end])
+                start = length_end + 2
+                if len(buffer) < start + length + 2:
+                    return commands
+                parts.append(bytes(buffer[start : start + length]))
+                at = start + length + 2
+        except ValueError:  # no complete line yet
+            return commands
+        del buffer[:at]
+        commands.append(parts)
+
+
+class SilentRedis:
+    """A Redis that shakes hands, answers the first PUBLISH, and then never answers another
+    one. It reads in threads of its own, so it sees what a client wrote even while the
+    client's event loop is blocked."""
+
+    def __init__(self):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"redis://127.0.0.1:{self.listener.getsockname()[1]}/0"
+        self.published = threading.Event()  # a PUBLISH after the first one arrived
+        self.answered_one = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket):
+        buffer = bytearray()
+        with client:
+            while data := client.recv(65536):
+                buffer += data
+                for name, *_ in _commands(buffer):
+                    if name == b"HELLO":
+                        client.sendall(HELLO_REPLY)
+                    elif name == b"CLIENT":
+                        client.sendall(b"+OK\r\n")
+                    elif name == b"PUBLISH" and not self.answered_one:
+                        self.answered_one = True
+                        client.sendall(b":0\r\n")
+                    elif name == b"PUBLISH":
+                        self.published.set()
+                    # Anything else (the reply channel's SUBSCRIBE) is left unanswered.
+
+    def close(self):
+        self.listener.close()
+
+
+@pytest.fixture
+def silent_redis():
+    server = SilentRedis()
+    yield server
+    server.close()
+
+
+async def _closed(bus: live_bus.LiveBus) -> None:
+    tasks = [bus.publisher, *bus.readers.values(), *bus.commanders.values(), bus.reply_ready]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for client in (bus.redis, bus.pubsub, bus.control_pubsub):
+        await client.aclose()
+
+
+async def test_a_stop_is_on_the_wire_before_the_event_loop_runs_anything_else(silent_redis):
+    bus = live_bus.LiveBus(silent_redis.url)
+    try:
+        async with asyncio.timeout(GUARD_SEC):
+            assert not await bus.abort("warm-up")  # connected; no worker ran that turn
+        stop = start_task(bus.abort("a-turn-elsewhere"))
+        # The loop is blocked here: only a PUBLISH written in the step above can arrive.
+        arrived = silent_redis.published.wait(GUARD_SEC)
+        stop.cancel()
+        assert arrived, "the Stop's PUBLISH waited for the event loop"
+    finally:
+        await _closed(bus)
+
+
+async def test_a_publish_redis_never_answers_ends_within_the_socket_timeout(
+    silent_redis, settings
+):
+    settings.REDIS_SOCKET_TIMEOUT_SEC = 0.2
+    bus = live_bus.LiveBus(silent_redis.url)
+    try:
+        async with asyncio.timeout(GUARD_SEC):
+            await bus.abort("warm-up")
+        stop = asyncio.ensure_future(bus.abort("a-turn-elsewhere"))
+        done, _ = await asyncio.wait({stop}, timeout=GUARD_SEC)
+        assert stop in done, "a PUBLISH without an answer held its caller for ever"
+        assert isinstance(stop.exception(), TimeoutError)
+    finally:
+        await _closed(bus)

@@ -111,9 +111,7 @@ async def test_a_stop_is_on_the_wire_before_the_event_loop_runs_anything_else(si
         await _closed(bus)
 
 
-async def test_a_publish_redis_never_answers_ends_within_the_socket_timeout(
-    silent_redis, settings
-):
+async def test_a_publish_redis_never_answers_ends_within_the_socket_timeout(silent_redis, settings):
     settings.REDIS_SOCKET_TIMEOUT_SEC = 0.2
     bus = live_bus.LiveBus(silent_redis.url)
     try:

@@ -18,9 +18,7 @@ def anyio_backend():
     return "asyncio"
 
 
-async def test_the_stop_to_another_worker_leaves_before_the_lease_mark(
-    backend, alice, monkeypatch
-):
+async def test_the_stop_to_another_worker_leaves_before_the_lease_mark(backend, alice, monkeypatch):
     await sync_to_async(get_store().create)("stop-order", owner_id=alice.id)
     order = []
 

@@ -149,6 +149,9 @@ class LiveBus:
         # Own turn -> (its control subscription's confirmation, the events held until then).
         self.held: dict[str, tuple[asyncio.Future, list[tuple[str, int, str]]]] = {}
         self.outbox_ready = asyncio.Event()
+        # The publish loop's connection, taken from the publisher's pool for good (closing
+        # the publisher closes it).
+        self.batch_connection = None
         self.readers: dict[int, asyncio.Task] = {}
         self.publisher = asyncio.ensure_future(self._publish_loop())
         self.reply_ready = asyncio.ensure_future(self._subscribe(self.reply_channel))
@@ -319,10 +322,7 @@ class LiveBus:
             if not batch:
                 continue
             try:
-                async with _bounded(), self.redis.pipeline(transaction=False) as pipe:
-                    for channel, data, *_ in batch:
-                        pipe.publish(channel, data)
-                    receivers = await pipe.execute()
+                receivers = await self._publish_batch([(c, data) for c, data, *_ in batch])
             except (aioredis.RedisError, OSError):
                 # The other workers' tabs miss these events; each resyncs from agent_end's
                 # last_seq, or on its next connect.
@@ -337,6 +337,27 @@ class LiveBus:
                     self.unjudged.setdefault(session_id, []).append((number, event, count))
                 else:
                     self._judge(session_id, number, event, count)
+
+    async def _publish_batch(self, batch: list[tuple[str, str]]) -> list[int]:
+        """PUBLISH each (channel, data) in one write on the publish loop's own connection,
+        then read the receivers' counts. Not redis-py's pipeline: it hands its connection
+        back to the pool under asyncio.shield, a task of its own, and the next batch waited
+        three more passes of the event loop for it (docs/performance.md)."""
+        if self.batch_connection is None:
+            self.batch_connection = await self.redis.connection_pool.get_connection()
+        connection = self.batch_connection
+        try:
+            async with _bounded():
+                await connection.send_packed_command(
+                    connection.pack_commands([("PUBLISH", *publish) for publish in batch]),
+                    check_health=False,
+                )
+                return [await connection.read_response() for _ in batch]
+        except BaseException:
+            # Replies half read cannot be matched to their commands any more: the next
+            # batch starts on a new connection.
+            await connection.disconnect(nowait=True)
+            raise
 
     def _judge(self, session_id: str, number: int, event: tuple[str, int], receivers: int) -> None:
         """Whether publish `number` (of `event`, an own turn's) reached another worker; if

@@ -18,9 +18,9 @@ receiving socket's channel, and its pub/sub layer still sends one message per gr
 socket; here a message goes once to each subscribed worker, which hands the same frame text
 to its sockets without decoding it (docs/performance.md has the numbers).
 
-Publishes leave through one connection, batched in a pipeline while the previous batch is
-on the wire: events of a turn keep their order (one connection, FIFO), and 200 streaming
-turns cost a few round trips per batch instead of one per event.
+Publishes leave through one connection, batched (one write per batch) while the previous
+batch is on the wire: events of a turn keep their order (one connection, FIFO), and 200
+streaming turns cost a few round trips per batch instead of one per event.
 
 A turn nobody follows elsewhere publishes nothing. PUBLISH answers how many workers got the
 message; once a turn's publish reached none, its next events stay here, until another

@@ -14,7 +14,8 @@ callback:
   consumer stops its turn if it runs on this worker (a flag, no query, no thread), and
   otherwise starts the Stop's control path at once (the check, the lease mark, the live bus
   to the worker that runs the turn). `alone`: nothing of this socket waits in the queue or
-  is being handled. A Stop that came alone and that `on_stop` says it took is not queued;
+  is being handled, and the frame holds nothing but the Stop (anything more is the receive
+  loop's to check). A Stop that came alone and that `on_stop` says it took is not queued;
   any other still goes into the queue and through the receive loop, in its place among the
   frames before it: stopping twice is stopping once.
 - A frame that arrives while nothing of this socket waits in the queue or is being handled
@@ -39,6 +40,7 @@ logger = logging.getLogger(__name__)
 # A Stop frame is `{"type": "abort"}`; anything longer than this is not looked at for one
 # (and is read by the consumer as usual), so the lane costs a length check for other frames.
 STOP_FRAME_MAX_CHARS = 256
+PLAIN_STOP = {"type": "abort"}
 # Frames offered to `take_now` at most this long: a prompt's words, not a pasted document
 # (those are checked by the receive loop, the largest in a pool thread).
 TAKE_NOW_MAX_CHARS = 16 * 1024
@@ -69,8 +71,12 @@ class FrameLane:
     def _arrived(self, message: dict) -> None:
         if message.get("type") == "websocket.receive":
             text = message.get("text")
-            if is_stop(message):
-                alone = self.pending == 0
+            stop = _stop_frame(message)
+            if stop is not None:
+                # Left out of the queue only when the receive loop would have nothing else
+                # to do with it: nothing waits before it, and it is nothing but a Stop (a
+                # frame with more in it is the receive loop's to check and answer).
+                alone = self.pending == 0 and stop == PLAIN_STOP
                 if self._call(self.on_stop, alone) and alone:
                     return
             elif (
@@ -105,13 +111,18 @@ def frame_lane_install(
 
 def is_stop(message: dict) -> bool:
     """Whether a message from the server is a text frame that asks to stop the turn."""
+    return _stop_frame(message) is not None
+
+
+def _stop_frame(message: dict) -> dict | None:
+    """The frame of a message that asks to stop the turn, parsed; None for any other."""
     if message.get("type") != "websocket.receive":
-        return False
+        return None
     text = message.get("text")
     if not isinstance(text, str) or len(text) > STOP_FRAME_MAX_CHARS or "abort" not in text:
-        return False
+        return None
     try:
         frame = limits.json_loads(text)
     except ValueError:
-        return False
-    return isinstance(frame, dict) and frame.get("type") == "abort"
+        return None
+    return frame if isinstance(frame, dict) and frame.get("type") == "abort" else None

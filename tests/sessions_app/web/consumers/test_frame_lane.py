@@ -95,11 +95,15 @@ def test_a_stop_taken_where_it_arrives_is_queued_only_behind_other_frames():
         lane = frame_lane_install(queue.get, seen.on_stop, seen.take_now)
         queue.put_nowait(text_frame(ABORT))  # alone, and taken: the receive loop never sees it
         assert seen.alone == [True] and queue.empty() and lane.pending == 0
-        queue.put_nowait(text_frame(PROMPT))
-        queue.put_nowait(text_frame(ABORT))  # behind the prompt: it keeps its place too
+        # More than a Stop in it: the receive loop checks it (and answers what is wrong).
+        padded = '{"type": "abort", "note": "now"}'
+        queue.put_nowait(text_frame(padded))
         assert seen.alone == [True, False]
-        assert drained(queue) == [PROMPT, ABORT]
-        assert lane.pending == 2
+        queue.put_nowait(text_frame(PROMPT))
+        queue.put_nowait(text_frame(ABORT))  # behind the others: it keeps its place too
+        assert seen.alone == [True, False, False]
+        assert drained(queue) == [padded, PROMPT, ABORT]
+        assert lane.pending == 3
 
     asyncio.run(scenario())
 

@@ -131,6 +131,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     watching_notices = False
     send_failure: BaseException | None = None
     lane: FrameLane | None = None
+    stopping: asyncio.Task | None = None  # a Stop the frame lane started, on its way
     let_go = False
     live_socket: live.LiveSocket | None = None
 
@@ -335,6 +336,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self._error(Code.TOO_LARGE, f"a frame may be at most {limit} bytes")
             return await self.close(code=CLOSE_TOO_LARGE, reason="message too big")
         try:
+            await self._stopped_first()
             await super().websocket_receive(message)
         finally:
             if self.lane is not None:
@@ -384,6 +386,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         for anything else: another frame, a command, a mode, a refusal to tell."""
         if '"prompt"' not in text_data:
             return False  # parsed once, by the receive loop
+        if self.stopping is not None and not self.stopping.done():
+            return False  # it waits for the Stop before it, in the queue
         if frames.inbound_size(text_data) > settings.WEBSOCKET_MESSAGE_MAX_BYTES:
             return False
         frame, refusal = frame_checked(text_data)
@@ -408,7 +412,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     def _spawn(
         self, coroutine, context: contextvars.Context | None = None, *, eager: bool = False
-    ) -> None:
+    ) -> asyncio.Task:
         # Turns and commands run beside the receive loop, so `abort` and `ping` are answered
         # while they work.
         if eager:
@@ -417,17 +421,27 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             task = asyncio.create_task(coroutine, context=context)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        return task
 
-    def _stop_here(self, alone: bool) -> bool:
+    def _stop_here(self, plain: bool, alone: bool) -> bool:
         """A Stop read where it arrives (the frame lane). The person's turn running on this
-        worker stops now: a flag. Otherwise the Stop's control path starts now too, not
-        after the frame's three passes through a busy loop to the receive loop: the turn
-        may run on another worker, where the Stop travels over the live bus (§26). True
-        when that leaves nothing for the receive loop: the Stop came `alone`."""
+        worker stops now: a flag. Otherwise a `plain` Stop's control path starts now too,
+        not after the frame's three passes through a busy loop to the receive loop: the
+        turn may run on another worker, where the Stop travels over the live bus (§26).
+        Until it has ended, the frames after it wait (`_stopped_first`): a prompt sent just
+        after a Stop must not start a turn that the Stop then reaches. True when that
+        leaves nothing for the receive loop: the Stop came `alone`."""
         if turns.turn_abort_here(session_id=self.session_id, owner_id=self.user_id):
             return False
-        self._spawn(self._abort(), context=self.context, eager=True)
+        if not plain:
+            return False
+        self.stopping = self._spawn(self._abort(), context=self.context, eager=True)
         return alone
+
+    async def _stopped_first(self) -> None:
+        """Wait for the Stop the frame lane started, if it is still on its way."""
+        if self.stopping is not None and not self.stopping.done():
+            await asyncio.wait({self.stopping})  # not cancelled with the receive loop
 
     async def _abort(self):
         try:

@@ -10,14 +10,14 @@ storm of streamed answers on two workers that was ~1.4 s of a 2 s Stop (docs/per
 The lane looks at each frame as the server hands it to the queue, in the server's own read
 callback:
 
-- A small frame that is `{"type": "abort"}` calls `on_stop(alone)` there and then: the
-  consumer stops its turn if it runs on this worker (a flag, no query, no thread), and
-  otherwise starts the Stop's control path at once (the check, the lease mark, the live bus
-  to the worker that runs the turn). `alone`: nothing of this socket waits in the queue or
-  is being handled, and the frame holds nothing but the Stop (anything more is the receive
-  loop's to check). A Stop that came alone and that `on_stop` says it took is not queued;
-  any other still goes into the queue and through the receive loop, in its place among the
-  frames before it: stopping twice is stopping once.
+- A small frame that is `{"type": "abort"}` calls `on_stop(plain, alone)` there and then:
+  the consumer stops its turn if it runs on this worker (a flag, no query, no thread), and
+  otherwise, for a `plain` Stop (nothing in the frame but the Stop: anything more is the
+  receive loop's to check and answer), starts the Stop's control path at once (the check,
+  the lease mark, the live bus to the worker that runs the turn). `alone`: nothing of this
+  socket waits in the queue or is being handled. A plain Stop that came alone and that
+  `on_stop` says it took is not queued; any other still goes into the queue and through the
+  receive loop, in its place among the frames before it: stopping twice is stopping once.
 - A frame that arrives while nothing of this socket waits in the queue or is being handled
   is offered to `take_now`, which may handle it at once (a plain prompt: its turn starts
   here). A frame it takes is not queued: the receive loop would have handled it first anyway.
@@ -53,7 +53,7 @@ class FrameLane:
     def __init__(
         self,
         queue: asyncio.Queue,
-        on_stop: Callable[[bool], bool],
+        on_stop: Callable[[bool, bool], bool],
         take_now: Callable[[str], bool],
     ):
         self.on_stop = on_stop
@@ -76,8 +76,8 @@ class FrameLane:
                 # Left out of the queue only when the receive loop would have nothing else
                 # to do with it: nothing waits before it, and it is nothing but a Stop (a
                 # frame with more in it is the receive loop's to check and answer).
-                alone = self.pending == 0 and stop == PLAIN_STOP
-                if self._call(self.on_stop, alone) and alone:
+                plain, alone = stop == PLAIN_STOP, self.pending == 0
+                if self._call(self.on_stop, plain, alone) and plain and alone:
                     return
             elif (
                 self.pending == 0
@@ -100,7 +100,7 @@ class FrameLane:
 
 
 def frame_lane_install(
-    receive: Callable, on_stop: Callable[[bool], bool], take_now: Callable[[str], bool]
+    receive: Callable, on_stop: Callable[[bool, bool], bool], take_now: Callable[[str], bool]
 ) -> FrameLane | None:
     """The lane on the socket's queue, or None when `receive` is not a queue's `get`."""
     queue = getattr(receive, "__self__", None)

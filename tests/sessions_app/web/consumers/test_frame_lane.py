@@ -32,9 +32,9 @@ class Recorder:
         self.take = take
         self.take_stop = take_stop
 
-    def on_stop(self, alone: bool) -> bool:
+    def on_stop(self, plain: bool, alone: bool) -> bool:
         self.stops += 1
-        self.alone.append(alone)
+        self.alone.append(plain and alone)
         return self.take_stop
 
     def take_now(self, text: str) -> bool:
@@ -155,7 +155,7 @@ def test_a_receive_that_is_not_a_queue_is_left_as_it_is():
     async def receive():
         return {}
 
-    assert frame_lane_install(receive, lambda _alone: False, lambda _text: True) is None
+    assert frame_lane_install(receive, lambda *_: False, lambda _text: True) is None
 
 
 @pytest.mark.anyio
@@ -283,4 +283,40 @@ async def test_a_stop_that_came_alone_is_sent_once(backend, alice_token, monkeyp
     await tab.send_json_to({"type": "ping"})
     assert (await tab.receive_json_from(timeout=GUARD_SEC))["type"] == "pong"
     assert stops.sent == 1
+    await tab.disconnect()
+
+
+@pytest.mark.anyio
+@pytest.mark.django_db(transaction=True)
+async def test_a_prompt_sent_just_after_a_stop_starts_once_the_stop_has_gone(
+    backend, alice_token, monkeypatch
+):
+    # The Stop is on its way to another worker when the next prompt arrives: the prompt's
+    # turn starts only after it, so the Stop can never reach the turn sent after it.
+    on_its_way = asyncio.Event()
+    let_go = asyncio.Event()
+    happened = []
+
+    async def slow_stop_elsewhere(*, session_id):
+        on_its_way.set()
+        await let_go.wait()
+        happened.append("stop")
+        return False
+
+    turn = SessionConsumer._turn
+
+    async def recorded_turn(self, text, attachments=None):
+        happened.append("turn")
+        await turn(self, text, attachments)
+
+    monkeypatch.setattr(live, "abort_elsewhere", slow_stop_elsewhere)
+    monkeypatch.setattr(SessionConsumer, "_turn", recorded_turn)
+    tab, _ = await open_session("/ws/sessions/stop-then-prompt/", alice_token)
+    await tab.send_json_to({"type": "abort"})
+    await asyncio.wait_for(on_its_way.wait(), GUARD_SEC)
+    await tab.send_json_to({"type": "prompt", "text": "hello"})
+    let_go.set()
+    events = await events_until(tab, turn_done)
+    assert happened == ["stop", "turn"]
+    assert events[-1]["status"] == "completed"
     await tab.disconnect()

@@ -158,6 +158,38 @@ def test_a_receive_that_is_not_a_queue_is_left_as_it_is():
     assert frame_lane_install(receive, lambda *_: False, lambda _text: True) is None
 
 
+class ReceiveLoopHeld:
+    """Holds the socket's receive loop on a `queue_cancel` frame until `let_go` is set; the
+    frame is noted in `happened` once it is handled."""
+
+    def __init__(self, monkeypatch, happened: list[str] | None = None):
+        self.busy = asyncio.Event()
+        self.let_go = asyncio.Event()
+        self.happened = happened if happened is not None else []
+
+        async def slow_queue_cancel(consumer, frame):
+            self.busy.set()
+            await self.let_go.wait()
+            self.happened.append("queue_cancel")
+
+        monkeypatch.setattr(SessionConsumer, "_queue_cancel", slow_queue_cancel)
+
+    async def hold(self, tab) -> None:
+        await tab.send_json_to({"type": "queue_cancel", "queue_id": "q_none"})
+        await asyncio.wait_for(self.busy.wait(), GUARD_SEC)
+
+
+def turns_noted(monkeypatch, happened: list[str]) -> None:
+    """Each turn a socket starts is noted in `happened` as it begins."""
+    turn = SessionConsumer._turn
+
+    async def noted_turn(consumer, text, attachments=None):
+        happened.append("turn")
+        await turn(consumer, text, attachments)
+
+    monkeypatch.setattr(SessionConsumer, "_turn", noted_turn)
+
+
 @pytest.mark.anyio
 @pytest.mark.django_db(transaction=True)
 async def test_a_stop_ends_the_turn_while_the_socket_is_busy_with_an_earlier_frame(
@@ -166,30 +198,22 @@ async def test_a_stop_ends_the_turn_while_the_socket_is_busy_with_an_earlier_fra
     # The receive loop handles one frame at a time; under load it is behind. Here it is held
     # on a queue_cancel frame, and the model on its next piece: the Stop behind them in the
     # socket's queue still ends the turn, and the page gets `agent_end` "aborted".
-    busy = asyncio.Event()
-    let_go = asyncio.Event()
-
-    async def slow_queue_cancel(self, frame):
-        busy.set()
-        await let_go.wait()
-
-    monkeypatch.setattr(SessionConsumer, "_queue_cancel", slow_queue_cancel)
+    receive_loop = ReceiveLoopHeld(monkeypatch)
     hold = Hold(words=3)
     model.script(Reply(text="one two three four five", hold=hold))
     tab, _ = await open_session("/ws/sessions/stop-lane/", alice_token)
     await tab.send_json_to({"type": "prompt", "text": "count"})
     await events_until(tab, lambda event: event["type"] == "delta")
     assert await asyncio.to_thread(hold.reached.wait, GUARD_SEC)
-    await tab.send_json_to({"type": "queue_cancel", "queue_id": "q_none"})
-    await asyncio.wait_for(busy.wait(), GUARD_SEC)
+    await receive_loop.hold(tab)
     await tab.send_json_to({"type": "abort"})
     try:
         ended = await events_until(tab, turn_done)
         assert ended[-1]["type"] == "agent_end"
         assert ended[-1]["status"] == "aborted"
-        assert not let_go.is_set()  # the receive loop was still on the earlier frame
+        assert not receive_loop.happened  # the receive loop was still on the earlier frame
     finally:
-        let_go.set()
+        receive_loop.let_go.set()
         hold.release()
     await tab.disconnect()
 
@@ -199,29 +223,14 @@ async def test_a_stop_ends_the_turn_while_the_socket_is_busy_with_an_earlier_fra
 async def test_a_prompt_behind_a_busy_frame_waits_for_it(backend, alice_token, monkeypatch):
     # The receive loop is held on an earlier frame: a prompt sent now keeps its place and
     # starts only once that frame is handled.
-    busy = asyncio.Event()
-    let_go = asyncio.Event()
-    handled = []
-
-    async def slow_queue_cancel(self, frame):
-        busy.set()
-        await let_go.wait()
-        handled.append("queue_cancel")
-
-    turn = SessionConsumer._turn
-
-    async def recorded_turn(self, text, attachments=None):
-        handled.append("turn")
-        await turn(self, text, attachments)
-
-    monkeypatch.setattr(SessionConsumer, "_queue_cancel", slow_queue_cancel)
-    monkeypatch.setattr(SessionConsumer, "_turn", recorded_turn)
+    handled: list[str] = []
+    receive_loop = ReceiveLoopHeld(monkeypatch, handled)
+    turns_noted(monkeypatch, handled)
     tab, _ = await open_session("/ws/sessions/lane-order/", alice_token)
-    await tab.send_json_to({"type": "queue_cancel", "queue_id": "q_none"})
-    await asyncio.wait_for(busy.wait(), GUARD_SEC)
+    await receive_loop.hold(tab)
     await tab.send_json_to({"type": "prompt", "text": "hello"})
     # The prompt is in the socket's queue now (the test communicator puts it there at once).
-    let_go.set()
+    receive_loop.let_go.set()
     events = await events_until(tab, turn_done)
     assert handled == ["queue_cancel", "turn"]
     assert events[0]["type"] == "agent_start"
@@ -249,25 +258,17 @@ async def test_a_stop_for_a_turn_elsewhere_leaves_while_the_socket_is_busy(
 ):
     # The turn runs on another worker (nothing runs here): the Stop goes to it from where
     # the frame arrived, while the receive loop is still held on an earlier frame.
-    busy = asyncio.Event()
-    let_go = asyncio.Event()
-
-    async def slow_queue_cancel(self, frame):
-        busy.set()
-        await let_go.wait()
-
+    receive_loop = ReceiveLoopHeld(monkeypatch)
     stops = StopsElsewhere()
-    monkeypatch.setattr(SessionConsumer, "_queue_cancel", slow_queue_cancel)
     monkeypatch.setattr(live, "abort_elsewhere", stops)
     tab, _ = await open_session("/ws/sessions/stop-elsewhere/", alice_token)
-    await tab.send_json_to({"type": "queue_cancel", "queue_id": "q_none"})
-    await asyncio.wait_for(busy.wait(), GUARD_SEC)
+    await receive_loop.hold(tab)
     await tab.send_json_to({"type": "abort"})
     try:
         await asyncio.wait_for(stops.arrived.wait(), GUARD_SEC)
-        assert not let_go.is_set()  # the receive loop was still on the earlier frame
+        assert not receive_loop.happened  # the receive loop was still on the earlier frame
     finally:
-        let_go.set()
+        receive_loop.let_go.set()
     await tab.disconnect()
 
 
@@ -303,14 +304,8 @@ async def test_a_prompt_sent_just_after_a_stop_starts_once_the_stop_has_gone(
         happened.append("stop")
         return False
 
-    turn = SessionConsumer._turn
-
-    async def recorded_turn(self, text, attachments=None):
-        happened.append("turn")
-        await turn(self, text, attachments)
-
     monkeypatch.setattr(live, "abort_elsewhere", slow_stop_elsewhere)
-    monkeypatch.setattr(SessionConsumer, "_turn", recorded_turn)
+    turns_noted(monkeypatch, happened)
     tab, _ = await open_session("/ws/sessions/stop-then-prompt/", alice_token)
     await tab.send_json_to({"type": "abort"})
     await asyncio.wait_for(on_its_way.wait(), GUARD_SEC)

@@ -14,9 +14,10 @@ then opens N sockets (one user each, so per-user limits never refuse the load), 
 prompt at once and reads until each turn's `agent_end`. While the load runs, a short turn
 ("what is 2+3", answered at once by the fake) goes to one more session, and the first
 session's turn is aborted; with two workers the second session's turn is aborted too, from a
-socket on the worker that does not run it. The same workload then runs on the peer, openai-agents' `Runner`
-with its `SQLiteSession` (one) or `SQLAlchemySession` on PostgreSQL (two), at the same
-concurrency against the same fake (bench/peer_load.py, in its own virtualenv).
+socket on the worker that does not run it. The same workload then runs on the peer,
+openai-agents' `Runner` with its `SQLiteSession` (one) or `SQLAlchemySession` on PostgreSQL
+(two), at the same concurrency against the same fake (bench/peer_load.py, in its own
+virtualenv).
 
 The `single` row is one client on one worker (SQLite, offline model): "what is 2+3" turns,
 one after another, timed from the prompt frame to `agent_end`.

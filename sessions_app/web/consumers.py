@@ -386,7 +386,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         for anything else: another frame, a command, a mode, a refusal to tell."""
         if '"prompt"' not in text_data:
             return False  # parsed once, by the receive loop
-        if self.stopping is not None and not self.stopping.done():
+        if self._stop_on_its_way():
             return False  # it waits for the Stop before it, in the queue
         if frames.inbound_size(text_data) > settings.WEBSOCKET_MESSAGE_MAX_BYTES:
             return False
@@ -431,16 +431,17 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         Until it has ended, the frames after it wait (`_stopped_first`): a prompt sent just
         after a Stop must not start a turn that the Stop then reaches. True when that
         leaves nothing for the receive loop: the Stop came `alone`."""
-        if turns.turn_abort_here(session_id=self.session_id, owner_id=self.user_id):
-            return False
-        if not plain:
+        if turns.turn_abort_here(session_id=self.session_id, owner_id=self.user_id) or not plain:
             return False
         self.stopping = self._spawn(self._abort(), context=self.context, eager=True)
         return alone
 
+    def _stop_on_its_way(self) -> bool:
+        return self.stopping is not None and not self.stopping.done()
+
     async def _stopped_first(self) -> None:
         """Wait for the Stop the frame lane started, if it is still on its way."""
-        if self.stopping is not None and not self.stopping.done():
+        if self._stop_on_its_way():
             await asyncio.wait({self.stopping})  # not cancelled with the receive loop
 
     async def _abort(self):

@@ -71,7 +71,7 @@ class FrameLane:
     def _arrived(self, message: dict) -> None:
         if message.get("type") == "websocket.receive":
             text = message.get("text")
-            stop = _stop_frame(message)
+            stop = stop_frame(message)
             if stop is not None:
                 # Left out of the queue only when the receive loop would have nothing else
                 # to do with it: nothing waits before it, and it is nothing but a Stop (a
@@ -109,12 +109,7 @@ def frame_lane_install(
     return FrameLane(queue, on_stop, take_now)
 
 
-def is_stop(message: dict) -> bool:
-    """Whether a message from the server is a text frame that asks to stop the turn."""
-    return _stop_frame(message) is not None
-
-
-def _stop_frame(message: dict) -> dict | None:
+def stop_frame(message: dict) -> dict | None:
     """The frame of a message that asks to stop the turn, parsed; None for any other."""
     if message.get("type") != "websocket.receive":
         return None

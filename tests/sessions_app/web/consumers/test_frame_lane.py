@@ -9,7 +9,7 @@ import pytest
 
 from sessions_app.runtime import live
 from sessions_app.web.consumers import SessionConsumer
-from sessions_app.web.frame_lane import STOP_FRAME_MAX_CHARS, frame_lane_install, is_stop
+from sessions_app.web.frame_lane import STOP_FRAME_MAX_CHARS, frame_lane_install, stop_frame
 from tests.fakes.llm_server import Hold, Reply
 from tests.helpers import GUARD_SEC
 
@@ -133,7 +133,7 @@ def test_frames_queued_before_the_lane_count_as_waiting():
     ],
 )
 def test_other_messages_are_not_a_stop(message):
-    assert not is_stop(message)
+    assert stop_frame(message) is None
 
 
 def test_a_failing_hook_still_queues_the_frame():

@@ -354,8 +354,8 @@ class LiveBus:
                 )
                 return [await connection.read_response() for _ in batch]
         except BaseException:
-            # Replies half read cannot be matched to their commands any more: the next
-            # batch starts on a new connection.
+            # Replies half read cannot be matched to their commands any more: the
+            # connection is dropped, and the next batch opens it again.
             await connection.disconnect(nowait=True)
             raise
 

@@ -141,6 +141,18 @@ def test_only_the_log_scrolls_and_the_controls_stay_on_screen(
     assert not page_scrolls(page)
 
 
+@pytest.mark.parametrize("screen", ["desktop", "phone"])
+def test_the_title_stays_while_the_cost_is_on_its_way(browser, alice, offline_server, screen):
+    # Until the first status arrives the cost is empty and the row of tools at its narrowest:
+    # it once fitted beside the title's row and squeezed the title to nothing.
+    meta, _ = in_thread(lambda: session_services.session_create(owner_id=alice.id, title="Plans"))
+    page = new_page(browser, screen)
+    sign_in(page, offline_server, f"/?session={meta.id}")
+    expect(page.locator("#session-title")).to_have_text("Plans")
+    page.locator("#cost").evaluate("cost => { cost.textContent = ''; }")
+    assert off_screen(page, ALWAYS_ON_SCREEN) == []
+
+
 # Where keyboard focus must be able to go: (name used in failures, selector).
 KEYBOARD_STOPS = {
     "skip link": ".skip-link",

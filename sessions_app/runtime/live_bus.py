@@ -11,6 +11,8 @@ answers) and one publishing connection per event loop. Three kinds of Redis chan
   as long as the turn runs. Another worker sends `ask` (the running state, for a socket that
   joins) and `abort` there. PUBLISH answers how many workers received a message, so an asker
   knows at once whether anyone runs the turn — no waiting on silence.
+- `<prefix><session id>:stop`: the same worker's stop line (runtime.stop_line), a thread that
+  hears a Stop while the event loop is busy; each `abort` goes to both channels.
 - `<prefix>worker:<worker id>`: answers to this worker's asks.
 
 Why not channels-redis's layers: a group send is a Lua script that pushes one copy per
@@ -53,6 +55,8 @@ import redis.asyncio as aioredis
 from django.conf import settings
 
 from sessions_app.core import frames
+from sessions_app.runtime.eager import start_task
+from sessions_app.runtime.stop_line import HeardStops, StopLine, verb_runs
 from sessions_app.store.workers import current_worker_id
 
 logger = logging.getLogger(__name__)
@@ -70,6 +74,10 @@ def events_channel(session_id: str) -> str:
 
 def control_channel(session_id: str) -> str:
     return f"{PREFIX}{session_id}:control"
+
+
+def stop_channel(session_id: str) -> str:
+    return f"{PREFIX}{session_id}:stop"
 
 
 # What the worker does with what arrives, set once by sessions_app.runtime.live: the bus knows
@@ -153,6 +161,12 @@ class LiveBus:
         # the publisher closes it).
         self.batch_connection = None
         self.readers: dict[int, asyncio.Task] = {}
+        # The thread that hears Stops while this loop is busy: started with the first turn
+        # this worker runs (a worker that only follows turns needs none).
+        self.url = url
+        self.heard_stops = HeardStops()
+        self.stop_line: StopLine | None = None
+        self.stop_listening: set[str] = set()  # sessions whose stop channel the line hears
         self.publisher = asyncio.ensure_future(self._publish_loop())
         self.reply_ready = asyncio.ensure_future(self._subscribe(self.reply_channel))
 
@@ -186,6 +200,21 @@ class LiveBus:
         if id(pubsub) not in self.commanders:
             self.commanders[id(pubsub)] = asyncio.ensure_future(self._command_loop(pubsub))
 
+    def _listen_for_stops(self, session_id: str) -> None:
+        if session_id in self.stop_listening:
+            return
+        if self.stop_line is None:
+            self.stop_line = StopLine(self.url, _stop_heard_by(self.heard_stops))
+            # The thread ends with the bus (tests make many; a worker keeps one for good).
+            weakref.finalize(self, self.stop_line.close)
+        self.stop_listening.add(session_id)
+        self.stop_line.listen(stop_channel(session_id))
+
+    def _forget_stops(self, session_id: str) -> None:
+        if session_id in self.stop_listening:
+            self.stop_listening.discard(session_id)
+            self.stop_line.forget(stop_channel(session_id))
+
     async def _command_loop(self, pubsub) -> None:
         """Send the queued (un)subscriptions of one pub/sub connection, as few commands as
         their order allows: `SUBSCRIBE a b c`, then `UNSUBSCRIBE d`, ...
@@ -200,7 +229,7 @@ class LiveBus:
             await self.pending_ready[key].wait()
             self.pending_ready[key].clear()
             batch, self.pending[key] = self.pending[key], []
-            for verb, channels in _runs(batch):
+            for verb, channels in verb_runs(batch):
                 try:
                     if verb == "SUBSCRIBE":
                         await pubsub.subscribe(*channels)
@@ -240,11 +269,13 @@ class LiveBus:
         first event waits for all of them. An `ask` answered meanwhile finds no running
         turn, which is true until the turn's first event."""
         self._subscribing(control_channel(session_id))
+        self._listen_for_stops(session_id)
 
     async def turn_not_started(self, session_id: str) -> None:
         """The turn `turn_starting` announced never started (the session was busy, or gone)."""
         if session_id not in self.own_turns:
             self._unsubscribe(control_channel(session_id))
+            self._forget_stops(session_id)
 
     def turn_started(self, session_id: str) -> None:
         """Answer asks and aborts for the session's turn (never waits).
@@ -260,6 +291,7 @@ class LiveBus:
         self._forget_counts(session_id)
         self.zeros_count_after[session_id] = self.published
         confirmed = self._subscribing(control_channel(session_id))
+        self._listen_for_stops(session_id)
         if not confirmed.done():
             self.held[session_id] = (confirmed, [])
             confirmed.add_done_callback(lambda done: self._release(session_id, done))
@@ -281,6 +313,7 @@ class LiveBus:
         if self.followers.get(session_id):
             await self._subscribe(events_channel(session_id))
         self._unsubscribe(control_channel(session_id))
+        self._forget_stops(session_id)
 
     # --- publishing -----------------------------------------------------------------------
     def publish_event(self, session_id: str, turn_id: str, event_seq: int, text: str) -> None:
@@ -405,9 +438,13 @@ class LiveBus:
             self.answers.pop(question, None)
 
     async def abort(self, session_id: str) -> bool:
-        """Tell the worker that runs the session's turn to stop it; False when none listens."""
-        message = json.dumps({"kind": "abort"})
-        return bool(await self._publish(control_channel(session_id), message))
+        """Tell the worker that runs the session's turn to stop it; False when none listens.
+        Both copies are on the wire before either answer is awaited: the stop line's, which
+        a busy worker hears first, and the control channel's, which never misses."""
+        message = json.dumps({"kind": "abort", "stop": uuid.uuid4().hex})
+        to_thread = start_task(self._publish(stop_channel(session_id), message))
+        to_loop = start_task(self._publish(control_channel(session_id), message))
+        return any(await asyncio.gather(to_thread, to_loop))
 
     async def _publish(self, channel: str, message: str) -> int:
         """PUBLISH one message now; how many workers received it."""
@@ -471,7 +508,8 @@ class LiveBus:
 
     async def _control(self, session_id: str, message: dict) -> None:
         if message["kind"] == "abort":
-            _handlers["on_abort"](session_id)
+            if self.heard_stops.first_to_hear(message.get("stop")):
+                _handlers["on_abort"](session_id)
         elif message["kind"] == "ask":
             # A worker that asks follows the session from now on: events after the state
             # answered here are published again (in this same pass, before any of them).
@@ -489,15 +527,15 @@ def _bounded():
     return asyncio.timeout(settings.REDIS_SOCKET_TIMEOUT_SEC)
 
 
-def _runs(batch: list[tuple[str, str]]) -> list[tuple[str, list[str]]]:
-    """Consecutive (verb, channel) pairs of the same verb joined: one command each."""
-    runs: list[tuple[str, list[str]]] = []
-    for verb, channel in batch:
-        if runs and runs[-1][0] == verb:
-            runs[-1][1].append(channel)
-        else:
-            runs.append((verb, [channel]))
-    return runs
+def _stop_heard_by(heard: HeardStops):
+    """What the stop line does with a Stop, on its thread: the turn's abort flag is set from
+    any thread (runtime.turns). Holds nothing of the bus, which can go."""
+
+    def on_stop(channel: str, data: bytes) -> None:
+        if heard.first_to_hear(json.loads(data).get("stop")):
+            _handlers["on_abort"](channel.removeprefix(PREFIX).removesuffix(":stop"))
+
+    return on_stop
 
 
 _buses: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

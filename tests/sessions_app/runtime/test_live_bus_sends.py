@@ -42,15 +42,15 @@ def _commands(buffer: bytearray) -> list[list[bytes]]:
 
 
 class SilentRedis:
-    """A Redis that shakes hands, answers the first PUBLISH, and then never answers another
-    one. It reads in threads of its own, so it sees what a client wrote even while the
-    client's event loop is blocked."""
+    """A Redis that shakes hands, answers the PUBLISHes of the warm-up Stop, and never answers
+    another one. It reads in threads of its own, so it sees what a client wrote even while
+    the client's event loop is blocked."""
 
     def __init__(self):
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"redis://127.0.0.1:{self.listener.getsockname()[1]}/0"
-        self.published = threading.Event()  # a PUBLISH after the first one arrived
-        self.answered_one = False
+        self.unanswered: list[bytes] = []  # the channels of the PUBLISHes after the warm-up
+        self.both_copies = threading.Event()  # a Stop's two PUBLISHes arrived
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
@@ -70,16 +70,17 @@ class SilentRedis:
         buffer = bytearray()
         while data := client.recv(65536):
             buffer += data
-            for name, *_ in _commands(buffer):
+            for name, *arguments in _commands(buffer):
                 if name == b"HELLO":
                     client.sendall(HELLO_REPLY)
                 elif name == b"CLIENT":
                     client.sendall(b"+OK\r\n")
-                elif name == b"PUBLISH" and not self.answered_one:
-                    self.answered_one = True
+                elif name == b"PUBLISH" and b"warm-up" in arguments[0]:
                     client.sendall(b":0\r\n")
                 elif name == b"PUBLISH":
-                    self.published.set()
+                    self.unanswered.append(arguments[0])
+                    if len(self.unanswered) == 2:
+                        self.both_copies.set()
                 # Anything else (the reply channel's SUBSCRIBE) is left unanswered.
 
     def close(self):
@@ -108,10 +109,16 @@ async def test_a_stop_is_on_the_wire_before_the_event_loop_runs_anything_else(si
         async with asyncio.timeout(GUARD_SEC):
             assert not await bus.abort("warm-up")  # connected; no worker ran that turn
         stop = start_task(bus.abort("a-turn-elsewhere"))
-        # The loop is blocked here: only a PUBLISH written in the step above can arrive.
-        arrived = silent_redis.published.wait(GUARD_SEC)
+        # The loop is blocked here: only PUBLISHes written in the step above can arrive.
+        arrived = silent_redis.both_copies.wait(GUARD_SEC)
         stop.cancel()
-        assert arrived, "the Stop's PUBLISH waited for the event loop"
+        await asyncio.gather(stop, return_exceptions=True)
+        assert arrived, "the Stop's PUBLISHes waited for the event loop"
+        # One for the stop line's thread, one for the control channel (docs/design.md §26).
+        assert set(silent_redis.unanswered) == {
+            live_bus.stop_channel("a-turn-elsewhere").encode(),
+            live_bus.control_channel("a-turn-elsewhere").encode(),
+        }
     finally:
         await _closed(bus)
 

@@ -20,9 +20,12 @@ receiving socket's channel, and its pub/sub layer still sends one message per gr
 socket; here a message goes once to each subscribed worker, which hands the same frame text
 to its sockets without decoding it (docs/performance.md has the numbers).
 
-Publishes leave through one connection, batched (one write per batch) while the previous
-batch is on the wire: events of a turn keep their order (one connection, FIFO), and 200
-streaming turns cost a few round trips per batch instead of one per event.
+Publishes leave through one connection, batched (one write for what a pass of the event loop
+queued): events of a turn keep their order (one connection, FIFO), and 200 streaming turns
+cost a write per pass instead of one per event. The receivers' counts are read by a task of
+their own, so a batch never waits for the answers to the one before it, and a turn's end is
+written in the step that queues it: under a storm each of those waits was a pass of the loop,
+and a Stop's `agent_end` reached the other workers a third of a second late.
 
 A turn nobody follows elsewhere publishes nothing. PUBLISH answers how many workers got the
 message; once a turn's publish reached none, its next events stay here, until another
@@ -43,6 +46,7 @@ so the count less the copies it got back is what the other workers got.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -157,9 +161,16 @@ class LiveBus:
         # Own turn -> (its control subscription's confirmation, the events held until then).
         self.held: dict[str, tuple[asyncio.Future, list[tuple[str, int, str]]]] = {}
         self.outbox_ready = asyncio.Event()
-        # The publish loop's connection, taken from the publisher's pool for good (closing
-        # the publisher closes it).
+        # The publishes' connection, taken from the publisher's pool for good (closing the
+        # publisher closes it), and what was written on it whose counts are still unread:
+        # (the connection's generation, the batch). A failure ends a generation: the
+        # replies of its batches are never matched to another generation's.
         self.batch_connection = None
+        self.generation = 0
+        self.write_lock = asyncio.Lock()  # FIFO: batches are written in the order taken
+        self.in_flight: collections.deque[tuple[int, list]] = collections.deque()
+        self.replies_due = asyncio.Event()
+        self.replier: asyncio.Task | None = None
         self.readers: dict[int, asyncio.Task] = {}
         # The thread that hears Stops while this loop is busy: started with the first turn
         # this worker runs (a worker that only follows turns needs none).
@@ -345,52 +356,102 @@ class LiveBus:
         self.outbox.append(
             (events_channel(session_id), data, session_id, self.published, (turn_id, event_seq))
         )
-        self.outbox_ready.set()
+        if frames.is_turn_end(text):
+            # Written in this step (after what was queued before it): the other workers'
+            # tabs — a Stop's among them — learn of the end a pass of the loop sooner.
+            start_task(self._write_outbox())
+        else:
+            self.outbox_ready.set()
 
     async def _publish_loop(self) -> None:
+        # Connected now, not by the first event to publish: most turns publish nothing
+        # until their end, and a connection opened then took a few passes of a busy loop
+        # (its handshake's round trips) before a Stop's `agent_end` could leave.
+        async with self.write_lock:
+            try:
+                await self._batch_connection()
+            except (aioredis.RedisError, OSError):
+                logger.warning("live bus: Redis unreachable; the first publish tries again")
         while True:
             await self.outbox_ready.wait()
             self.outbox_ready.clear()
-            batch, self.outbox = self.outbox, []
-            if not batch:
-                continue
+            await self._write_outbox()
+
+    async def _write_outbox(self) -> None:
+        """PUBLISH everything queued, in one write on the publishes' own connection, after
+        every batch taken before it. Not redis-py's pipeline: it hands its connection back
+        to the pool under asyncio.shield, a task of its own, and the next batch waited three
+        more passes of the event loop for it (docs/performance.md). With the connection
+        open, the write happens in the caller's step."""
+        batch, self.outbox = self.outbox, []
+        if not batch:
+            return
+        async with self.write_lock:
+            generation = self.generation
             try:
-                receivers = await self._publish_batch([(c, data) for c, data, *_ in batch])
+                connection = await self._batch_connection()
+                async with _bounded():
+                    await connection.send_packed_command(
+                        connection.pack_commands([("PUBLISH", c, data) for c, data, *_ in batch]),
+                        check_health=False,
+                    )
             except (aioredis.RedisError, OSError):
                 # The other workers' tabs miss these events; each resyncs from agent_end's
                 # last_seq, or on its next connect.
                 logger.exception("live events could not be published (%d lost)", len(batch))
-                continue
-            for (channel, _, session_id, number, event), count in zip(
-                batch, receivers, strict=True
-            ):
-                if number <= self.zeros_count_after.get(session_id, number):
-                    continue  # not an own turn's, or sent before its last ask
-                if self.leaving.get(channel):
-                    self.unjudged.setdefault(session_id, []).append((number, event, count))
-                else:
-                    self._judge(session_id, number, event, count)
+                await self._connection_lost(generation)
+                return
+            self.in_flight.append((generation, batch))
+            self.replies_due.set()
+            if self.replier is None:
+                self.replier = asyncio.ensure_future(self._reply_loop())
 
-    async def _publish_batch(self, batch: list[tuple[str, str]]) -> list[int]:
-        """PUBLISH each (channel, data) in one write on the publish loop's own connection,
-        then read the receivers' counts. Not redis-py's pipeline: it hands its connection
-        back to the pool under asyncio.shield, a task of its own, and the next batch waited
-        three more passes of the event loop for it (docs/performance.md)."""
+    async def _batch_connection(self):
+        """The publishes' connection, opened if it is not (under `write_lock`)."""
         if self.batch_connection is None:
             self.batch_connection = await self.redis.connection_pool.get_connection()
-        connection = self.batch_connection
-        try:
-            async with _bounded():
-                await connection.send_packed_command(
-                    connection.pack_commands([("PUBLISH", *publish) for publish in batch]),
-                    check_health=False,
-                )
-                return [await connection.read_response() for _ in batch]
-        except BaseException:
-            # Replies half read cannot be matched to their commands any more: the
-            # connection is dropped, and the next batch opens it again.
-            await connection.disconnect(nowait=True)
-            raise
+        elif not self.batch_connection.is_connected:
+            await self.batch_connection.connect()
+        return self.batch_connection
+
+    async def _reply_loop(self) -> None:
+        """Read the receivers' counts of what was written, in order, and judge them."""
+        while True:
+            await self.replies_due.wait()
+            self.replies_due.clear()
+            while self.in_flight:
+                generation, batch = self.in_flight[0]
+                if generation != self.generation:
+                    self.in_flight.popleft()  # written on a connection since dropped
+                    continue
+                try:
+                    async with _bounded():
+                        receivers = [await self.batch_connection.read_response() for _ in batch]
+                except (aioredis.RedisError, OSError):
+                    logger.exception("live event counts could not be read")
+                    await self._connection_lost(generation)
+                    continue
+                self.in_flight.popleft()
+                self._count(batch, receivers)
+
+    async def _connection_lost(self, generation: int) -> None:
+        """Replies half read cannot be matched to their commands any more: the connection
+        is dropped (the next write opens it again), and the counts of what was written on
+        it are never read — their turns go on publishing, which loses nothing."""
+        if generation != self.generation:
+            return  # that connection was dropped already
+        self.generation += 1
+        if self.batch_connection is not None:
+            await self.batch_connection.disconnect(nowait=True)
+
+    def _count(self, batch: list, receivers: list[int]) -> None:
+        for (channel, _, session_id, number, event), count in zip(batch, receivers, strict=True):
+            if number <= self.zeros_count_after.get(session_id, number):
+                continue  # not an own turn's, or sent before its last ask
+            if self.leaving.get(channel):
+                self.unjudged.setdefault(session_id, []).append((number, event, count))
+            else:
+                self._judge(session_id, number, event, count)
 
     def _judge(self, session_id: str, number: int, event: tuple[str, int], receivers: int) -> None:
         """Whether publish `number` (of `event`, an own turn's) reached another worker; if
@@ -444,6 +505,7 @@ class LiveBus:
         message = json.dumps({"kind": "abort", "stop": uuid.uuid4().hex})
         to_thread = start_task(self._publish(stop_channel(session_id), message))
         to_loop = start_task(self._publish(control_channel(session_id), message))
+
         return any(await asyncio.gather(to_thread, to_loop))
 
     async def _publish(self, channel: str, message: str) -> int:
@@ -532,6 +594,7 @@ def _stop_heard_by(heard: HeardStops):
     any thread (runtime.turns). Holds nothing of the bus, which can go."""
 
     def on_stop(channel: str, data: bytes) -> None:
+
         if heard.first_to_hear(json.loads(data).get("stop")):
             _handlers["on_abort"](channel.removeprefix(PREFIX).removesuffix(":stop"))
 

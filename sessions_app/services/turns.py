@@ -114,21 +114,35 @@ def turn_abort_here(*, session_id: str, owner_id: int) -> bool:
     return turns.turn_abort_local_of_owner(session_id=session_id, owner_id=owner_id)
 
 
-async def turn_abort_async(*, session_id: str, owner_id: int | None) -> bool:
+async def turn_abort_async(
+    *, session_id: str, owner_id: int | None, owner_known: bool = False
+) -> bool:
     """`turn_abort` for the event loop. A turn of the caller's that runs on this worker stops
     at once, with no query or thread in between (the turn knows its owner). Otherwise the
     check goes through the small control pool, like the lease mark: an abort never queues
-    behind turns' work."""
+    behind turns' work.
+
+    `owner_known`: the caller holds proof that the session is `owner_id`'s (a socket accepted
+    for it; a session never changes owner). The Stop then leaves for the other workers
+    before the check, which only finds out whether the session still exists: that query's
+    way through a thread and back took a fifth of a second on a busy worker."""
     if owner_id is not None and turns.turn_abort_local_of_owner(
         session_id=session_id, owner_id=owner_id
     ):
         return True
-    await in_pool("control", selectors.session_get, session_id=session_id, owner_id=owner_id)
-    # The live bus reaches a turn on another worker at once: its PUBLISH is written in this
-    # step, not in a task's first step a pass of the loop later (a quarter of a second on a
-    # worker starting a storm of turns). The lease mark (through the small control pool)
-    # reaches it within a watch interval, with or without Redis.
-    elsewhere = start_task(live.abort_elsewhere(session_id=session_id))
+    # The live bus reaches a turn on another worker at once: its PUBLISH is written in the
+    # step that starts it, not in a task's first step a pass of the loop later (a quarter
+    # of a second on a worker starting a storm of turns). The lease mark (through the small
+    # control pool) reaches it within a watch interval, with or without Redis.
+    elsewhere = start_task(live.abort_elsewhere(session_id=session_id)) if owner_known else None
+    try:
+        await in_pool("control", selectors.session_get, session_id=session_id, owner_id=owner_id)
+    except BaseException:
+        if elsewhere is not None:  # a session gone meanwhile: its Stop reached nobody
+            await asyncio.gather(elsewhere, return_exceptions=True)
+        raise
+    if elsewhere is None:
+        elsewhere = start_task(live.abort_elsewhere(session_id=session_id))
     here_or_marked, reached = await asyncio.gather(
         turns.turn_abort_async(session_id=session_id), elsewhere
     )

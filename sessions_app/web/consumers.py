@@ -448,7 +448,11 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         try:
             # The check and the lease mark go through the small control pool: a turn of
             # this worker stops at once, whatever else the worker is busy with.
-            await turns.turn_abort_async(session_id=self.session_id, owner_id=self.user_id)
+            # This socket was accepted for the person's session: the Stop leaves for the
+            # worker running the turn before the session is checked again.
+            await turns.turn_abort_async(
+                session_id=self.session_id, owner_id=self.user_id, owner_known=True
+            )
         except SessionNotFound:
             await self._error(Code.NOT_FOUND, "the session no longer exists")
 

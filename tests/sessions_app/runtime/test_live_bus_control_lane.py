@@ -23,7 +23,8 @@ async def started(bus: live_bus.LiveBus, session_id: str) -> None:
 
 
 async def _closed(bus: live_bus.LiveBus) -> None:
-    tasks = [bus.publisher, *bus.readers.values(), *bus.commanders.values()]
+    tasks = [bus.publisher, bus.replier, *bus.readers.values(), *bus.commanders.values()]
+    tasks = [task for task in tasks if task is not None]
     for task in [*tasks, bus.reply_ready]:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

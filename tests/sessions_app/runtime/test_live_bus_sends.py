@@ -50,7 +50,7 @@ class SilentRedis:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"redis://127.0.0.1:{self.listener.getsockname()[1]}/0"
         self.unanswered: list[bytes] = []  # the channels of the PUBLISHes after the warm-up
-        self.both_copies = threading.Event()  # a Stop's two PUBLISHes arrived
+        self.arrived = threading.Condition()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
@@ -78,10 +78,16 @@ class SilentRedis:
                 elif name == b"PUBLISH" and b"warm-up" in arguments[0]:
                     client.sendall(b":0\r\n")
                 elif name == b"PUBLISH":
-                    self.unanswered.append(arguments[0])
-                    if len(self.unanswered) == 2:
-                        self.both_copies.set()
+                    with self.arrived:
+                        self.unanswered.append(arguments[0])
+                        self.arrived.notify_all()
                 # Anything else (the reply channel's SUBSCRIBE) is left unanswered.
+
+    def unanswered_reach(self, count: int) -> bool:
+        """Block this thread until `count` PUBLISHes wait for an answer (False after
+        GUARD_SEC): a test's event loop stays where it is meanwhile."""
+        with self.arrived:
+            return self.arrived.wait_for(lambda: len(self.unanswered) >= count, GUARD_SEC)
 
     def close(self):
         self.listener.close()
@@ -95,7 +101,14 @@ def silent_redis():
 
 
 async def _closed(bus: live_bus.LiveBus) -> None:
-    tasks = [bus.publisher, *bus.readers.values(), *bus.commanders.values(), bus.reply_ready]
+    tasks = [
+        bus.publisher,
+        bus.replier,
+        *bus.readers.values(),
+        *bus.commanders.values(),
+        bus.reply_ready,
+    ]
+    tasks = [task for task in tasks if task is not None]
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -110,7 +123,7 @@ async def test_a_stop_is_on_the_wire_before_the_event_loop_runs_anything_else(si
             assert not await bus.abort("warm-up")  # connected; no worker ran that turn
         stop = start_task(bus.abort("a-turn-elsewhere"))
         # The loop is blocked here: only PUBLISHes written in the step above can arrive.
-        arrived = silent_redis.both_copies.wait(GUARD_SEC)
+        arrived = silent_redis.unanswered_reach(2)
         stop.cancel()
         await asyncio.gather(stop, return_exceptions=True)
         assert arrived, "the Stop's PUBLISHes waited for the event loop"
@@ -133,5 +146,27 @@ async def test_a_publish_redis_never_answers_ends_within_the_socket_timeout(sile
         done, _ = await asyncio.wait({stop}, timeout=GUARD_SEC)
         assert stop in done, "a PUBLISH without an answer held its caller for ever"
         assert isinstance(stop.exception(), TimeoutError)
+    finally:
+        await _closed(bus)
+
+
+async def test_a_turns_end_leaves_in_the_step_that_queues_it_though_no_count_came_back(
+    silent_redis,
+):
+    # A turn's end used to wait for the publish loop's next pass, and that loop for the
+    # counts of the batch before it: a pass of a busy loop each (docs/performance.md).
+    bus = live_bus.LiveBus(silent_redis.url)
+    delta = '{"type": "delta", "event_seq": 1}'
+    end = '{"type": "agent_end", "status": "aborted", "event_seq": 2}'
+    try:
+        async with asyncio.timeout(GUARD_SEC):
+            assert not await bus.abort("warm-up")  # connected
+            bus.publish_event("a-session", "turn_1", 1, delta)
+            while not silent_redis.unanswered:
+                await asyncio.sleep(0)  # the publish loop writes it; no count comes back
+        bus.publish_event("a-session", "turn_1", 2, end)
+        # The loop is blocked here: only a write made in the call above can arrive.
+        assert silent_redis.unanswered_reach(2), "the turn's end waited for the event loop"
+        assert silent_redis.unanswered == [live_bus.events_channel("a-session").encode()] * 2
     finally:
         await _closed(bus)

@@ -11,8 +11,10 @@ answers) and one publishing connection per event loop. Three kinds of Redis chan
   as long as the turn runs. Another worker sends `ask` (the running state, for a socket that
   joins) and `abort` there. PUBLISH answers how many workers received a message, so an asker
   knows at once whether anyone runs the turn — no waiting on silence.
-- `<prefix><session id>:stop`: the same worker's stop line (runtime.stop_line), a thread that
-  hears a Stop while the event loop is busy; each `abort` goes to both channels.
+
+The control channels and the answers' channel are read on a thread of the worker's own
+(runtime.control_line), not by the busy event loop: an `abort` sets the turn's flag there
+at once, and the rest (asks, answers, confirmations) goes to the front of the loop's queue.
 - `<prefix>worker:<worker id>`: answers to this worker's asks.
 
 Why not channels-redis's layers: a group send is a Lua script that pushes one copy per
@@ -50,6 +52,7 @@ import collections
 import contextlib
 import json
 import logging
+import threading
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable
@@ -60,7 +63,8 @@ from django.conf import settings
 
 from sessions_app.core import frames
 from sessions_app.runtime.eager import start_task
-from sessions_app.runtime.stop_line import HeardStops, StopLine, verb_runs
+from sessions_app.runtime.loop_lane import call_first_threadsafe
+from sessions_app.runtime.pubsub_line import PubSubLine
 from sessions_app.store.workers import current_worker_id
 
 logger = logging.getLogger(__name__)
@@ -69,7 +73,6 @@ PREFIX = "jarvis:live:"
 # An asker gives up on an answer after this long: the worker that received the question
 # died before answering (a live one answers within a turn of its event loop).
 ASK_GUARD_SEC = 5.0
-RECONNECT_PAUSE_SEC = 0.5
 
 
 def events_channel(session_id: str) -> str:
@@ -78,10 +81,6 @@ def events_channel(session_id: str) -> str:
 
 def control_channel(session_id: str) -> str:
     return f"{PREFIX}{session_id}:control"
-
-
-def stop_channel(session_id: str) -> str:
-    return f"{PREFIX}{session_id}:stop"
 
 
 # What the worker does with what arrives, set once by sessions_app.runtime.live: the bus knows
@@ -103,7 +102,7 @@ class LiveBus:
         self.worker = f"{current_worker_id()}:{uuid.uuid4().hex[:6]}"
         self.origin = f"{self.worker}\n".encode()
         self.reply_channel = f"{PREFIX}worker:{self.worker}"
-        # No socket timeout on any of the three connections: redis-py sends each command
+        # No socket timeout on any of the connections: redis-py sends each command
         # under asyncio.wait_for when it has one (5 s unless told otherwise), and on Python
         # 3.11 that runs the send as a task of its own, three passes of the event loop. A
         # pass takes a quarter of a second on a worker starting a storm of turns, so every
@@ -119,33 +118,38 @@ class LiveBus:
         )
         # Control before data: asks, aborts and their answers arrive on a connection of
         # their own, so a Stop never waits behind the events of every turn this worker
-        # follows (a busy worker reads those seconds late).
-        self.pubsub = aioredis.Redis.from_url(
+        # follows (a busy worker reads those seconds late). Both connections are read on
+        # threads of their own (runtime.pubsub_line), so neither waits for this loop: what
+        # a line hands over waits in `inbox` for one callback at the front of the loop's
+        # queue, in the order it arrived.
+        self.loop = asyncio.get_running_loop()
+        self.inbox: collections.deque[tuple[str, Any]] = collections.deque()
+        self.inbox_lock = threading.Lock()
+        self.inbox_called = False  # a callback to empty the inbox is on its way
+        self.events_due: collections.deque[dict] = collections.deque()
+        self.events_delivery: asyncio.Task | None = None
+        own = weakref.ref(self)  # the threads must not keep the bus alive
+        self.control_line = PubSubLine(
+            "live-bus-control",
             url,
-            socket_timeout=None,
-            socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC,
-            **settings.REDIS_CONNECTION_OPTIONS,
-        ).pubsub()
-        self.control_pubsub = aioredis.Redis.from_url(
+            on_message=lambda message: _on_control_line(own, message),
+            on_failed=lambda channels, error: _hand_over(own, ("failed", (channels, error))),
+            on_lost=lambda: _hand_over(own, ("lost", None)),
+        )
+        self.events_line = PubSubLine(
+            "live-bus-events",
             url,
-            socket_timeout=None,
-            socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC,
-            **settings.REDIS_CONNECTION_OPTIONS,
-        ).pubsub()
+            on_message=lambda message: _hand_over(own, ("event", message)),
+            on_failed=lambda channels, error: _hand_over(own, ("failed", (channels, error))),
+            on_lost=lambda: _hand_over(own, ("lost", None)),
+        )
+        # The threads end with the bus (tests make many; a worker keeps one for good).
+        weakref.finalize(self, self.control_line.close)
+        weakref.finalize(self, self.events_line.close)
         self.followers: dict[str, int] = {}  # session id -> local sockets following it
         self.own_turns: set[str] = set()  # sessions whose turn runs on this loop
         self.subscribed: dict[str, asyncio.Future] = {}  # channel -> its confirmation
         self.answers: dict[str, asyncio.Future] = {}
-        # (Un)subscriptions waiting for each pub/sub connection's command task.
-        self.pending: dict[int, list[tuple[str, str]]] = {
-            id(self.pubsub): [],
-            id(self.control_pubsub): [],
-        }
-        self.pending_ready = {
-            id(self.pubsub): asyncio.Event(),
-            id(self.control_pubsub): asyncio.Event(),
-        }
-        self.commanders: dict[int, asyncio.Task] = {}
         # channel, data, session, number, (turn id, event_seq)
         self.outbox: list[tuple[str, str, str, int, tuple[str, int]]] = []
         self.published = 0  # events queued by `publish_event`, numbered
@@ -171,21 +175,14 @@ class LiveBus:
         self.in_flight: collections.deque[tuple[int, list]] = collections.deque()
         self.replies_due = asyncio.Event()
         self.replier: asyncio.Task | None = None
-        self.readers: dict[int, asyncio.Task] = {}
-        # The thread that hears Stops while this loop is busy: started with the first turn
-        # this worker runs (a worker that only follows turns needs none).
-        self.url = url
-        self.heard_stops = HeardStops()
-        self.stop_line: StopLine | None = None
-        self.stop_listening: set[str] = set()  # sessions whose stop channel the line hears
         self.publisher = asyncio.ensure_future(self._publish_loop())
         self.reply_ready = asyncio.ensure_future(self._subscribe(self.reply_channel))
 
     # --- subscriptions --------------------------------------------------------------------
-    def _pubsub_of(self, channel: str):
+    def _line_of(self, channel: str) -> PubSubLine:
         if channel == self.reply_channel or channel.endswith(":control"):
-            return self.control_pubsub
-        return self.pubsub
+            return self.control_line
+        return self.events_line
 
     async def _subscribe(self, channel: str) -> None:
         await self._subscribing(channel)
@@ -196,62 +193,13 @@ class LiveBus:
         confirmed = self.subscribed.get(channel)
         if confirmed is None:
             confirmed = self.subscribed[channel] = asyncio.get_running_loop().create_future()
-            self._command(self._pubsub_of(channel), "SUBSCRIBE", channel)
+            self._line_of(channel).listen(channel)
         return confirmed
 
     def _unsubscribe(self, channel: str) -> None:
         if self.subscribed.pop(channel, None) is not None:
             self.leaving[channel] = self.leaving.get(channel, 0) + 1
-            self._command(self._pubsub_of(channel), "UNSUBSCRIBE", channel)
-
-    def _command(self, pubsub, verb: str, channel: str) -> None:
-        """Queue a (un)subscription for the connection's command task (never waits)."""
-        self.pending[id(pubsub)].append((verb, channel))
-        self.pending_ready[id(pubsub)].set()
-        if id(pubsub) not in self.commanders:
-            self.commanders[id(pubsub)] = asyncio.ensure_future(self._command_loop(pubsub))
-
-    def _listen_for_stops(self, session_id: str) -> None:
-        if session_id in self.stop_listening:
-            return
-        if self.stop_line is None:
-            self.stop_line = StopLine(self.url, _stop_heard_by(self.heard_stops))
-            # The thread ends with the bus (tests make many; a worker keeps one for good).
-            weakref.finalize(self, self.stop_line.close)
-        self.stop_listening.add(session_id)
-        self.stop_line.listen(stop_channel(session_id))
-
-    def _forget_stops(self, session_id: str) -> None:
-        if session_id in self.stop_listening:
-            self.stop_listening.discard(session_id)
-            self.stop_line.forget(stop_channel(session_id))
-
-    async def _command_loop(self, pubsub) -> None:
-        """Send the queued (un)subscriptions of one pub/sub connection, as few commands as
-        their order allows: `SUBSCRIBE a b c`, then `UNSUBSCRIBE d`, ...
-
-        One task per connection, so commands never interleave (two first subscribes at once
-        each opened a connection of their own, and one confirmation never came back); and
-        batched, because under a burst hundreds of turns start at once and each used to wait
-        for its own turn at a lock, one pass of a loaded event loop per waiter — seconds
-        before a turn's first event could leave (docs/performance.md)."""
-        key = id(pubsub)
-        while True:
-            await self.pending_ready[key].wait()
-            self.pending_ready[key].clear()
-            batch, self.pending[key] = self.pending[key], []
-            for verb, channels in verb_runs(batch):
-                try:
-                    if verb == "SUBSCRIBE":
-                        await pubsub.subscribe(*channels)
-                    else:
-                        await pubsub.unsubscribe(*channels)
-                except Exception as error:  # noqa: BLE001 - handed to whoever waits
-                    logger.exception("live bus %s of %d channels failed", verb, len(channels))
-                    if verb == "SUBSCRIBE":
-                        self._subscribe_failed(channels, error)
-                if key not in self.readers:
-                    self.readers[key] = asyncio.ensure_future(self._read_loop(pubsub))
+            self._line_of(channel).forget(channel)
 
     def _subscribe_failed(self, channels: list[str], error: Exception) -> None:
         for channel in channels:
@@ -280,13 +228,11 @@ class LiveBus:
         first event waits for all of them. An `ask` answered meanwhile finds no running
         turn, which is true until the turn's first event."""
         self._subscribing(control_channel(session_id))
-        self._listen_for_stops(session_id)
 
     async def turn_not_started(self, session_id: str) -> None:
         """The turn `turn_starting` announced never started (the session was busy, or gone)."""
         if session_id not in self.own_turns:
             self._unsubscribe(control_channel(session_id))
-            self._forget_stops(session_id)
 
     def turn_started(self, session_id: str) -> None:
         """Answer asks and aborts for the session's turn (never waits).
@@ -302,7 +248,6 @@ class LiveBus:
         self._forget_counts(session_id)
         self.zeros_count_after[session_id] = self.published
         confirmed = self._subscribing(control_channel(session_id))
-        self._listen_for_stops(session_id)
         if not confirmed.done():
             self.held[session_id] = (confirmed, [])
             confirmed.add_done_callback(lambda done: self._release(session_id, done))
@@ -324,7 +269,6 @@ class LiveBus:
         if self.followers.get(session_id):
             await self._subscribe(events_channel(session_id))
         self._unsubscribe(control_channel(session_id))
-        self._forget_stops(session_id)
 
     # --- publishing -----------------------------------------------------------------------
     def publish_event(self, session_id: str, turn_id: str, event_seq: int, text: str) -> None:
@@ -499,14 +443,9 @@ class LiveBus:
             self.answers.pop(question, None)
 
     async def abort(self, session_id: str) -> bool:
-        """Tell the worker that runs the session's turn to stop it; False when none listens.
-        Both copies are on the wire before either answer is awaited: the stop line's, which
-        a busy worker hears first, and the control channel's, which never misses."""
-        message = json.dumps({"kind": "abort", "stop": uuid.uuid4().hex})
-        to_thread = start_task(self._publish(stop_channel(session_id), message))
-        to_loop = start_task(self._publish(control_channel(session_id), message))
-
-        return any(await asyncio.gather(to_thread, to_loop))
+        """Tell the worker that runs the session's turn to stop it; False when none listens."""
+        message = json.dumps({"kind": "abort"})
+        return bool(await self._publish(control_channel(session_id), message))
 
     async def _publish(self, channel: str, message: str) -> int:
         """PUBLISH one message now; how many workers received it."""
@@ -514,31 +453,45 @@ class LiveBus:
             return await self.redis.publish(channel, message)
 
     # --- receiving ------------------------------------------------------------------------
-    async def _read_loop(self, pubsub) -> None:
-        while True:
+    def inbox_empty(self) -> None:
+        """On the loop: what the lines handed over, in order. Events are delivered by one
+        task at a time, in this callback until a delivery waits."""
+        with self.inbox_lock:
+            items, self.inbox = self.inbox, collections.deque()
+            self.inbox_called = False
+        for kind, item in items:
             try:
-                message = await pubsub.get_message(timeout=None)
-            except (aioredis.RedisError, OSError):
-                # redis-py reconnects on the next read and subscribes again to every channel.
-                # An UNSUBSCRIBE in flight is never confirmed now: counts are judged at once
-                # (one that includes this worker only keeps the events published).
-                logger.exception("live bus connection lost; reconnecting")
-                self.leaving.clear()
-                await asyncio.sleep(RECONNECT_PAUSE_SEC)
-                continue
-            if message is None:
-                continue
+                if kind == "event":
+                    self.events_due.append(item)
+                elif kind == "control":
+                    self._received_on_line(item)
+                elif kind == "failed":
+                    self._subscribe_failed(*item)
+                else:  # lost: an UNSUBSCRIBE in flight is never confirmed now; counts are
+                    # judged at once (one that includes this worker only keeps the events
+                    # published)
+                    self.leaving.clear()
+            except Exception:  # noqa: BLE001 - one bad message must not stop the worker's bus
+                logger.exception("live bus message failed")
+        if self.events_due and (self.events_delivery is None or self.events_delivery.done()):
+            self.events_delivery = start_task(self._deliver_events())
+
+    async def _deliver_events(self) -> None:
+        while self.events_due:
+            message = self.events_due.popleft()
             try:
                 await self._received(message)
             except Exception:  # noqa: BLE001 - one bad message must not stop the worker's bus
                 logger.exception("live bus message failed")
 
-    async def _received(self, message: dict) -> None:
+    def _received_on_line(self, message: dict) -> None:
         channel = message["channel"].decode()
         if message["type"] == "subscribe":
             confirmed = self.subscribed.get(channel)
             if confirmed is not None and not confirmed.done():
                 confirmed.set_result(None)
+                # A turn's held events leave now, not in the future's callback a pass later.
+                self._release(channel.removeprefix(PREFIX).removesuffix(":control"), confirmed)
             return
         if message["type"] == "unsubscribe":
             self._left(channel)
@@ -552,10 +505,24 @@ class LiveBus:
             if answer is not None and not answer.done():
                 answer.set_result(reply["running"])
             return
-        session_id = channel.removeprefix(PREFIX)
-        if session_id.endswith(":control"):
-            await self._control(session_id.removesuffix(":control"), json.loads(data))
+        session_id = channel.removeprefix(PREFIX).removesuffix(":control")
+        start_task(self._answer(session_id, json.loads(data)))
+
+    async def _received(self, message: dict) -> None:
+        """What the events line read: a session's events, (un)subscriptions."""
+        channel = message["channel"].decode()
+        if message["type"] == "subscribe":
+            confirmed = self.subscribed.get(channel)
+            if confirmed is not None and not confirmed.done():
+                confirmed.set_result(None)
             return
+        if message["type"] == "unsubscribe":
+            self._left(channel)
+            return
+        if message["type"] != "message":
+            return
+        data = message["data"]
+        session_id = channel.removeprefix(PREFIX)
         if data.startswith(self.origin):
             # Published before this worker's unsubscribe took effect: its sockets had the
             # event from the turn itself. Noted, so that the publish's count is judged
@@ -568,18 +535,18 @@ class LiveBus:
         _, turn_id, event_seq, text = data.decode().split("\n", 3)
         await _handlers["on_event"](session_id, turn_id, int(event_seq), text)
 
-    async def _control(self, session_id: str, message: dict) -> None:
-        if message["kind"] == "abort":
-            if self.heard_stops.first_to_hear(message.get("stop")):
-                _handlers["on_abort"](session_id)
-        elif message["kind"] == "ask":
-            # A worker that asks follows the session from now on: events after the state
-            # answered here are published again (in this same pass, before any of them).
-            if session_id in self.zeros_count_after:
-                self.zeros_count_after[session_id] = self.published
-            self.unheard.discard(session_id)
-            reply = {"question": message["question"], "running": _handlers["on_ask"](session_id)}
-            await self._publish(message["reply_to"], json.dumps(reply))
+    async def _answer(self, session_id: str, question: dict) -> None:
+        """An `ask` about a turn of this worker's (an `abort` is acted on by the line's
+        thread: `_on_control_line`)."""
+        if question["kind"] != "ask":
+            return
+        # A worker that asks follows the session from now on: events after the state
+        # answered here are published again (in this same pass, before any of them).
+        if session_id in self.zeros_count_after:
+            self.zeros_count_after[session_id] = self.published
+        self.unheard.discard(session_id)
+        reply = {"question": question["question"], "running": _handlers["on_ask"](session_id)}
+        await self._publish(question["reply_to"], json.dumps(reply))
 
 
 def _bounded():
@@ -589,16 +556,31 @@ def _bounded():
     return asyncio.timeout(settings.REDIS_SOCKET_TIMEOUT_SEC)
 
 
-def _stop_heard_by(heard: HeardStops):
-    """What the stop line does with a Stop, on its thread: the turn's abort flag is set from
-    any thread (runtime.turns). Holds nothing of the bus, which can go."""
+def _on_control_line(own: weakref.ref, message: dict) -> None:
+    """On the control line's thread: an `abort` sets the turn's flag now (from any thread,
+    runtime.turns); everything else goes to the bus's loop."""
+    if message["type"] == "message":
+        channel = message["channel"].decode()
+        if channel.endswith(":control"):
+            body = json.loads(message["data"])
+            if body["kind"] == "abort":
+                _handlers["on_abort"](channel.removeprefix(PREFIX).removesuffix(":control"))
+                return
+    _hand_over(own, ("control", message))
 
-    def on_stop(channel: str, data: bytes) -> None:
 
-        if heard.first_to_hear(json.loads(data).get("stop")):
-            _handlers["on_abort"](channel.removeprefix(PREFIX).removesuffix(":stop"))
-
-    return on_stop
+def _hand_over(own: weakref.ref, item: tuple[str, Any]) -> None:
+    """From the control line's thread: `item` into the bus's inbox, and one callback at the
+    front of its loop's queue to empty it (unless one is on its way)."""
+    bus = own()
+    if bus is None:
+        return
+    with bus.inbox_lock:
+        bus.inbox.append(item)
+        if bus.inbox_called:
+            return
+        bus.inbox_called = True
+    call_first_threadsafe(bus.loop, bus.inbox_empty)
 
 
 _buses: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

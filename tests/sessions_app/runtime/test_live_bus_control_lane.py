@@ -3,6 +3,8 @@ reaches the turn's worker while that worker is still behind on the events it fol
 and aborts travel on a Redis connection of their own, never queued behind the data."""
 
 import asyncio
+import contextlib
+import threading
 import uuid
 
 import pytest
@@ -23,20 +25,36 @@ async def started(bus: live_bus.LiveBus, session_id: str) -> None:
 
 
 async def _closed(bus: live_bus.LiveBus) -> None:
-    tasks = [bus.publisher, bus.replier, *bus.readers.values(), *bus.commanders.values()]
+    tasks = [bus.publisher, bus.replier, bus.events_delivery, bus.reply_ready]
     tasks = [task for task in tasks if task is not None]
-    for task in [*tasks, bus.reply_ready]:
+    for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    for client in (bus.redis, bus.pubsub, bus.control_pubsub):
-        await client.aclose()
-    if bus.stop_line is not None:
-        bus.stop_line.close()
+    await bus.redis.aclose()
+    bus.control_line.close()
+    bus.events_line.close()
+
+
+@contextlib.contextmanager
+def line_paused(line):
+    """The control line's thread held in a callback of its loop until the block ends."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold():
+        holding.set()
+        release.wait(GUARD_SEC)
+
+    line._loop.call_soon_threadsafe(hold)
+    assert holding.wait(GUARD_SEC)
+    try:
+        yield
+    finally:
+        release.set()
 
 
 def on_this_loop(callback):
     """`callback` run on the test's event loop, whichever thread calls it: a Stop is handed
-    over by the worker's stop line, a thread, or by its loop, whichever hears it first."""
+    over by the worker's control line, a thread (runtime/control_line.py)."""
     loop = asyncio.get_running_loop()
     return lambda *args: loop.call_soon_threadsafe(callback, *args)
 
@@ -116,7 +134,8 @@ async def test_turns_that_start_at_once_subscribe_together_and_each_hears_its_st
 ):
     # Under a burst hundreds of turns start in the same moment. Each used to send its own
     # SUBSCRIBE after waiting for the one before it at a lock, one pass of a busy event loop
-    # per turn: seconds before a turn's first event could leave. They go out together now.
+    # per turn: seconds before a turn's first event could leave. What the control line's
+    # thread finds queued when it wakes goes out together.
     settings.REDIS_URL = TEST_REDIS_URL
     run = uuid.uuid4().hex[:8]
     sessions = [f"burst-{run}-{index}" for index in range(QUEUED_EVENTS)]
@@ -133,16 +152,19 @@ async def test_turns_that_start_at_once_subscribe_together_and_each_hears_its_st
     worker = live_bus.LiveBus(TEST_REDIS_URL)
     other = live_bus.LiveBus(TEST_REDIS_URL)
     sent: list[tuple] = []
-    send_command = worker.control_pubsub.execute_command
+    send_command = worker.control_line.pubsub.execute_command
 
-    async def counted(*args):
+    async def counted(*args):  # on the control line's thread
         sent.append(args)
         return await send_command(*args)
 
-    monkeypatch.setattr(worker.control_pubsub, "execute_command", counted)
+    monkeypatch.setattr(worker.control_line.pubsub, "execute_command", counted)
     try:
         async with asyncio.timeout(GUARD_SEC):
             await worker.reply_ready
+            with line_paused(worker.control_line):  # busy: the burst queues meanwhile
+                for session in sessions:
+                    worker.turn_started(session)
             await asyncio.gather(*(started(worker, session) for session in sessions))
         subscribes = [args for args in sent if args[0] == "SUBSCRIBE"]
         assert len(subscribes) <= 2, f"{len(subscribes)} SUBSCRIBE commands for one burst"
@@ -178,17 +200,17 @@ async def test_a_turns_events_wait_for_its_control_channel_not_its_start(setting
     monkeypatch.setitem(live_bus._handlers, "on_ask", lambda session_id: None)
     worker = live_bus.LiveBus(TEST_REDIS_URL)
     other = live_bus.LiveBus(TEST_REDIS_URL)
-    confirm = asyncio.Event()
-    subscribe = worker.control_pubsub.subscribe
+    confirm = threading.Event()
+    subscribe = worker.control_line.pubsub.subscribe
 
-    async def confirmed_later(*channels):
-        await confirm.wait()  # Redis has not answered yet
+    async def confirmed_later(*channels):  # on the control line's thread
+        await asyncio.to_thread(confirm.wait)  # Redis has not answered yet
         return await subscribe(*channels)
 
     try:
         async with asyncio.timeout(GUARD_SEC):
             await worker.reply_ready  # (its answers' channel: subscribed as usual)
-            monkeypatch.setattr(worker.control_pubsub, "subscribe", confirmed_later)
+            monkeypatch.setattr(worker.control_line.pubsub, "subscribe", confirmed_later)
             await other.follow(session)
             assert await other.ask(session) is None  # nobody runs it yet
             worker.turn_started(session)  # returns at once: nothing to wait for

@@ -4,6 +4,7 @@ a socket of its session joins another worker (which asks for the running state).
 
 import asyncio
 import json
+import threading
 import uuid
 
 import pytest
@@ -121,14 +122,14 @@ async def test_the_runners_own_subscription_is_no_listener(settings, monkeypatch
     judge = worker._judge
     monkeypatch.setattr(worker, "_judge", lambda *args: (judged.append(args[1]), judge(*args)))
     # The test holds the runner's UNSUBSCRIBE until its three publishes have been counted.
-    counted = asyncio.Event()
-    unsubscribe = worker.pubsub.unsubscribe
+    counted = threading.Event()
+    unsubscribe = worker.events_line.pubsub.unsubscribe
 
-    async def held_unsubscribe(*channels):
-        await counted.wait()
+    async def held_unsubscribe(*channels):  # on the events line's thread
+        await asyncio.to_thread(counted.wait)
         return await unsubscribe(*channels)
 
-    monkeypatch.setattr(worker.pubsub, "unsubscribe", held_unsubscribe)
+    monkeypatch.setattr(worker.events_line.pubsub, "unsubscribe", held_unsubscribe)
     try:
         await worker.follow(session)
         if others_follow:
@@ -150,5 +151,6 @@ async def test_the_runners_own_subscription_is_no_listener(settings, monkeypatch
             assert session in worker.unheard
             assert delivered == []  # the runner's own copies never reach its sockets twice
     finally:
+        counted.set()
         await _closed(worker)
         await _closed(other)

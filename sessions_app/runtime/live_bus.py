@@ -22,12 +22,14 @@ receiving socket's channel, and its pub/sub layer still sends one message per gr
 socket; here a message goes once to each subscribed worker, which hands the same frame text
 to its sockets without decoding it (docs/performance.md has the numbers).
 
-Publishes leave through one connection, batched (one write for what a pass of the event loop
-queued): events of a turn keep their order (one connection, FIFO), and 200 streaming turns
-cost a write per pass instead of one per event. The receivers' counts are read by a task of
-their own, so a batch never waits for the answers to the one before it, and a turn's end is
-written in the step that queues it: under a storm each of those waits was a pass of the loop,
-and a Stop's `agent_end` reached the other workers a third of a second late.
+Every PUBLISH (events, asks, aborts, answers) leaves through one connection, batched (one
+write for what a pass of the event loop queued): events of a turn keep their order (one
+connection, FIFO), 200 streaming turns cost a write per pass instead of one per event, and
+200 tabs asking at once need no connection each (the pool has 100). The receivers' counts
+are read by a task of their own, so a batch never waits for the answers to the one before
+it, and a turn's end, an ask, an abort and an answer are written in the step that queues
+them: under a storm each of those waits was a pass of the loop, and a Stop's `agent_end`
+reached the other workers a third of a second late.
 
 A turn nobody follows elsewhere publishes nothing. PUBLISH answers how many workers got the
 message; once a turn's publish reached none, its next events stay here, until another
@@ -56,7 +58,7 @@ import threading
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis.asyncio as aioredis
 from django.conf import settings
@@ -127,6 +129,11 @@ class LiveBus:
         self.inbox_lock = threading.Lock()
         self.inbox_called = False  # a callback to empty the inbox is on its way
         self.events_due: collections.deque[dict] = collections.deque()
+        # A delivery of `events_due` is under way. Not its task's `done()`: an eagerly
+        # started task that has finished its work is not done until the loop runs its last
+        # step, and events handed over meanwhile waited for the next message (a turn's
+        # `agent_end` for ever).
+        self.delivering = False
         self.events_delivery: asyncio.Task | None = None
         own = weakref.ref(self)  # the threads must not keep the bus alive
         self.control_line = PubSubLine(
@@ -150,8 +157,9 @@ class LiveBus:
         self.own_turns: set[str] = set()  # sessions whose turn runs on this loop
         self.subscribed: dict[str, asyncio.Future] = {}  # channel -> its confirmation
         self.answers: dict[str, asyncio.Future] = {}
-        # channel, data, session, number, (turn id, event_seq)
-        self.outbox: list[tuple[str, str, str, int, tuple[str, int]]] = []
+        # Every PUBLISH of the bus, in order: (channel, data, and for an event its session,
+        # number and (turn id, event_seq); for a message its count's future, if awaited).
+        self.outbox: list[Publish] = []
         self.published = 0  # events queued by `publish_event`, numbered
         self.unheard: set[str] = set()  # own turns whose last publish reached no worker
         # Own turns: a publish that reached nobody counts only if numbered past this (the
@@ -298,7 +306,9 @@ class LiveBus:
         self.published += 1
         data = f"{self.worker}\n{turn_id}\n{event_seq}\n{text}"
         self.outbox.append(
-            (events_channel(session_id), data, session_id, self.published, (turn_id, event_seq))
+            Publish(
+                events_channel(session_id), data, session_id, self.published, (turn_id, event_seq)
+            )
         )
         if frames.is_turn_end(text):
             # Written in this step (after what was queued before it): the other workers'
@@ -336,13 +346,14 @@ class LiveBus:
                 connection = await self._batch_connection()
                 async with _bounded():
                     await connection.send_packed_command(
-                        connection.pack_commands([("PUBLISH", c, data) for c, data, *_ in batch]),
+                        connection.pack_commands([("PUBLISH", p.channel, p.data) for p in batch]),
                         check_health=False,
                     )
-            except (aioredis.RedisError, OSError):
+            except (aioredis.RedisError, OSError) as error:
                 # The other workers' tabs miss these events; each resyncs from agent_end's
-                # last_seq, or on its next connect.
+                # last_seq, or on its next connect. A caller awaiting a count gets the error.
                 logger.exception("live events could not be published (%d lost)", len(batch))
+                _failed(batch, error)
                 await self._connection_lost(generation)
                 return
             self.in_flight.append((generation, batch))
@@ -367,12 +378,15 @@ class LiveBus:
                 generation, batch = self.in_flight[0]
                 if generation != self.generation:
                     self.in_flight.popleft()  # written on a connection since dropped
+                    _failed(batch, ConnectionError("the live bus connection was dropped"))
                     continue
                 try:
                     async with _bounded():
                         receivers = [await self.batch_connection.read_response() for _ in batch]
-                except (aioredis.RedisError, OSError):
+                except (aioredis.RedisError, OSError) as error:
                     logger.exception("live event counts could not be read")
+                    self.in_flight.popleft()
+                    _failed(batch, error)
                     await self._connection_lost(generation)
                     continue
                 self.in_flight.popleft()
@@ -388,14 +402,19 @@ class LiveBus:
         if self.batch_connection is not None:
             await self.batch_connection.disconnect(nowait=True)
 
-    def _count(self, batch: list, receivers: list[int]) -> None:
-        for (channel, _, session_id, number, event), count in zip(batch, receivers, strict=True):
+    def _count(self, batch: list[Publish], receivers: list[int]) -> None:
+        for publish, count in zip(batch, receivers, strict=True):
+            if publish.counted is not None:
+                if not publish.counted.done():  # its caller may have stopped waiting
+                    publish.counted.set_result(count)
+                continue
+            session_id, number = publish.session_id, publish.number
             if number <= self.zeros_count_after.get(session_id, number):
                 continue  # not an own turn's, or sent before its last ask
-            if self.leaving.get(channel):
-                self.unjudged.setdefault(session_id, []).append((number, event, count))
+            if self.leaving.get(publish.channel):
+                self.unjudged.setdefault(session_id, []).append((number, publish.event, count))
             else:
-                self._judge(session_id, number, event, count)
+                self._judge(session_id, number, publish.event, count)
 
     def _judge(self, session_id: str, number: int, event: tuple[str, int], receivers: int) -> None:
         """Whether publish `number` (of `event`, an own turn's) reached another worker; if
@@ -448,9 +467,20 @@ class LiveBus:
         return bool(await self._publish(control_channel(session_id), message))
 
     async def _publish(self, channel: str, message: str) -> int:
-        """PUBLISH one message now; how many workers received it."""
+        """PUBLISH one message now (written in this step when no write is under way): how
+        many workers received it. Through the publishes' own connection, after everything
+        queued before it: a connection of the pool each, 200 tabs joining at once took more
+        than the pool has."""
+        counted = self.loop.create_future()
+        self.outbox.append(Publish(channel, message, counted=counted))
+        start_task(self._write_outbox())
         async with _bounded():
-            return await self.redis.publish(channel, message)
+            return await counted
+
+    def _publish_unawaited(self, channel: str, message: str) -> None:
+        """PUBLISH one message now; nobody waits for its count."""
+        self.outbox.append(Publish(channel, message))
+        start_task(self._write_outbox())
 
     # --- receiving ------------------------------------------------------------------------
     def inbox_empty(self) -> None:
@@ -473,16 +503,20 @@ class LiveBus:
                     self.leaving.clear()
             except Exception:  # noqa: BLE001 - one bad message must not stop the worker's bus
                 logger.exception("live bus message failed")
-        if self.events_due and (self.events_delivery is None or self.events_delivery.done()):
+        if self.events_due and not self.delivering:
             self.events_delivery = start_task(self._deliver_events())
 
     async def _deliver_events(self) -> None:
-        while self.events_due:
-            message = self.events_due.popleft()
-            try:
-                await self._received(message)
-            except Exception:  # noqa: BLE001 - one bad message must not stop the worker's bus
-                logger.exception("live bus message failed")
+        self.delivering = True
+        try:
+            while self.events_due:
+                message = self.events_due.popleft()
+                try:
+                    await self._received(message)
+                except Exception:  # noqa: BLE001 - one bad message must not stop the bus
+                    logger.exception("live bus message failed")
+        finally:
+            self.delivering = False
 
     def _received_on_line(self, message: dict) -> None:
         channel = message["channel"].decode()
@@ -506,7 +540,7 @@ class LiveBus:
                 answer.set_result(reply["running"])
             return
         session_id = channel.removeprefix(PREFIX).removesuffix(":control")
-        start_task(self._answer(session_id, json.loads(data)))
+        self._answer(session_id, json.loads(data))
 
     async def _received(self, message: dict) -> None:
         """What the events line read: a session's events, (un)subscriptions."""
@@ -535,7 +569,7 @@ class LiveBus:
         _, turn_id, event_seq, text = data.decode().split("\n", 3)
         await _handlers["on_event"](session_id, turn_id, int(event_seq), text)
 
-    async def _answer(self, session_id: str, question: dict) -> None:
+    def _answer(self, session_id: str, question: dict) -> None:
         """An `ask` about a turn of this worker's (an `abort` is acted on by the line's
         thread: `_on_control_line`)."""
         if question["kind"] != "ask":
@@ -546,7 +580,26 @@ class LiveBus:
             self.zeros_count_after[session_id] = self.published
         self.unheard.discard(session_id)
         reply = {"question": question["question"], "running": _handlers["on_ask"](session_id)}
-        await self._publish(question["reply_to"], json.dumps(reply))
+        self._publish_unawaited(question["reply_to"], json.dumps(reply))
+
+
+class Publish(NamedTuple):
+    """One PUBLISH of the bus. An event of an own turn is counted for `unheard` (its session,
+    number, event); a message of the bus' own (an ask, an abort, an answer) may have a caller
+    waiting for its count."""
+
+    channel: str
+    data: str
+    session_id: str | None = None
+    number: int = 0
+    event: tuple[str, int] | None = None
+    counted: asyncio.Future | None = None
+
+
+def _failed(batch: list[Publish], error: Exception) -> None:
+    for publish in batch:
+        if publish.counted is not None and not publish.counted.done():
+            publish.counted.set_exception(error)
 
 
 def _bounded():

@@ -14,7 +14,7 @@ from sessions_app.runtime import live_bus
 from sessions_app.runtime.eager import start_task
 from tests.helpers import GUARD_SEC
 from tests.multiprocess.redis_layer import TEST_REDIS_URL, requires_redis
-from tests.sessions_app.runtime.test_live_bus_control_lane import _closed, started
+from tests.sessions_app.runtime.test_live_bus_control_lane import _closed, line_paused, started
 
 pytestmark = [pytest.mark.anyio, requires_redis]
 
@@ -137,3 +137,48 @@ async def test_followed_events_arrive_in_order_though_a_delivery_waits(settings,
         release.set()
         await _closed(worker)
         await _closed(other)
+
+
+async def test_more_tabs_join_at_once_than_the_redis_pool_has_connections(stops):
+    # A reload storm: every tab that reconnects to the other worker asks for its turn's state.
+    # Each ask held a pool connection until Redis counted it, and the pool has 100.
+    sessions = [f"join-{uuid.uuid4().hex[:8]}-{index}" for index in range(150)]
+    worker = live_bus.LiveBus(TEST_REDIS_URL)  # runs the turns
+    other = live_bus.LiveBus(TEST_REDIS_URL)  # the tabs join here
+    assert other.redis.connection_pool.max_connections < len(sessions)
+    try:
+        async with asyncio.timeout(GUARD_SEC):
+            with line_paused(worker.control_line):  # the burst's subscriptions go together
+                for session in sessions:
+                    worker.turn_started(session)
+            await asyncio.gather(*(started(worker, session) for session in sessions))
+            answers = await asyncio.gather(*(other.ask(session) for session in sessions))
+        assert answers == [{"running": True}] * len(sessions)
+    finally:
+        await _closed(worker)
+        await _closed(other)
+
+
+async def test_events_handed_over_twice_in_one_pass_are_all_delivered(settings, monkeypatch):
+    # The first hand-over's delivery task did all its work in its first step, but was not
+    # done until the loop ran its last one: the second hand-over waited for a next message,
+    # and a turn's last event (its agent_end) for ever.
+    settings.REDIS_URL = TEST_REDIS_URL
+    delivered: list[int] = []
+
+    async def on_event(session_id, turn_id, event_seq, text):
+        delivered.append(event_seq)  # a socket that takes it at once
+
+    def event(seq: int) -> dict:
+        data = f"another-worker\nturn_1\n{seq}\n{{}}".encode()
+        return {"type": "message", "channel": live_bus.events_channel("s").encode(), "data": data}
+
+    monkeypatch.setitem(live_bus._handlers, "on_event", on_event)
+    bus = live_bus.LiveBus(TEST_REDIS_URL)
+    try:
+        for seq in (1, 2):  # two callbacks of the line in one pass of the loop
+            bus.inbox.append(("event", event(seq)))
+            bus.inbox_empty()
+        assert delivered == [1, 2]
+    finally:
+        await _closed(bus)

@@ -11,11 +11,12 @@ answers) and one publishing connection per event loop. Three kinds of Redis chan
   as long as the turn runs. Another worker sends `ask` (the running state, for a socket that
   joins) and `abort` there. PUBLISH answers how many workers received a message, so an asker
   knows at once whether anyone runs the turn — no waiting on silence.
-
-The control channels and the answers' channel are read on a thread of the worker's own
-(runtime.control_line), not by the busy event loop: an `abort` sets the turn's flag there
-at once, and the rest (asks, answers, confirmations) goes to the front of the loop's queue.
 - `<prefix>worker:<worker id>`: answers to this worker's asks.
+
+Both pub/sub connections are read on threads of the worker's own (runtime.pubsub_line), not
+by the busy event loop: an `abort` sets the turn's flag on the control line's thread at once,
+and the rest (asks, answers, confirmations, followed events) reaches the loop in one callback
+at the front of its queue, in the order it was read.
 
 Why not channels-redis's layers: a group send is a Lua script that pushes one copy per
 receiving socket's channel, and its pub/sub layer still sends one message per group member

@@ -85,13 +85,15 @@ class PubSubLine:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._wake, self._closing = asyncio.Event(), asyncio.Event()
-        self.pubsub = aioredis.Redis.from_url(
-            self._url,
-            socket_timeout=None,  # the reads wait for as long as nothing is published
-            socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC,
-            **settings.REDIS_CONNECTION_OPTIONS,
-        ).pubsub()
-        self._started.set()
+        try:
+            self.pubsub = aioredis.Redis.from_url(
+                self._url,
+                socket_timeout=None,  # the reads wait for as long as nothing is published
+                socket_connect_timeout=settings.REDIS_CONNECT_TIMEOUT_SEC,
+                **settings.REDIS_CONNECTION_OPTIONS,
+            ).pubsub()
+        finally:
+            self._started.set()  # the worker's loop waits for this, whatever happened
         commands = asyncio.ensure_future(self._command_loop())
         try:
             await self._closing.wait()

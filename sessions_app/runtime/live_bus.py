@@ -215,6 +215,22 @@ class LiveBus:
             confirmed = self.subscribed.pop(channel, None)
             if confirmed is not None and not confirmed.done():
                 confirmed.set_exception(error)
+                self._release(_session_of(channel), confirmed)  # published anyway
+
+    def _subscription_news(self, message: dict) -> bool:
+        """A line's (un)subscription confirmed (True), in the callback that reads it: a
+        turn's held events leave now, not in the future's callback a pass later."""
+        channel = message["channel"].decode()
+        if message["type"] == "subscribe":
+            confirmed = self.subscribed.get(channel)
+            if confirmed is not None and not confirmed.done():
+                confirmed.set_result(None)
+                self._release(_session_of(channel), confirmed)
+            return True
+        if message["type"] == "unsubscribe":
+            self._left(channel)
+            return True
+        return False
 
     async def follow(self, session_id: str) -> None:
         """Receive the session's events from other workers; returns once subscribed."""
@@ -258,8 +274,7 @@ class LiveBus:
         self.zeros_count_after[session_id] = self.published
         confirmed = self._subscribing(control_channel(session_id))
         if not confirmed.done():
-            self.held[session_id] = (confirmed, [])
-            confirmed.add_done_callback(lambda done: self._release(session_id, done))
+            self.held[session_id] = (confirmed, [])  # until `_subscription_news`
         self._unsubscribe(events_channel(session_id))
 
     async def turn_ended(self, session_id: str) -> None:
@@ -520,19 +535,10 @@ class LiveBus:
             self.delivering = False
 
     def _received_on_line(self, message: dict) -> None:
+        """What the control line read: confirmations, answers to this worker's asks, asks."""
+        if self._subscription_news(message) or message["type"] != "message":
+            return
         channel = message["channel"].decode()
-        if message["type"] == "subscribe":
-            confirmed = self.subscribed.get(channel)
-            if confirmed is not None and not confirmed.done():
-                confirmed.set_result(None)
-                # A turn's held events leave now, not in the future's callback a pass later.
-                self._release(channel.removeprefix(PREFIX).removesuffix(":control"), confirmed)
-            return
-        if message["type"] == "unsubscribe":
-            self._left(channel)
-            return
-        if message["type"] != "message":
-            return
         data = message["data"]
         if channel == self.reply_channel:
             reply = json.loads(data)
@@ -540,22 +546,13 @@ class LiveBus:
             if answer is not None and not answer.done():
                 answer.set_result(reply["running"])
             return
-        session_id = channel.removeprefix(PREFIX).removesuffix(":control")
-        self._answer(session_id, json.loads(data))
+        self._answer(_session_of(channel), json.loads(data))
 
     async def _received(self, message: dict) -> None:
         """What the events line read: a session's events, (un)subscriptions."""
+        if self._subscription_news(message) or message["type"] != "message":
+            return
         channel = message["channel"].decode()
-        if message["type"] == "subscribe":
-            confirmed = self.subscribed.get(channel)
-            if confirmed is not None and not confirmed.done():
-                confirmed.set_result(None)
-            return
-        if message["type"] == "unsubscribe":
-            self._left(channel)
-            return
-        if message["type"] != "message":
-            return
         data = message["data"]
         session_id = channel.removeprefix(PREFIX)
         if data.startswith(self.origin):
@@ -618,9 +615,14 @@ def _on_control_line(own: weakref.ref, message: dict) -> None:
         if channel.endswith(":control"):
             body = json.loads(message["data"])
             if body["kind"] == "abort":
-                _handlers["on_abort"](channel.removeprefix(PREFIX).removesuffix(":control"))
+                _handlers["on_abort"](_session_of(channel))
                 return
     _hand_over(own, ("control", message))
+
+
+def _session_of(channel: str) -> str:
+    """The session of an events or control channel (of the answers' channel: no session)."""
+    return channel.removeprefix(PREFIX).removesuffix(":control")
 
 
 def _hand_over(own: weakref.ref, item: tuple[str, Any]) -> None:

@@ -164,7 +164,8 @@ REDIS_CONNECTION_OPTIONS = {"driver_info": None}
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # channels-redis's layer, whose sockets outlast a Redis outage (§30).
+            "BACKEND": "jarvis_site.shared.redis_layer.OutlastingRedisChannelLayer",
             # redis-py 8 caps a pool at 100 connections (7 had no cap): a worker with a
             # couple of hundred sockets ran out, and its group sends failed.
             "CONFIG": {

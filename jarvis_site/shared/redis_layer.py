@@ -1,0 +1,42 @@
+"""The channel layer on Redis, waiting through an outage (docs/design.md §30).
+
+Every socket of a worker receives through one wait on Redis (channels-redis's BRPOP of the
+process's channel). Redis going away made that wait raise in the consumer whose turn it was to
+read, and a consumer whose receive raises is closed: every socket of the worker went with it,
+although the turns they watched were running right beside them. Here the read waits instead,
+trying again every RETRY_SEC until Redis answers; the sockets stay open, get their own turns'
+events meanwhile (those do not pass through the layer), and what others send them through the
+layer arrives once it is back. What was sent to them while it was away is lost, as Redis lost it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from channels_redis.core import RedisChannelLayer
+
+from jarvis_site.shared.outages import redis_away
+
+logger = logging.getLogger(__name__)
+
+RETRY_SEC = 0.25
+
+
+class OutlastingRedisChannelLayer(RedisChannelLayer):
+    async def receive_single(self, channel):
+        away = False
+        while True:
+            try:
+                received = await super().receive_single(channel)
+            except Exception as error:
+                if not redis_away(error):
+                    raise
+                if not away:
+                    away = True
+                    logger.warning("channel layer: Redis is away; its sockets stay open")
+                await asyncio.sleep(RETRY_SEC)
+                continue
+            if away:
+                logger.warning("channel layer: Redis is back")
+            return received

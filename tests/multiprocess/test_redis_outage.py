@@ -140,7 +140,8 @@ def test_answers_stream_through_a_redis_outage_and_the_other_worker_catches_up(
         assert events[-1]["type"] == "agent_end" and events[-1]["status"] == "completed"
     for session_id in sessions:
         answers = [
-            entry.content for entry in get_store().get_messages(session_id)
+            entry.content
+            for entry in get_store().get_messages(session_id)
             if entry.role == "assistant"
         ]
         assert answers[0] == ANSWER

@@ -26,6 +26,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
 from jarvis_site.shared.errors import Code, detail_of, status_of
+from jarvis_site.shared.outages import database_away
 from sessions_app import selectors
 from sessions_app.core import file_types, limits
 from sessions_app.core.ids import ReservedSessionId
@@ -119,6 +120,10 @@ def exception_handler(exc, context):
     if isinstance(exc, DOMAIN_ERRORS):
         detail = detail_of(Code.NOT_FOUND) if isinstance(exc, SessionNotFound) else str(exc)
         return Response({"code": exc.code, "detail": detail}, status=status_of(exc.code))
+    if database_away(exc):
+        # Not a server error: the request can be sent again once the database is back (§29).
+        code = Code.DATABASE_UNAVAILABLE
+        return Response({"code": code, "detail": detail_of(code)}, status=status_of(code))
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import connections
 
 from jarvis_site.shared import metrics
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, detail_of
 from jarvis_site.shared.log_context import log_context_set, new_request_id
 from jarvis_site.shared.outages import database_away, redis_away
 from sessions_app import selectors
@@ -499,7 +499,13 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self._error(error.code, str(error))
         except SessionNotFound:
             await self._error(Code.NOT_FOUND, "the session no longer exists; reload to start anew")
-        except Exception:
+        except Exception as error:
+            if database_away(error):
+                # Nothing was stored: the prompt can be sent again once the database is back.
+                logger.warning("turn refused in session %s: %s", self.session_id, error)
+                return await self._error(
+                    Code.DATABASE_UNAVAILABLE, detail_of(Code.DATABASE_UNAVAILABLE)
+                )
             logger.exception("turn failed in session %s", self.session_id)
             await self._error(Code.TURN_FAILED, "the turn failed; the error is in the server log")
 

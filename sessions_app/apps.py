@@ -18,6 +18,7 @@ class SessionsAppConfig(AppConfig):
         from sessions_app.runtime.agents import agent_registry
         from sessions_app.runtime.approvals import approval_decisions_poll
         from sessions_app.runtime.lease import lease_poll_hook_register
+        from sessions_app.runtime.mcp.config import mcp_servers
         from sessions_app.runtime.queue import queue_runner_register
         from sessions_app.runtime.tools import tool_register
         from sessions_app.services import prompt_modes, receivers
@@ -27,6 +28,7 @@ class SessionsAppConfig(AppConfig):
         # Before the agents are checked: the main agent must hold `delegate`.
         tool_register(DELEGATE_TOOL)
         agent_registry()  # a broken JARVIS_AGENTS_FILE stops start-up with what is wrong
+        mcp_servers()  # and so does a broken MCP_SERVERS_FILE
         # A decision on a tool approval may be written by any worker: the lease keeper,
         # which already polls while a turn runs, looks for those this process waits on.
         lease_poll_hook_register(approval_decisions_poll)

@@ -1,6 +1,7 @@
 """The tools a model may call, and how one call is run.
 
-A tool's `run(context, arguments)` returns the result text or raises: `ToolAborted` when the
+A tool's `run(context, arguments)` returns the result text (or a `ToolOutput`, when the call
+also kept files to show the person) or raises: `ToolAborted` when the
 user stopped the turn, any other exception for a failure. Either way the call gets a result
 entry (docs/design.md §5.3); the exception text is what the model reads.
 """
@@ -186,6 +187,18 @@ class ToolContext:
     # Asks the person about a call of a `needs_approval` tool and waits (holding no thread):
     # `await approve(call, arguments)` is None when allowed, else the call's error text.
     approve: Callable[[dict, dict], Awaitable[str | None]] | None = None
+    # Whose session it is: files a tool keeps (an MCP server's images) count for them.
+    owner_id: int | None = None
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """A call's result: the text the model reads, and files kept for the person (refs like a
+    user message's `data.attachments`, shown in the page with the result)."""
+
+    text: str
+    is_error: bool = False
+    files: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -197,7 +210,7 @@ class Tool:
     description: str
     parameters: dict
     run: Callable[[ToolContext, dict], str] | None = None
-    arun: Callable[[ToolContext, dict], Awaitable[str]] | None = None
+    arun: Callable[[ToolContext, dict], Awaitable[str | ToolOutput]] | None = None
     # The call runs only after the person allows it (runtime.approvals).
     needs_approval: bool = False
 
@@ -337,28 +350,39 @@ def _prepared(call: dict, tools: dict[str, Tool]) -> tuple[Tool | None, dict, st
 
 
 async def tool_run(*, call: dict, context: ToolContext, tools: dict[str, Tool]) -> tuple[str, bool]:
-    """Run one call; return (result text, is_error). Never raises for the call's own faults.
+    """`tool_output`'s (result text, is_error)."""
+    output = await tool_output(call=call, context=context, tools=tools)
+    return output.text, output.is_error
+
+
+async def tool_output(*, call: dict, context: ToolContext, tools: dict[str, Tool]) -> ToolOutput:
+    """Run one call; return its result. Never raises for the call's own faults.
 
     A blocking tool runs in the bounded tool pool; a waiting tool is awaited here.
     """
     tool, arguments, error = _prepared(call, tools)
     if error:
-        return error, True
+        return ToolOutput(error, is_error=True)
     if context.abort.is_set():
-        return ABORTED_RESULT_TEXT, True
+        return ToolOutput(ABORTED_RESULT_TEXT, is_error=True)
     if tool.needs_approval:
         if context.approve is None:
-            return f"{tool.name} needs the person's approval, and nobody can be asked here", True
+            return ToolOutput(
+                f"{tool.name} needs the person's approval, and nobody can be asked here",
+                is_error=True,
+            )
         refusal = await context.approve(call, arguments)
         if refusal is not None:
-            return refusal, True
+            return ToolOutput(refusal, is_error=True)
     try:
         if tool.arun is not None:
-            return await tool.arun(context, arguments), False
-        return await in_pool("tools", tool.run, context, arguments), False
+            result = await tool.arun(context, arguments)
+        else:
+            result = await in_pool("tools", tool.run, context, arguments)
     except ToolAborted as aborted:
-        return str(aborted), True
+        return ToolOutput(str(aborted), is_error=True)
     except Exception as error:  # noqa: BLE001 - a tool's failure is a result the model reads
         # The error may quote the call's arguments (the person's words): its type only.
         logger.info("tool %s failed: %s", tool.name, type(error).__name__)
-        return f"{tool.name} failed: {error}", True
+        return ToolOutput(f"{tool.name} failed: {error}", is_error=True)
+    return result if isinstance(result, ToolOutput) else ToolOutput(result)

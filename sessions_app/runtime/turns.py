@@ -55,6 +55,7 @@ from sessions_app.runtime.lease import (
     lease_acquire,
     lease_request_abort,
 )
+from sessions_app.runtime.mcp.offer import mcp_ready
 from sessions_app.runtime.memory_context import system_prompt_for
 from sessions_app.runtime.providers import Provider, ProviderError, provider_for
 from sessions_app.runtime.queue import (
@@ -67,7 +68,7 @@ from sessions_app.runtime.queue import (
 )
 from sessions_app.runtime.timings import Stopwatch, tool_outcome
 from sessions_app.runtime.titles import first_answer, title_by_model, title_model
-from sessions_app.runtime.tools import Tool, ToolContext, TurnAbort, tool_run
+from sessions_app.runtime.tools import Tool, ToolContext, ToolOutput, TurnAbort, tool_output
 from sessions_app.store import EntryRecord, NewEntry, SessionMeta, SessionNotFound, get_store
 from sessions_app.store.request_headers import header_digest, header_save
 
@@ -569,6 +570,8 @@ async def _loop(
     log_context_set(turn_id=turn_id)
     started = time.monotonic()
     waited = 0.0  # on the model and on tools: the part of the turn that is not ours
+    # The MCP servers' tools are listed (once, on the MCP lane) before the plan offers them.
+    await mcp_ready()
     planned = None if meta is None else _Plan.of(meta, provider)
 
     def prompt_and_begin(meta_now: SessionMeta | None):
@@ -659,6 +662,7 @@ async def _loop(
     )
     context = ToolContext(
         session_id=session_id,
+        owner_id=owner_id,
         abort=abort,
         fenced=partial(store.fenced, session_id, incarnation),
         approve=ApprovalGate(
@@ -738,12 +742,13 @@ async def _loop(
                         role="tool",
                         tool_call_id=call["id"],
                         name=call["name"],
-                        content=result_text,
-                        is_error=is_error,
+                        content=output.text,
+                        is_error=output.is_error,
                         turn_id=turn_id,
-                        data={"tool": timing},
+                        data={"tool": timing}
+                        | ({"files": list(output.files)} if output.files else {}),
                     )
-                    for call, (result_text, is_error, timing) in zip(calls, results, strict=True)
+                    for call, (output, timing) in zip(calls, results, strict=True)
                 ]
             )
             if abort.is_set():
@@ -808,11 +813,11 @@ def _finish_reason(reply, calls: list[dict]) -> str:
     return reply.finish_reason or ("tool_calls" if calls else "stop")
 
 
-async def _timed_tool_run(*, call, context, tools) -> tuple[str, bool, dict]:
-    """`tool_run` with its start, duration and outcome (docs/design.md §20)."""
+async def _timed_tool_run(*, call, context, tools) -> tuple[ToolOutput, dict]:
+    """`tool_output` with its start, duration and outcome (docs/design.md §20)."""
     clock = Stopwatch()
-    text, is_error = await tool_run(call=call, context=context, tools=tools)
-    return text, is_error, clock.fact(outcome=tool_outcome(is_error))
+    output = await tool_output(call=call, context=context, tools=tools)
+    return output, clock.fact(outcome=tool_outcome(output.is_error))
 
 
 def _steers_store(*, session_id: str, incarnation: str, turn_id: str) -> list[EntryRecord]:

@@ -365,7 +365,7 @@ if NUM_PROXIES < 0:
 # `/ws/me/` sockets one person may hold open on one worker (more: closed with 4429).
 MAX_PERSON_SOCKETS_PER_USER = _positive("MAX_PERSON_SOCKETS_PER_USER", 20, cast=int)
 
-# USD per million tokens over the built-in table (sessions_app/runtime/usage.py), as JSON:
+# USD per million tokens over the built-in table (sessions_app/runtime/turn/usage.py), as JSON:
 # {"my-model": {"input": 1.0, "output": 4.0, "cached": 0.25}} ("cached" defaults to the
 # input price). A model priced nowhere shows its tokens with `cost_usd: null` (§22).
 try:

@@ -368,7 +368,7 @@ def _after_check_in(goal_id: int, number: int, *, result: TurnResult | None, err
         return "skipped"
     if result is not None and goal.report_to:
         # What the check-in spent is the report conversation's, under sub_agents (§22).
-        sub_agent_usage_keep(goal.report_to, GOAL_AGENT, result)
+        sub_agent_usage_keep(goal.report_to, GOAL_AGENT, result, owner_id=goal.owner_id)
     failed = result is None or result.status in ("error", "interrupted")
     with transaction.atomic():
         goal = Goal.objects.select_for_update().filter(id=goal_id).first()

@@ -13,6 +13,10 @@ Each is a scope of REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], counted in Django's
   read — `/s/<token>` and `GET /api/shared/<token>/`, counted per address for a reader who
   is not signed in (DRF's user throttle does that by itself). A copy of a share is a new
   session holding a history, like a branch: it counts as one (`branches`).
+- `files` (FILE_THROTTLE_RATE): a file read back and its thumbnail (made once, then kept) —
+  `GET …/files/<id>/` and `…/thumb/`, the owner's and a share's (per address there).
+- `imports` (IMPORT_THROTTLE_RATE): an import unpacks and parses up to IMPORT_MAX_BYTES of
+  someone else's format — `POST /api/import/`.
 """
 
 from __future__ import annotations
@@ -44,6 +48,14 @@ class UploadRateThrottle(UserRateThrottle):
 
 class ShareRateThrottle(UserRateThrottle):
     scope = "shares"
+
+
+class FileRateThrottle(UserRateThrottle):
+    scope = "files"
+
+
+class ImportRateThrottle(UserRateThrottle):
+    scope = "imports"
 
 
 def _wait(throttle: UserRateThrottle, user) -> float | None:

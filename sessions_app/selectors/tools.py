@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from sessions_app.runtime.mcp.offer import mcp_offered, mcp_ready_blocking, mcp_servers_status
-from sessions_app.runtime.tools import TOOLS
+from sessions_app.runtime.tools.registry import TOOLS
 
 
 def tools_offered() -> dict:

@@ -20,7 +20,7 @@ import json
 import threading
 from dataclasses import dataclass
 
-from sessions_app.runtime.executors import in_pool
+from sessions_app.runtime.loop.executors import in_pool
 from sessions_app.runtime.mcp.config import mcp_servers
 from sessions_app.runtime.mcp.connection import McpUnavailable, RemoteTool, ServerConnection
 from sessions_app.runtime.mcp.lane import lane_run, on_lane
@@ -28,7 +28,7 @@ from sessions_app.runtime.mcp.names import offered_names
 from sessions_app.runtime.mcp.results import result_keep
 from sessions_app.runtime.mcp.server import ServerConfig
 from sessions_app.runtime.mcp.transports import TRANSPORTS
-from sessions_app.runtime.tools import Tool, ToolAborted, ToolContext, ToolOutput
+from sessions_app.runtime.tools.base import Tool, ToolAborted, ToolContext, ToolOutput
 
 DESCRIPTION_MAX_CHARS = 1024
 SCHEMA_MAX_CHARS = 16_384

@@ -24,7 +24,7 @@ import mcp_types
 from django.conf import settings
 
 from sessions_app.core.file_types import file_type_of
-from sessions_app.runtime.history import image_stand_in
+from sessions_app.runtime.context.history import image_stand_in
 from sessions_app.store.blobs import blob_link
 
 logger = logging.getLogger(__name__)

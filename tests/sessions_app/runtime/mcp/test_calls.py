@@ -12,8 +12,8 @@ import time
 import pytest
 from django.db import connections
 
-from sessions_app.runtime.approvals import DENIED_TEXT
-from sessions_app.runtime.turns import turn_abort, turn_run
+from sessions_app.runtime.turn.approvals import DENIED_TEXT
+from sessions_app.runtime.turn.turns import turn_abort, turn_run
 from sessions_app.services import approvals
 from sessions_app.store import get_store
 from tests.fakes.mcp_servers import SERVER_SCRIPT

@@ -15,6 +15,10 @@ slots claimed atomically (core/rate_slots.py), so a burst spread over workers ge
   read — `/s/<token>` and `GET /api/shared/<token>/`, counted per address for a reader who
   is not signed in (DRF's user throttle does that by itself). A copy of a share is a new
   session holding a history, like a branch: it counts as one (`branches`).
+- `files` (FILE_THROTTLE_RATE): a file read back and its thumbnail (made once, then kept) —
+  `GET …/files/<id>/` and `…/thumb/`, the owner's and a share's (per address there).
+- `imports` (IMPORT_THROTTLE_RATE): an import unpacks and parses up to IMPORT_MAX_BYTES of
+  someone else's format — `POST /api/import/`.
 """
 
 from __future__ import annotations
@@ -83,6 +87,14 @@ class UploadRateThrottle(SharedRateThrottle):
 
 class ShareRateThrottle(SharedRateThrottle):
     scope = "shares"
+
+
+class FileRateThrottle(SharedRateThrottle):
+    scope = "files"
+
+
+class ImportRateThrottle(SharedRateThrottle):
+    scope = "imports"
 
 
 def _wait(throttle: SharedRateThrottle, user) -> float | None:

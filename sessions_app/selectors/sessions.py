@@ -17,12 +17,12 @@ from django.conf import settings
 from sessions_app.core import frames, limits
 from sessions_app.core.ids import validate_session_id
 from sessions_app.core.owners import OwnerId, may_act_on
-from sessions_app.runtime import history
-from sessions_app.runtime.agents import model_for_session
-from sessions_app.runtime.context_window import budget_for, request_tokens
-from sessions_app.runtime.memory_context import system_prompt_for
-from sessions_app.runtime.prompts import default_system_prompt
-from sessions_app.runtime.queue import queue_list
+from sessions_app.runtime.context import history
+from sessions_app.runtime.context.context_window import budget_for, request_tokens
+from sessions_app.runtime.turn.agents import model_for_session
+from sessions_app.runtime.turn.memory_context import system_prompt_for
+from sessions_app.runtime.turn.prompts import default_system_prompt
+from sessions_app.runtime.turn.queue import queue_list
 from sessions_app.store import (
     EntryRecord,
     Notice,
@@ -86,9 +86,11 @@ def session_list(
     include_tests: bool = True,
     include_subagents: bool = False,
     archived: bool | None = False,
+    limit: int | None = None,
+    offset: int = 0,
 ) -> list[dict[str, Any]]:
     """The caller's sessions, pinned ones first, then newest activity first; reads only
-    metadata, never entries.
+    metadata, never entries. `limit` of them after the first `offset` (None: all).
 
     Sub-agent sessions (made by `delegate`) are left out unless `include_subagents`; archived
     ones are listed instead of the others with `archived=True` (None: all).
@@ -102,7 +104,8 @@ def session_list(
     )
     # A stable sort: within pinned and unpinned, the store's activity order stays.
     metas.sort(key=lambda meta: not meta.pinned)
-    return [session_to_api(meta) for meta in metas]
+    end = None if limit is None else offset + limit
+    return [session_to_api(meta) for meta in metas[offset:end]]
 
 
 def session_agent_conflict(*, session_id: str, owner_id: int, agent: str) -> str | None:

@@ -16,24 +16,29 @@ import asyncio
 import logging
 import uuid
 
-from sessions_app.runtime.agents import (
+from sessions_app.runtime.loop.executors import in_pool
+from sessions_app.runtime.tools.base import (
+    ABORTED_RESULT_TEXT,
+    Tool,
+    ToolAborted,
+    ToolContext,
+    TurnAbort,
+)
+from sessions_app.runtime.tools.registry import DELEGATE
+from sessions_app.runtime.turn.agents import (
     PER_TASK,
     AgentDefinition,
     delegation_targets,
     subagent_fallback_session_id,
     subagent_session_id,
 )
-from sessions_app.runtime.executors import in_pool
-from sessions_app.runtime.tools import (
-    ABORTED_RESULT_TEXT,
-    DELEGATE,
-    Tool,
-    ToolAborted,
-    ToolContext,
-    TurnAbort,
+from sessions_app.runtime.turn.turns import (
+    SessionBusy,
+    TurnResult,
+    turn_abort_async,
+    turn_run_async,
 )
-from sessions_app.runtime.turns import SessionBusy, TurnResult, turn_abort_async, turn_run_async
-from sessions_app.runtime.usage import usage_add
+from sessions_app.runtime.turn.usage import usage_add
 from sessions_app.services import broadcasts, deletion
 from sessions_app.store import AgentMismatch, SessionNotFound, get_store
 from sessions_app.store.usage_ledger import SUB_AGENT, usage_ledger_add
@@ -138,12 +143,20 @@ async def _run_relaying_abort(
         parent_aborted.cancel()
 
 
-def sub_agent_usage_keep(parent_id: str, agent: str, result: TurnResult) -> None:
+def sub_agent_usage_keep(
+    parent_id: str, agent: str, result: TurnResult, *, owner_id: int | None = None
+) -> None:
     """Keep the sub-agent turn's usage, per model, in the calling session's usage ledger:
-    the sub-agent's session may be deleted (per_task) or serve other callers (per_agent)."""
+    the sub-agent's session may be deleted (per_task) or serve other callers (per_agent).
+
+    With `owner_id`, only a session of that owner is billed: a caller that names its session
+    by id alone (a goal's `report_to`) would otherwise bill whoever made a session of that id
+    after its own was deleted."""
     parent = get_store().get_meta(parent_id)
     if parent is None:
         return  # deleted while its sub-agent worked: nothing left to bill
+    if owner_id is not None and parent.owner_id != owner_id:
+        return
     by_model: dict[str, dict] = {}
     for entry in result.entries:
         if isinstance(entry.usage, dict):

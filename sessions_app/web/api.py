@@ -29,15 +29,20 @@ from jarvis_site.shared.errors import Code, detail_of, status_of
 from sessions_app import selectors
 from sessions_app.core import file_types, limits
 from sessions_app.core.ids import ReservedSessionId
-from sessions_app.core.throttles import BranchRateThrottle, SearchRateThrottle, TurnRateThrottle
+from sessions_app.core.throttles import (
+    BranchRateThrottle,
+    ImportRateThrottle,
+    SearchRateThrottle,
+    TurnRateThrottle,
+)
 from sessions_app.formats import SQLITE_MAGIC
-from sessions_app.runtime.agents import UnknownAgent
-from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
-from sessions_app.runtime.drain import Draining
-from sessions_app.runtime.history import HistoryInvalid
+from sessions_app.runtime.context.history import HistoryInvalid
+from sessions_app.runtime.loop.drain import Draining
 from sessions_app.runtime.providers import BadModel
-from sessions_app.runtime.queue import QueuedPromptNotFound, QueueFull
-from sessions_app.runtime.turns import SessionBusy, TooManyTurns
+from sessions_app.runtime.turn.agents import UnknownAgent
+from sessions_app.runtime.turn.approvals import ApprovalClosed, ApprovalNotFound
+from sessions_app.runtime.turn.queue import QueuedPromptNotFound, QueueFull
+from sessions_app.runtime.turn.turns import SessionBusy, TooManyTurns
 from sessions_app.selectors.shares import ShareNotFound
 from sessions_app.services import approvals as approval_services
 from sessions_app.services import deletion, files, notices, organize, prompt_modes, sessions
@@ -261,6 +266,8 @@ class SessionViewSet(ViewSet):
                 include_tests=query["include_tests"],
                 include_subagents=query["include_subagents"],
                 archived=query["archived"],
+                limit=query["limit"],
+                offset=query["offset"],
             )
         )
 
@@ -645,6 +652,7 @@ class HistoryImportView(APIView):
     sessions of the caller (docs/design.md §21); the answer is the import's report."""
 
     authentication_classes = [TokenAuthentication, SessionAuthentication]
+    throttle_classes = [ImportRateThrottle]
 
     @extend_schema(
         request={"multipart/form-data": serializers.HistoryImportInput},
@@ -661,6 +669,9 @@ class HistoryImportView(APIView):
                 description="import_too_large: over IMPORT_MAX_NODES, IMPORT_MAX_DEPTH, "
                 "IMPORT_MAX_UNPACKED_BYTES, the compression-ratio cap or the SQLite step budget "
                 "(the detail names the limit); nothing imported",
+            ),
+            429: OpenApiResponse(
+                serializers.ErrorOutput, description="throttled (IMPORT_THROTTLE_RATE)"
             ),
         },
     )

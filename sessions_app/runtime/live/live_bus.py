@@ -417,12 +417,14 @@ class LiveBus:
         async with self.write_lock:
             generation = self.generation
             try:
-                connection = await self._batch_connection()
-                async with _bounded():
-                    await connection.send_packed_command(
-                        connection.pack_commands([("PUBLISH", p.channel, p.data) for p in batch]),
-                        check_health=False,
-                    )
+                try:
+                    await self._write_batch(batch)
+                except (aioredis.RedisError, OSError):
+                    # The connection may be one Redis closed in an outage now over: once
+                    # more on a new one before the batch counts as lost (§29).
+                    await self._connection_lost(generation)
+                    generation = self.generation
+                    await self._write_batch(batch)
             except (aioredis.RedisError, OSError) as error:
                 # The other workers' tabs miss these events until Redis is back: then they
                 # catch up (see the module's docstring). A caller awaiting a count gets the
@@ -438,6 +440,14 @@ class LiveBus:
             self.replies_due.set()
             if self.replier is None:
                 self.replier = asyncio.ensure_future(self._reply_loop())
+
+    async def _write_batch(self, batch: list[Publish]) -> None:
+        connection = await self._batch_connection()
+        async with _bounded():
+            await connection.send_packed_command(
+                connection.pack_commands([("PUBLISH", p.channel, p.data) for p in batch]),
+                check_health=False,
+            )
 
     async def _batch_connection(self):
         """The publishes' connection, opened if it is not (under `write_lock`)."""

@@ -19,6 +19,7 @@ class SessionsAppConfig(AppConfig):
         from sessions_app.runtime.approvals import approval_decisions_poll
         from sessions_app.runtime.lease import lease_poll_hook_register
         from sessions_app.runtime.queue import queue_runner_register
+        from sessions_app.runtime.sandbox.run_code import RUN_CODE_TOOL
         from sessions_app.runtime.tools import tool_register
         from sessions_app.services import prompt_modes, receivers
         from sessions_app.services.delegation import DELEGATE_TOOL
@@ -26,6 +27,7 @@ class SessionsAppConfig(AppConfig):
 
         # Before the agents are checked: the main agent must hold `delegate`.
         tool_register(DELEGATE_TOOL)
+        tool_register(RUN_CODE_TOOL)
         agent_registry()  # a broken JARVIS_AGENTS_FILE stops start-up with what is wrong
         # A decision on a tool approval may be written by any worker: the lease keeper,
         # which already polls while a turn runs, looks for those this process waits on.

@@ -189,15 +189,25 @@ class ToolContext:
 
 
 @dataclass(frozen=True)
+class ToolOutput:
+    """A result with facts beside its text, kept in the result entry's `data` (what a
+    sandbox run changed in the workspace, the files it made: docs/design.md §28)."""
+
+    text: str
+    data: dict
+
+
+@dataclass(frozen=True)
 class Tool:
     """A tool. `run` blocks (turns run it in the tool pool); a tool that only waits gives
-    `arun`, a coroutine, instead and holds no thread while it waits."""
+    `arun`, a coroutine, instead and holds no thread while it waits. Either returns the
+    result's text, or a ToolOutput."""
 
     name: str
     description: str
     parameters: dict
-    run: Callable[[ToolContext, dict], str] | None = None
-    arun: Callable[[ToolContext, dict], Awaitable[str]] | None = None
+    run: Callable[[ToolContext, dict], str | ToolOutput] | None = None
+    arun: Callable[[ToolContext, dict], Awaitable[str | ToolOutput]] | None = None
     # The call runs only after the person allows it (runtime.approvals).
     needs_approval: bool = False
 
@@ -336,8 +346,11 @@ def _prepared(call: dict, tools: dict[str, Tool]) -> tuple[Tool | None, dict, st
     return tool, arguments, ""
 
 
-async def tool_run(*, call: dict, context: ToolContext, tools: dict[str, Tool]) -> tuple[str, bool]:
-    """Run one call; return (result text, is_error). Never raises for the call's own faults.
+async def tool_run(
+    *, call: dict, context: ToolContext, tools: dict[str, Tool]
+) -> tuple[str | ToolOutput, bool]:
+    """Run one call; return (result text or ToolOutput, is_error). Never raises for the
+    call's own faults.
 
     A blocking tool runs in the bounded tool pool; a waiting tool is awaited here.
     """

@@ -67,7 +67,7 @@ from sessions_app.runtime.queue import (
 )
 from sessions_app.runtime.timings import Stopwatch, tool_outcome
 from sessions_app.runtime.titles import first_answer, title_by_model, title_model
-from sessions_app.runtime.tools import Tool, ToolContext, TurnAbort, tool_run
+from sessions_app.runtime.tools import Tool, ToolContext, ToolOutput, TurnAbort, tool_run
 from sessions_app.store import EntryRecord, NewEntry, SessionMeta, SessionNotFound, get_store
 from sessions_app.store.request_headers import header_digest, header_save
 
@@ -741,9 +741,11 @@ async def _loop(
                         content=result_text,
                         is_error=is_error,
                         turn_id=turn_id,
-                        data={"tool": timing},
+                        data={"tool": timing} | extra,
                     )
-                    for call, (result_text, is_error, timing) in zip(calls, results, strict=True)
+                    for call, (result_text, is_error, timing, extra) in zip(
+                        calls, results, strict=True
+                    )
                 ]
             )
             if abort.is_set():
@@ -808,11 +810,15 @@ def _finish_reason(reply, calls: list[dict]) -> str:
     return reply.finish_reason or ("tool_calls" if calls else "stop")
 
 
-async def _timed_tool_run(*, call, context, tools) -> tuple[str, bool, dict]:
-    """`tool_run` with its start, duration and outcome (docs/design.md §20)."""
+async def _timed_tool_run(*, call, context, tools) -> tuple[str, bool, dict, dict]:
+    """`tool_run` with its start, duration and outcome (docs/design.md §20), and the facts a
+    ToolOutput keeps beside its text."""
     clock = Stopwatch()
     text, is_error = await tool_run(call=call, context=context, tools=tools)
-    return text, is_error, clock.fact(outcome=tool_outcome(is_error))
+    extra = {}
+    if isinstance(text, ToolOutput):
+        text, extra = text.text, text.data
+    return text, is_error, clock.fact(outcome=tool_outcome(is_error)), extra
 
 
 def _steers_store(*, session_id: str, incarnation: str, turn_id: str) -> list[EntryRecord]:

@@ -95,6 +95,20 @@ def owner_links(*, owner_id: int | None, sha256: str) -> bool:
     return BlobLink.objects.filter(owner_id=owner_id, blob_id=sha256).exists()
 
 
+def owner_links_many(*, owner_id: int, sha256s: list[str]) -> set[str]:
+    """Which of these blobs the owner already has (storing them again costs no quota)."""
+    return set(
+        BlobLink.objects.filter(owner_id=owner_id, blob_id__in=sha256s).values_list(
+            "blob_id", flat=True
+        )
+    )
+
+
+def blobs_described(sha256s: Iterable[str]) -> dict[str, Blob]:
+    """The rows of these blobs (type, size, an image's size), by id; missing ones left out."""
+    return {blob.sha256: blob for blob in Blob.objects.filter(sha256__in=list(sha256s))}
+
+
 def _put(storage, name: str, content: BinaryIO | str) -> None:
     """Write `content` at `name` unless a file is there. When two writers race for one, a
     directory picks another name for the second (the same bytes, dropped) and a bucket

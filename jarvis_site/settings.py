@@ -334,7 +334,9 @@ SANDBOX_BACKEND = env.str("SANDBOX_BACKEND", default="")
 if SANDBOX_BACKEND not in {"", "bwrap", "none"}:
     raise ImproperlyConfigured(f"SANDBOX_BACKEND must be bwrap or none, not {SANDBOX_BACKEND!r}")
 # The sandbox's own Python (`manage.py sandbox_setup` builds it here unless set).
-SANDBOX_PYTHON = env.str("SANDBOX_PYTHON", default="") or str(VAR_DIR / "sandbox" / "venv" / "bin" / "python")
+SANDBOX_PYTHON = env.str("SANDBOX_PYTHON", default="") or str(
+    VAR_DIR / "sandbox" / "venv" / "bin" / "python"
+)
 SANDBOX_NETWORK = env.bool("SANDBOX_NETWORK", default=False)
 SANDBOX_CPU_SEC = _positive("SANDBOX_CPU_SEC", 30, cast=int)
 SANDBOX_WALL_SEC = _positive("SANDBOX_WALL_SEC", 60.0)

@@ -28,6 +28,9 @@ from django.utils import timezone
 from sessions_app.core.file_types import FileType
 from sessions_app.models import Blob, BlobLink
 
+# The longest name a link keeps (models.BlobLink.name); a longer workspace path keeps its end.
+BLOB_NAME_CHARS = 255
+
 
 @dataclass(frozen=True)
 class StoredFile:

@@ -23,7 +23,6 @@ from sessions_app.runtime.history import (
     validate_openai,
 )
 from sessions_app.runtime.providers.base import AbortFlag, ModelReply, ToolSpec
-from sessions_app.runtime.sandbox.base import RUN_CODE
 from sessions_app.store.base import EntryRecord
 
 # Every pattern reads a whole prompt (up to 100,000 characters) on the event loop, so each
@@ -90,6 +89,9 @@ UNSCHEDULE_TEXT = re.compile(
     r"|stop reminding me (?:to |about |of )?)(?P<text>.+)"
 )
 # A goal's check-in tools (docs/design.md §25).
+# The sandbox's tool: runtime.sandbox.base takes its name from here (the providers are
+# below the sandbox, which runs a turn's tools).
+RUN_CODE = "run_code"
 GOAL_DONE = "goal_done"
 GOAL_UPDATE = "goal_update"
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -16,8 +16,10 @@ from typing import ClassVar
 
 from django.conf import settings
 
-# The tool's name (sandbox.run_code), which the offline model calls too.
-RUN_CODE = "run_code"
+from sessions_app.runtime.providers.offline import RUN_CODE as OFFLINE_RUN_CODE
+
+# The tool's name (sandbox.run_code); the offline model calls it by the same one.
+RUN_CODE = OFFLINE_RUN_CODE
 LANGUAGES = ("python", "bash")
 # How a run ended when the sandbox ended it (docs/design.md §28), else None.
 KILLED_TIMEOUT, KILLED_MEMORY, KILLED_OUTPUT = "timeout", "memory", "output"

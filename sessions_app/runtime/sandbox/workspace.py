@@ -28,6 +28,7 @@ from django.conf import settings
 from sessions_app.core.file_types import workspace_file_type
 from sessions_app.store.base import EntryRecord
 from sessions_app.store.blobs import (
+    BLOB_NAME_CHARS,
     blob_link,
     blob_open,
     blobs_described,
@@ -269,7 +270,7 @@ def collect(materialized: Materialized, *, session_id: str, owner_id: int | None
                 file_type=file_type,
                 session_id=session_id,
                 owner_id=owner_id,
-                name=path,
+                name=path[-BLOB_NAME_CHARS:],
             )
         files.append(
             workspace_file(path, stored.id, stored.mime, stored.size, stored.width, stored.height)

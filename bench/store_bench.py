@@ -992,7 +992,7 @@ def turn_start_row() -> dict:
     """A whole turn (offline model) in a session of LONG_SESSION_ENTRIES against one of
     SHORT_SESSION_ENTRIES: the long one reads from its latest compaction on, so the two
     cost the same."""
-    from sessions_app.runtime.turns import turn_run
+    from sessions_app.runtime.turn.turns import turn_run
     from sessions_app.store import get_store
 
     store = get_store()

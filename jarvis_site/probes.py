@@ -23,8 +23,8 @@ from django.http import HttpResponse, JsonResponse
 from jarvis_site.shared.errors import Code
 from jarvis_site.shared.metrics import metrics_exposition
 from jarvis_site.shared.middleware import SyncAndAsyncMiddleware
-from sessions_app.runtime import loop_lag
-from sessions_app.runtime.drain import is_draining
+from sessions_app.runtime.loop import loop_lag
+from sessions_app.runtime.loop.drain import is_draining
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ repaired as `interrupted` on next use) and sockets drop without a close code. Th
 installs its own SIGTERM and SIGINT handlers once the reactor runs (Twisted's are never
 installed) and drains instead:
 
-1. at once: `/readyz` answers 503 and no new turn starts here (runtime.drain);
+1. at once: `/readyz` answers 503 and no new turn starts here (runtime.loop.drain);
 2. every socket closes with 1012 as soon as its session has no turn running here, after
    that turn's `agent_end`; the page reconnects, through the proxy, to another worker;
 3. the running turns get DRAIN_TIMEOUT_SEC to end; then they are aborted and close as any
@@ -36,8 +36,8 @@ from twisted.internet import reactor
 
 from jarvis_site.request_bodies import BoundedHTTPFactory
 from jarvis_site.shared.metrics import process_gone
-from sessions_app.runtime import drain
-from sessions_app.runtime.turns import turns_abort_all_local
+from sessions_app.runtime.loop import drain
+from sessions_app.runtime.turn.turns import turns_abort_all_local
 
 logger = logging.getLogger(__name__)
 

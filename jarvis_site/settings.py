@@ -365,7 +365,7 @@ IMPORT_MAX_BRANCHES = _positive("IMPORT_MAX_BRANCHES", 1_000, cast=int)
 IMPORT_MAX_ENTRIES = _positive("IMPORT_MAX_ENTRIES", 200_000, cast=int)
 IMPORT_MAX_UNPACKED_BYTES = _positive("IMPORT_MAX_UNPACKED_BYTES", 200 * 1024 * 1024, cast=int)
 
-# USD per million tokens over the built-in table (sessions_app/runtime/usage.py), as JSON:
+# USD per million tokens over the built-in table (sessions_app/runtime/turn/usage.py), as JSON:
 # {"my-model": {"input": 1.0, "output": 4.0, "cached": 0.25}} ("cached" defaults to the
 # input price). A model priced nowhere shows its tokens with `cost_usd: null` (§22).
 try:

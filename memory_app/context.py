@@ -1,6 +1,6 @@
 """What memory tells the model about a person (docs/design.md §22): their profile facts and
 approved procedures, newest first, within a token budget. The runtime calls it through the
-provider memory_app registers (sessions_app.runtime.memory_context) when a turn builds its
+provider memory_app registers (sessions_app.runtime.turn.memory_context) when a turn builds its
 system prompt; the text becomes part of the turn's stored request header.
 """
 

@@ -38,7 +38,17 @@ def floor_members(layer: str) -> list[str]:
     return [name.strip() for part in layer.split(":") for name in part.split("|") if name.strip()]
 
 
-def module_contents(root: Path, dotted: str) -> str:
+def module_contents(root: Path, member: str) -> str:
+    """A floor's member; `(name)` is an optional layer, a room kept for a module not yet built."""
+    if member.startswith("(") and member.endswith(")"):
+        dotted = member[1:-1]
+        if not root.joinpath(*dotted.split(".")).exists():
+            return f"{dotted.split('.')[-1]}/ (to come)"
+        return existing_contents(root, dotted)
+    return existing_contents(root, member)
+
+
+def existing_contents(root: Path, dotted: str) -> str:
     """What a floor's module is: a file, or a folder and the modules in it."""
     path = root.joinpath(*dotted.split("."))
     short = dotted.split(".")[-1]

@@ -12,7 +12,7 @@ stored.
 
 Then every session's history is checked: each prompt stored exactly once, in order, each
 turn ended `completed`, every tool call answered, and both providers' validators accept the
-projection (sessions_app/runtime/history.py). Exits 1 if anything was lost or invalid.
+projection (sessions_app/runtime/context/history.py). Exits 1 if anything was lost or invalid.
 
 Run it on the cluster's machine, with the cluster's environment (DATABASE_URL, REDIS_URL):
 
@@ -165,7 +165,7 @@ async def restart_each(state_file: Path, restarted: asyncio.Event, timings: list
 
 def check_history(session_id: str, sent: list[str]) -> list[str]:
     """What is wrong with a session's history (nothing: an empty list)."""
-    from sessions_app.runtime.history import (
+    from sessions_app.runtime.context.history import (
         HistoryInvalid,
         open_turn_id,
         project_anthropic,

@@ -15,12 +15,12 @@ class SessionsAppConfig(AppConfig):
         # Imported in AppConfig.ready: apps.py is loaded while Django fills the app registry,
         # before any module that touches a model may be imported.
         from sessions_app.core import signals
-        from sessions_app.runtime.agents import agent_registry
-        from sessions_app.runtime.approvals import approval_decisions_poll
-        from sessions_app.runtime.lease import lease_poll_hook_register
-        from sessions_app.runtime.queue import queue_runner_register
         from sessions_app.runtime.sandbox.run_code import RUN_CODE_TOOL
-        from sessions_app.runtime.tools import tool_register
+        from sessions_app.runtime.tools.registry import tool_register
+        from sessions_app.runtime.turn.agents import agent_registry
+        from sessions_app.runtime.turn.approvals import approval_decisions_poll
+        from sessions_app.runtime.turn.lease import lease_poll_hook_register
+        from sessions_app.runtime.turn.queue import queue_runner_register
         from sessions_app.services import prompt_modes, receivers
         from sessions_app.services.delegation import DELEGATE_TOOL
         from sessions_app.store.workers import heartbeat_hook_register

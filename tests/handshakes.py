@@ -14,8 +14,8 @@ import threading
 from contextlib import asynccontextmanager
 from dataclasses import replace
 
-from sessions_app.runtime import executors
-from sessions_app.runtime.tools import TOOLS
+from sessions_app.runtime.loop import executors
+from sessions_app.runtime.tools.registry import TOOLS
 from sessions_app.store.db_lease import DbTurnLease
 from sessions_app.store.file_lease import FileTurnLease
 from tests.helpers import GUARD_SEC

@@ -3,7 +3,7 @@
 `request_id`, `user_id`, `session_id` and `turn_id` live in context variables: the HTTP
 middleware below sets the first two for a request, the WebSocket consumer for a socket, the
 turn runner the last three for a turn. Context variables follow the code into tasks, into
-`sync_to_async` threads and into the turn's thread pools (runtime.executors), so a line
+`sync_to_async` threads and into the turn's thread pools (runtime.loop.executors), so a line
 logged anywhere on a request's path carries them, with no argument passed along.
 
 The lines themselves are JSON (python-json-logger) or plain text for a console

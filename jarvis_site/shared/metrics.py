@@ -68,7 +68,7 @@ LEASE_BUSY = Counter(
 REPAIRS = Counter("jarvis_repairs", "Turns left open by a dead process and closed as interrupted.")
 # Prompts waiting for a session's running turn to end (modes queue and steer, docs/design.md
 # §18): the number of waiting rows of the whole deployment, as of its last change (set by
-# sessions_app.runtime.queue after each commit that changes it).
+# sessions_app.runtime.turn.queue after each commit that changes it).
 QUEUE_DEPTH = Gauge(
     "jarvis_queue_depth", "Prompts queued behind running turns.", multiprocess_mode="mostrecent"
 )

@@ -252,7 +252,7 @@ def _act(role: str, owner_id: int, seed: int, no_lock: bool) -> dict:
     from django.db import DatabaseError
 
     from memory_app.services import working_memory_remember
-    from sessions_app.runtime.lease import SessionBusy
+    from sessions_app.runtime.turn.lease import SessionBusy
     from sessions_app.services import connections as connection_services
     from sessions_app.services import deletion
     from sessions_app.store import SessionNotFound, get_store

@@ -26,7 +26,7 @@ from jarvis_site.shared.errors import Code
 IMAGE_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
 PDF_MAGIC = b"%PDF-"
 # A PDF's text is read from at most this many pages: a model is sent a bounded part anyway
-# (runtime/attachments.py), and a page count is the budget before the work.
+# (runtime/context/attachments.py), and a page count is the budget before the work.
 PDF_MAX_PAGES = 500
 THUMB_MAX_PX = 256
 # Text a file's name may say it is, beside text/*.

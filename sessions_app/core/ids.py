@@ -20,7 +20,7 @@ from jarvis_site.shared.errors import Code
 
 SESSION_ID_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,200}")
 SAFE_FILENAME_RE = re.compile(r"[^A-Za-z0-9_\-]")
-# Sub-agent sessions (sessions_app.runtime.agents) have ids only the platform makes: a user who could
+# Sub-agent sessions (sessions_app.runtime.turn.agents) have ids only the platform makes: a user who could
 # create one could take another conversation's sub-agent session before it exists.
 SUBAGENT_PREFIX = "agent_"
 

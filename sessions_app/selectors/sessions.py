@@ -17,12 +17,12 @@ from django.conf import settings
 from sessions_app.core import frames, limits
 from sessions_app.core.ids import validate_session_id
 from sessions_app.core.owners import OwnerId, may_act_on
-from sessions_app.runtime import history
-from sessions_app.runtime.agents import model_for_session
-from sessions_app.runtime.context_window import budget_for, request_tokens
-from sessions_app.runtime.memory_context import system_prompt_for
-from sessions_app.runtime.prompts import default_system_prompt
-from sessions_app.runtime.queue import queue_list
+from sessions_app.runtime.context import history
+from sessions_app.runtime.context.context_window import budget_for, request_tokens
+from sessions_app.runtime.turn.agents import model_for_session
+from sessions_app.runtime.turn.memory_context import system_prompt_for
+from sessions_app.runtime.turn.prompts import default_system_prompt
+from sessions_app.runtime.turn.queue import queue_list
 from sessions_app.store import (
     EntryRecord,
     Notice,

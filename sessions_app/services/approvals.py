@@ -10,7 +10,7 @@ from sessions_app.core import limits
 from sessions_app.core.ids import (
     validate_session_id,
 )
-from sessions_app.runtime.approvals import approval_resolve
+from sessions_app.runtime.turn.approvals import approval_resolve
 from sessions_app.store import (
     SessionNotFound,
     get_store,

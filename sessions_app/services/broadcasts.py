@@ -16,7 +16,8 @@ from sessions_app import selectors
 from sessions_app.core.ids import (
     group_name,
 )
-from sessions_app.runtime import live, loop_lag, server_loop
+from sessions_app.runtime.live import live
+from sessions_app.runtime.loop import loop_lag, server_loop
 from sessions_app.store import (
     EntryRecord,
 )
@@ -27,7 +28,7 @@ def session_broadcast(*, session_id: str, event: dict[str, Any]) -> None:
 
     Callable from synchronous code only (services, the turn thread); async callers await
     the channel layer themselves. In a server the send leaves from its event loop, after the
-    caller has moved on (runtime.server_loop).
+    caller has moved on (runtime.loop.server_loop).
     """
     message = {"type": "session.event", "event": event}
     if server_loop.group_send_soon(group_name(session_id), message):
@@ -56,7 +57,7 @@ def delta_interval() -> float:
 
 def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
     """An `on_event` coroutine for turn_run that hands the turn's events to every socket of
-    the session (sessions_app.runtime.live: numbered, folded into the running state, delivered to
+    the session (sessions_app.runtime.live.live: numbered, folded into the running state, delivered to
     this worker's sockets directly and published once for the other workers).
 
     - Entries arrive as EntryRecord objects and leave as the API shows them.

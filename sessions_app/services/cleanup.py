@@ -25,8 +25,8 @@ from django.utils import timezone
 from sessions_app.core.ids import is_test_session
 from sessions_app.core.owners import OwnerId, owner_filter
 from sessions_app.core.signals import working_memory_clear_requested, working_memory_count_requested
-from sessions_app.runtime.agents import is_per_agent_session
-from sessions_app.runtime.lease import SessionBusy
+from sessions_app.runtime.turn.agents import is_per_agent_session
+from sessions_app.runtime.turn.lease import SessionBusy
 from sessions_app.services import deletion
 from sessions_app.store import SessionMeta, SessionNotFound, connections, get_store
 

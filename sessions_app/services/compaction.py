@@ -3,14 +3,14 @@
 The history stays whole — export and the API still show every entry, and cost is what it
 was. Only the projection changes: it sends the latest compaction's summary, then the entries
 from its `first_kept_seq` (docs/design.md §5, §22; the planning and summary are
-runtime.compaction's, shared with the turn loop's automatic compaction).
+runtime.context.compaction's, shared with the turn loop's automatic compaction).
 """
 
 from __future__ import annotations
 
 from django.conf import settings
 
-from sessions_app.runtime.compaction import (
+from sessions_app.runtime.context.compaction import (
     SUMMARY_INSTRUCTIONS,
     compaction_plan,
     compaction_store,
@@ -20,7 +20,7 @@ from sessions_app.runtime.compaction import (
     summary_piece_chars,
     transcript,
 )
-from sessions_app.runtime.context_window import budget_for
+from sessions_app.runtime.context.context_window import budget_for
 from sessions_app.runtime.providers.oneshot import (
     calls_usage,
     model_ask,

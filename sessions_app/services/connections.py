@@ -13,7 +13,7 @@ from sessions_app.core.ids import (
     validate_session_id,
 )
 from sessions_app.core.signals import session_ended
-from sessions_app.runtime.agents import agent_known
+from sessions_app.runtime.turn.agents import agent_known
 from sessions_app.services.session_events import CREATED, session_changed_on_commit
 from sessions_app.services.sessions import SIGNAL_SENDER, session_locked
 from sessions_app.store import (

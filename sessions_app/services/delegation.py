@@ -16,24 +16,29 @@ import asyncio
 import logging
 import uuid
 
-from sessions_app.runtime.agents import (
+from sessions_app.runtime.loop.executors import in_pool
+from sessions_app.runtime.tools.base import (
+    ABORTED_RESULT_TEXT,
+    Tool,
+    ToolAborted,
+    ToolContext,
+    TurnAbort,
+)
+from sessions_app.runtime.tools.registry import DELEGATE
+from sessions_app.runtime.turn.agents import (
     PER_TASK,
     AgentDefinition,
     delegation_targets,
     subagent_fallback_session_id,
     subagent_session_id,
 )
-from sessions_app.runtime.executors import in_pool
-from sessions_app.runtime.tools import (
-    ABORTED_RESULT_TEXT,
-    DELEGATE,
-    Tool,
-    ToolAborted,
-    ToolContext,
-    TurnAbort,
+from sessions_app.runtime.turn.turns import (
+    SessionBusy,
+    TurnResult,
+    turn_abort_async,
+    turn_run_async,
 )
-from sessions_app.runtime.turns import SessionBusy, TurnResult, turn_abort_async, turn_run_async
-from sessions_app.runtime.usage import usage_add
+from sessions_app.runtime.turn.usage import usage_add
 from sessions_app.services import broadcasts, deletion
 from sessions_app.store import AgentMismatch, SessionNotFound, get_store
 from sessions_app.store.usage_ledger import SUB_AGENT, usage_ledger_add

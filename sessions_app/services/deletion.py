@@ -16,10 +16,10 @@ from sessions_app.core.ids import (
     validate_session_id,
 )
 from sessions_app.core.signals import session_deleted
-from sessions_app.runtime import turns
-from sessions_app.runtime.agents import per_parent_session_ids
-from sessions_app.runtime.lease import SessionBusy, TurnLease, lease_acquire
-from sessions_app.runtime.queue import queue_clear
+from sessions_app.runtime.turn import turns
+from sessions_app.runtime.turn.agents import per_parent_session_ids
+from sessions_app.runtime.turn.lease import SessionBusy, TurnLease, lease_acquire
+from sessions_app.runtime.turn.queue import queue_clear
 from sessions_app.services.sessions import EXPORT_FORMATS, SIGNAL_SENDER, session_locked
 from sessions_app.store import (
     SessionMeta,

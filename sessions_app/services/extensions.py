@@ -8,13 +8,14 @@ only (the `other-apps-use-sessions-doors` contract in pyproject.toml): this modu
 part of that door that names what lives in the runtime and the store.
 """
 
-from sessions_app.runtime.agents import GOAL_AGENT, agent_get, subagent_session_id
-from sessions_app.runtime.executors import run_for_sync_caller
-from sessions_app.runtime.lease import SessionBusy
-from sessions_app.runtime.memory_context import memory_context_provider_register
+from sessions_app.runtime.loop.executors import run_for_sync_caller
 from sessions_app.runtime.providers.oneshot import model_ask, model_calls_counted, model_configured
-from sessions_app.runtime.tools import Tool, ToolAborted, ToolContext, TurnAbort, tool_register
-from sessions_app.runtime.turns import TooManyTurns, TurnResult, turn_abort, turn_run_async
+from sessions_app.runtime.tools.base import Tool, ToolAborted, ToolContext, TurnAbort
+from sessions_app.runtime.tools.registry import tool_register
+from sessions_app.runtime.turn.agents import GOAL_AGENT, agent_get, subagent_session_id
+from sessions_app.runtime.turn.lease import SessionBusy
+from sessions_app.runtime.turn.memory_context import memory_context_provider_register
+from sessions_app.runtime.turn.turns import TooManyTurns, TurnResult, turn_abort, turn_run_async
 from sessions_app.store import get_store
 from sessions_app.store.usage_ledger import CONSOLIDATION, usage_ledger_add
 

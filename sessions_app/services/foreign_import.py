@@ -36,7 +36,7 @@ from sessions_app.formats import (
     stored_id,
 )
 from sessions_app.models import ImportedSession
-from sessions_app.runtime.history import HistoryInvalid
+from sessions_app.runtime.context.history import HistoryInvalid
 from sessions_app.services.transfer import check_history, repair_history
 from sessions_app.store import NewEntry, SessionNotFound, get_store
 

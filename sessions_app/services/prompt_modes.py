@@ -1,9 +1,9 @@
 """Talking to a running turn (docs/design.md §18): queue, steer, interrupt, and running what
 waits.
 
-A prompt with a `mode` other than `reject` becomes a durable row (runtime.queue) under the
+A prompt with a `mode` other than `reject` becomes a durable row (runtime.turn.queue) under the
 session's lock, every tab hears `queued`, and the row is run by whichever worker takes the
-session's lease next: the one whose turn just ended (runtime.turns hands the session to
+session's lease next: the one whose turn just ended (runtime.turn.turns hands the session to
 `queue_kick`), the sender's own worker when the session was idle, the next worker a tab
 connects to, or — when the worker running the turn died — any worker's periodic sweep,
 within QUEUE_SWEEP_SEC of the lease running out.
@@ -26,10 +26,11 @@ from jarvis_site.shared.errors import Code
 from sessions_app import selectors
 from sessions_app.core import limits
 from sessions_app.core.owners import may_act_on
-from sessions_app.runtime import queue, server_loop, turns
-from sessions_app.runtime.drain import Draining, session_turn_running
-from sessions_app.runtime.executors import in_pool, in_sync_caller
-from sessions_app.runtime.lease import SessionBusy
+from sessions_app.runtime.loop import server_loop
+from sessions_app.runtime.loop.drain import Draining, session_turn_running
+from sessions_app.runtime.loop.executors import in_pool, in_sync_caller
+from sessions_app.runtime.turn import queue, turns
+from sessions_app.runtime.turn.lease import SessionBusy
 from sessions_app.services import broadcasts, files
 from sessions_app.services import turns as turn_services
 from sessions_app.store import SessionNotFound, get_store
@@ -225,7 +226,7 @@ def queue_kick(session_id: str) -> None:
 
     On a server's event loop it is a task there (a fresh context: nothing of the caller's
     request or turn carries over); from synchronous code it goes to the server's loop when
-    this process has one (runtime.server_loop: queues started from the HTTP API or the sweep
+    this process has one (runtime.loop.server_loop: queues started from the HTTP API or the sweep
     run there, beside the process's other turns, so their events reach this process's
     sockets the way every turn's do), else to a thread of its own (manage.py, a script)."""
     try:

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import transaction
 
 from sessions_app import selectors
-from sessions_app.runtime import server_loop
+from sessions_app.runtime.loop import server_loop
 from sessions_app.store import SessionMeta, get_store
 
 CREATED, UPDATED, DELETED = "created", "updated", "deleted"

@@ -25,11 +25,11 @@ from sessions_app.core.ids import (
     validate_session_id,
 )
 from sessions_app.core.owners import OwnerId
-from sessions_app.runtime import cost, usage
-from sessions_app.runtime.agents import agent_known, model_for_session
-from sessions_app.runtime.history import repair_entries
-from sessions_app.runtime.lease import TurnLease, lease_acquire
+from sessions_app.runtime.context.history import repair_entries
 from sessions_app.runtime.providers import check_model_spec
+from sessions_app.runtime.turn import cost, usage
+from sessions_app.runtime.turn.agents import agent_known, model_for_session
+from sessions_app.runtime.turn.lease import TurnLease, lease_acquire
 from sessions_app.services import compaction
 from sessions_app.services.branch_summaries import branch_summary_entry
 from sessions_app.services.broadcasts import session_broadcast_on_commit
@@ -307,13 +307,13 @@ def session_compact(*, session_id: str, owner_id: OwnerId) -> EntryRecord:
 
 
 def session_cost(*, session_id: str, owner_id: int | None) -> dict[str, Any]:
-    """Tokens and estimated USD per model of the caller's session (runtime.cost)."""
+    """Tokens and estimated USD per model of the caller's session (runtime.turn.cost)."""
     selectors.session_get(session_id=session_id, owner_id=owner_id)
     return cost.session_cost(session_id=session_id)
 
 
 def session_usage(*, session_id: str, owner_id: int | None) -> dict[str, Any]:
-    """What the caller's session used and cost (runtime.usage, docs/design.md §22): its own
+    """What the caller's session used and cost (runtime.turn.usage, docs/design.md §22): its own
     calls, its sub-agents' turns, and what a branch's copied entries carry (`inherited`)."""
     meta = selectors.session_get(session_id=session_id, owner_id=owner_id)
     return usage.session_usage_of(meta)

@@ -30,7 +30,7 @@ from sessions_app.formats.seed_files import (
     write_session,
 )
 from sessions_app.models import ImportedSession
-from sessions_app.runtime.history import (
+from sessions_app.runtime.context.history import (
     HistoryInvalid,
     project_anthropic,
     project_openai,

@@ -10,9 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 from sessions_app import selectors
-from sessions_app.runtime import live, turns
-from sessions_app.runtime.eager import start_task
-from sessions_app.runtime.executors import in_pool, in_pool_first
+from sessions_app.runtime.live import live
+from sessions_app.runtime.loop.eager import start_task
+from sessions_app.runtime.loop.executors import in_pool, in_pool_first
+from sessions_app.runtime.turn import turns
 from sessions_app.services.broadcasts import turn_event_broadcaster
 from sessions_app.services.files import attachments_for_prompt
 from sessions_app.store import SessionMeta
@@ -45,7 +46,7 @@ def turn_send(
 ) -> turns.TurnResult:
     """Run one turn of the caller's session to its end; every open tab watches it happen.
 
-    Steps: check the session is the caller's; run the turn (runtime.turns: SessionBusy when
+    Steps: check the session is the caller's; run the turn (runtime.turn.turns: SessionBusy when
     another turn holds the session past BUSY_GRACE_SEC, TooManyTurns past
     MAX_TURNS_PER_USER) with its events going to the session's group as they happen, and to
     `on_event` too when given. `provider` overrides the session's model for this turn.
@@ -79,7 +80,7 @@ async def turn_send_async(
     """`turn_send` for the event loop (the WebSocket): the turn runs on the caller's loop, its
     model call holds no thread, its store work and blocking tools go through bounded pools.
     A person's prompt without attachments reads nothing first: the turn's lease is taken for
-    that person's session only, and that taking is the ownership check (runtime.turns)."""
+    that person's session only, and that taking is the ownership check (runtime.turn.turns)."""
     meta, files = None, []
     if not isinstance(owner_id, int) or (attachments is not None and attachments != []):
         # A pool call of its own, ahead of the writes of turns already streaming (§26).

@@ -2,7 +2,7 @@
 
 Rows of the database under both backends: a request must be answerable from any socket in
 any worker, and the database is what every worker shares (on the jsonl backend too). The
-runtime's approval gate (runtime.approvals) records and closes requests; the service
+runtime's approval gate (runtime.turn.approvals) records and closes requests; the service
 `approval_decide` answers them; a session's delete removes its rows (the store's `delete`).
 Every change of status is a conditional UPDATE from `pending`, so of a decision, a timeout
 and an abort that cross each other exactly one outcome is kept: the row's.

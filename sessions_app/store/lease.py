@@ -1,6 +1,6 @@
 """The backend half of a turn lease (docs/design.md §5.5): where a turn's holding is recorded.
 
-`runtime.lease` runs the lease (waiting, the keeper thread that renews leases and watches
+`runtime.turn.lease` runs the lease (waiting, the keeper thread that renews leases and watches
 for aborts, SessionBusy); it gets the object that knows the backend from the store
 (`store.turn_lease(session_id)`), so that it never needs to know which backend is in use.
 Each backend has its own kind: `db_lease.DbTurnLease` (fields of the session row) and

@@ -32,7 +32,7 @@ def usage_ledger_add(
 
 def usage_ledger_copy(*, source_id: str, new_id: str, up_to_seq: int) -> None:
     """Give a branch cut at `up_to_seq` the rows of its source up to the cut, seqs kept, so
-    they count as inherited there (runtime.usage)."""
+    they count as inherited there (runtime.turn.usage)."""
     ModelUsage.objects.bulk_create(
         ModelUsage(
             session_id=new_id,

@@ -31,13 +31,13 @@ from sessions_app.core import file_types, limits
 from sessions_app.core.ids import ReservedSessionId
 from sessions_app.core.throttles import BranchRateThrottle, SearchRateThrottle, TurnRateThrottle
 from sessions_app.formats import SQLITE_MAGIC
-from sessions_app.runtime.agents import UnknownAgent
-from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
-from sessions_app.runtime.drain import Draining
-from sessions_app.runtime.history import HistoryInvalid
+from sessions_app.runtime.context.history import HistoryInvalid
+from sessions_app.runtime.loop.drain import Draining
 from sessions_app.runtime.providers import BadModel
-from sessions_app.runtime.queue import QueuedPromptNotFound, QueueFull
-from sessions_app.runtime.turns import SessionBusy, TooManyTurns
+from sessions_app.runtime.turn.agents import UnknownAgent
+from sessions_app.runtime.turn.approvals import ApprovalClosed, ApprovalNotFound
+from sessions_app.runtime.turn.queue import QueuedPromptNotFound, QueueFull
+from sessions_app.runtime.turn.turns import SessionBusy, TooManyTurns
 from sessions_app.selectors.shares import ShareNotFound
 from sessions_app.services import approvals as approval_services
 from sessions_app.services import deletion, files, notices, organize, prompt_modes, sessions

@@ -10,7 +10,7 @@ from urllib.parse import parse_qs
 from django.contrib.auth.models import AnonymousUser
 from rest_framework.authtoken.models import Token
 
-from sessions_app.runtime.executors import in_pool
+from sessions_app.runtime.loop.executors import in_pool
 
 
 async def _user_for_token(key: str):

@@ -18,9 +18,9 @@ from sessions_app import selectors
 from sessions_app.core import limits
 from sessions_app.core.command_registry import REGISTERED_COMMANDS, CommandRefused
 from sessions_app.core.throttles import branch_throttle_wait
-from sessions_app.runtime.agents import model_for_session
-from sessions_app.runtime.lease import SessionBusy
 from sessions_app.runtime.providers import MODEL_SPEC_HELP, BadModel
+from sessions_app.runtime.turn.agents import model_for_session
+from sessions_app.runtime.turn.lease import SessionBusy
 from sessions_app.services import cleanup, organize
 from sessions_app.services import sessions as session_services
 from sessions_app.store import InvalidSessionId, SessionNotFound

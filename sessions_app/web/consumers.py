@@ -1,7 +1,7 @@
 """The WebSocket of a session (docs/design.md §8): a thin adapter between frames and services.
 
 Every connection of a session joins its worker's list of the session's sockets, which the
-running turn's events reach directly or through the live bus (sessions_app.runtime.live, §17), and
+running turn's events reach directly or through the live bus (sessions_app.runtime.live.live, §17), and
 the session's channel-layer group, where notices and changes made outside a turn arrive; so
 two tabs (in any worker process) show the same conversation as it happens.
 """
@@ -29,14 +29,16 @@ from sessions_app import selectors
 from sessions_app.core import frames, limits
 from sessions_app.core.ids import InvalidSessionId, group_name, validate_session_id
 from sessions_app.core.throttles import turn_throttle_wait
-from sessions_app.runtime import drain, live, loop_lag, server_loop
-from sessions_app.runtime.agents import UnknownAgent
-from sessions_app.runtime.approvals import ApprovalClosed, ApprovalNotFound
-from sessions_app.runtime.beside import first_call_beside
-from sessions_app.runtime.eager import AT_ONCE, Spacing, start_task
-from sessions_app.runtime.executors import in_pool
-from sessions_app.runtime.queue import QueuedPromptNotFound, QueueFull
-from sessions_app.runtime.turns import SessionBusy, TooManyTurns
+from sessions_app.runtime.live import live
+from sessions_app.runtime.loop import drain, loop_lag, server_loop
+from sessions_app.runtime.loop.beside import first_call_beside
+from sessions_app.runtime.loop.eager import AT_ONCE, Spacing, start_task
+from sessions_app.runtime.loop.executors import in_pool
+from sessions_app.runtime.loop.socket_writes import SEND_TEXT_NOW, WRITE_NOW
+from sessions_app.runtime.turn.agents import UnknownAgent
+from sessions_app.runtime.turn.approvals import ApprovalClosed, ApprovalNotFound
+from sessions_app.runtime.turn.queue import QueuedPromptNotFound, QueueFull
+from sessions_app.runtime.turn.turns import SessionBusy, TooManyTurns
 from sessions_app.services import approvals, files, notices, prompt_modes, turns
 from sessions_app.services import connections as connection_services
 from sessions_app.store import SessionNotFound
@@ -44,7 +46,6 @@ from sessions_app.web import commands
 from sessions_app.web.frame_lane import FrameLane, frame_lane_install
 from sessions_app.web.group_leave import group_leave
 from sessions_app.web.notice_watch import notices_unwatch, notices_watch
-from sessions_app.web.socket_writes import SEND_TEXT_NOW, WRITE_NOW
 
 logger = logging.getLogger(__name__)
 
@@ -459,7 +460,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     async def _turn(self, text: str, attachments=None):
         try:
             # The turn runs on this worker's event loop: its model call holds no thread, its
-            # store writes and blocking tools go through bounded pools (runtime.executors).
+            # store writes and blocking tools go through bounded pools (runtime.loop.executors).
             await turns.turn_send_async(
                 session_id=self.session_id,
                 owner_id=self.user_id,
@@ -555,7 +556,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         return frames.frame_text(content)
 
     async def _send_text(self, text: str) -> None:
-        # A turn's event, encoded once for every socket of the session (sessions_app.runtime.live).
+        # A turn's event, encoded once for every socket of the session (sessions_app.runtime.live.live).
         try:
             await self.send(text_data=text)
         except Exception as error:

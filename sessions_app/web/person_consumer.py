@@ -14,7 +14,7 @@ from __future__ import annotations
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from jarvis_site.shared.errors import Code
-from sessions_app.runtime import drain, server_loop
+from sessions_app.runtime.loop import drain, server_loop
 from sessions_app.services.session_events import person_group
 from sessions_app.web.consumers import CLOSE_SERVICE_RESTART, CLOSE_UNAUTHENTICATED
 from sessions_app.web.group_leave import group_leave

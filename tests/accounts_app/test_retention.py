@@ -14,8 +14,8 @@ from accounts_app.retention import retention_days_set
 from accounts_app.tasks import retention_sweep_periodic, retention_sweep_schedule
 from memory_app.models import Episode
 from sessions_app.models import Session
-from sessions_app.runtime.lease import TurnLease
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.lease import TurnLease
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.services import connections, sessions
 from sessions_app.store import get_store
 

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import pytest
 from django.test import Client
 
-from sessions_app.runtime import loop_lag
+from sessions_app.runtime.loop import loop_lag
 from tests.helpers import GUARD_SEC, eventually
 from tests.jarvis_site.test_probes import sample, scrape
 

@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from sessions_app.runtime import drain
+from sessions_app.runtime.loop import drain
 from tests.helpers import run_python
 
 pytestmark = pytest.mark.django_db

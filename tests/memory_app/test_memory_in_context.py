@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from memory_app.models import Procedure, ProfileFact
 from memory_app.services import memory_consolidate
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.services import sessions
 from sessions_app.store import get_store
 from tests.builders import token_client

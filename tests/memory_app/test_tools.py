@@ -5,8 +5,8 @@ from dataclasses import replace
 import pytest
 
 from memory_app.tools import WORKING_MEMORY_TOOLS
-from sessions_app.runtime.tools import TOOLS, tool_register
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.tools.registry import TOOLS, tool_register
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.selectors.turns import request_header_of
 from sessions_app.store import get_store
 from tests.helpers import run_python
@@ -81,7 +81,7 @@ def test_an_agents_file_may_name_the_memory_tools(tmp_path):
     agents = tmp_path / "agents.toml"
     agents.write_text('[agents.librarian]\ntools = ["remember", "forget", "clock"]\n')
     child = run_python(
-        "from sessions_app.runtime.agents import agent_get\nprint(agent_get('librarian').tools)\n",
+        "from sessions_app.runtime.turn.agents import agent_get\nprint(agent_get('librarian').tools)\n",
         JARVIS_AGENTS_FILE=agents,
     )
     assert child.returncode == 0, child.stderr

@@ -11,13 +11,13 @@ from memory_app.models import (
     WorkingMemory,
 )
 from memory_app.services import memory_consolidate, working_memory_recall
-from sessions_app.runtime.history import (
+from sessions_app.runtime.context.history import (
     project_anthropic,
     project_openai,
     validate_anthropic,
     validate_openai,
 )
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.services.compaction import compaction_append
 from sessions_app.services.deletion import session_delete
 from sessions_app.store import get_store
@@ -65,7 +65,7 @@ def test_working_memory_is_recalled_by_a_turn_in_a_restarted_process(backend):
     get_store().create("s-restart")
     turn_run(session_id="s-restart", text="Remember that my door code is 2580.")
     child = run_python(
-        "from sessions_app.runtime.turns import turn_run\n"
+        "from sessions_app.runtime.turn.turns import turn_run\n"
         "result = turn_run(session_id='s-restart', text='What is my door code?')\n"
         "print([e.content for e in result.entries if e.role == 'assistant'][-1])\n",
         JARVIS_SESSION__PERSISTENCE_BACKEND=backend,

@@ -11,8 +11,8 @@ import pytest
 
 from memory_app.services import working_memory_recall, working_memory_remember
 from sessions_app.models import ToolApproval
-from sessions_app.runtime.approvals import DENIED_TEXT, INTERRUPTED_TEXT
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.approvals import DENIED_TEXT, INTERRUPTED_TEXT
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.store import get_store
 from tests.conftest import requires_postgres
 from tests.helpers import GUARD_SEC

@@ -17,7 +17,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 
 from memory_app.services import working_memory_remember
-from sessions_app.runtime.history import (
+from sessions_app.runtime.context.history import (
     open_turn_id,
     project_anthropic,
     project_openai,

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from memory_app.services import working_memory_remember
 from sessions_app.models import Worker
-from sessions_app.runtime.history import (
+from sessions_app.runtime.context.history import (
     project_anthropic,
     project_openai,
     validate_anthropic,

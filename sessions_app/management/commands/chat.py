@@ -21,8 +21,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from sessions_app.core import limits
 from sessions_app.management.commands._owners import owner_id_by_username
-from sessions_app.runtime.agents import UnknownAgent
-from sessions_app.runtime.queue import QueueFull
+from sessions_app.runtime.turn.agents import UnknownAgent
+from sessions_app.runtime.turn.queue import QueueFull
 from sessions_app.services import prompt_modes, sessions, turns
 from sessions_app.store import AgentMismatch, InvalidSessionId
 from sessions_app.web.commands import CommandError as SlashCommandError

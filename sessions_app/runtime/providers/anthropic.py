@@ -8,8 +8,8 @@ from contextlib import contextmanager
 
 import anthropic
 
-from sessions_app.runtime.attachments import seeing_parts
-from sessions_app.runtime.history import (
+from sessions_app.runtime.context.attachments import seeing_parts
+from sessions_app.runtime.context.history import (
     continues_with_thinking,
     project_anthropic,
     validate_anthropic,

@@ -10,13 +10,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sessions_app.runtime.beside import (
+from sessions_app.runtime.loop.beside import (
     close_beside_when_gone,
     is_the_side_loop,
     stream_beside,
     takes_the_side_loop,
 )
-from sessions_app.runtime.eager import request_bodies_sent_at_once
+from sessions_app.runtime.loop.eager import request_bodies_sent_at_once
 from sessions_app.store.base import EntryRecord
 
 
@@ -162,7 +162,7 @@ class SdkProvider(ABC):
         import anyio  # the SDKs' own dependency, needed only where an SDK model is used
 
         # Building one loads the CA certificates: 70 ms of the loop at a storm's first turn.
-        # Two: the worker's loop and the side loop (runtime.beside) each take one.
+        # Two: the worker's loop and the side loop (runtime.loop.beside) each take one.
         self._spare_clients = [self._make_async_client(**self._options) for _ in range(2)]
         for client in self._spare_clients:
             _settle_platform(client)
@@ -251,7 +251,7 @@ class SdkProvider(ABC):
         if race is None:  # a plain Event: looked at between pieces
             return answer.finish(stopped=await streamed)
         # A Stop does not wait for the model's next piece, nor for the request's clean-up:
-        # the answer so far stands (runtime.tools.TurnAbort.race).
+        # the answer so far stands (runtime.tools.base.TurnAbort.race).
         stopped, stopped_between_pieces = await race(streamed)
         return answer.finish(stopped=stopped or bool(stopped_between_pieces))
 
@@ -268,7 +268,7 @@ class SdkProvider(ABC):
         return False
 
     async def _astream_beside(self, answer: StreamedAnswer, request: dict, abort) -> bool:
-        """`_astream_into`, the request made and read on the side loop (runtime.beside)."""
+        """`_astream_into`, the request made and read on the side loop (runtime.loop.beside)."""
 
         cut = []  # the side loop's reading stopped on the flag
 

@@ -15,8 +15,8 @@ import re
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 
-from sessions_app.runtime.attachments import blind_parts
-from sessions_app.runtime.history import (
+from sessions_app.runtime.context.attachments import blind_parts
+from sessions_app.runtime.context.history import (
     project_anthropic,
     project_openai,
     validate_anthropic,

@@ -8,8 +8,8 @@ from contextlib import contextmanager
 import openai
 
 from sessions_app.core.ids import unique_token
-from sessions_app.runtime.attachments import seeing_parts
-from sessions_app.runtime.history import project_openai, validate_openai
+from sessions_app.runtime.context.attachments import seeing_parts
+from sessions_app.runtime.context.history import project_openai, validate_openai
 from sessions_app.runtime.providers.base import (
     ModelReply,
     ProviderError,

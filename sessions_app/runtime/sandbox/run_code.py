@@ -17,7 +17,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from sessions_app.runtime.executors import in_pool
+from sessions_app.runtime.loop.executors import in_pool
 from sessions_app.runtime.sandbox.base import LANGUAGES, RUN_CODE, RunLimits, RunSpec
 from sessions_app.runtime.sandbox.bwrap import scratch_root
 from sessions_app.runtime.sandbox.registry import sandbox_backend, sandbox_status
@@ -31,7 +31,7 @@ from sessions_app.runtime.sandbox.workspace import (
     materialize,
     scratch_remove,
 )
-from sessions_app.runtime.tools import (
+from sessions_app.runtime.tools.base import (
     ABORTED_RESULT_TEXT,
     Tool,
     ToolAborted,

@@ -7,7 +7,7 @@ import pytest
 
 from notices_app.models import NoticeOutbox, Schedule
 from notices_app.preferences import notice_settings_update, push_subscription_add
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.services import sessions
 from sessions_app.store import get_store
 from tests.notices_app.schedules.conftest import make_due, run_due_tasks

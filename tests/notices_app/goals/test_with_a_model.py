@@ -9,7 +9,7 @@ import pytest
 from django.db import connections
 
 from notices_app.goals import goal_create
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.services.sessions import session_usage
 from sessions_app.store import get_store
 from tests.fakes.llm_server import Reply, serving_the_apps_model

@@ -11,8 +11,8 @@ from django_tasks_db.models import DBTaskResult
 from notices_app.models import Schedule, ScheduleRun
 from notices_app.schedules import schedule_create
 from sessions_app.core.throttles import TurnRateThrottle
-from sessions_app.runtime import turns
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn import turns
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.services import sessions
 from sessions_app.store import get_store
 

@@ -7,7 +7,7 @@ import pytest
 
 from notices_app.models import Schedule
 from sessions_app.runtime.providers.offline import _intents
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.services import sessions
 from sessions_app.store import get_store
 
@@ -102,7 +102,8 @@ def test_the_schedule_tool_takes_numbers_a_model_sends_as_text(alice):
     import asyncio
     import json
 
-    from sessions_app.runtime.tools import TOOLS, ToolContext, tool_run
+    from sessions_app.runtime.tools.base import ToolContext
+    from sessions_app.runtime.tools.registry import TOOLS, tool_run
 
     sessions.session_create(owner_id=alice.id, session_id="chat-1")
     context = ToolContext(session_id="chat-1")

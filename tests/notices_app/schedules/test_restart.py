@@ -18,7 +18,7 @@ def test_a_restart_between_scheduling_and_firing_loses_nothing(backend, alice):
     # One process takes the request through a real turn, then stops.
     made = run_python(
         "from sessions_app.services.sessions import session_create\n"
-        "from sessions_app.runtime.turns import turn_run\n"
+        "from sessions_app.runtime.turn.turns import turn_run\n"
         f"session_create(owner_id={alice.id}, session_id='chat-1')\n"
         "result = turn_run(session_id='chat-1', text='remind me in 1 hour to stretch')\n"
         "print(result.status)\n",

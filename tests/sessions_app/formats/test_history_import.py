@@ -9,7 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
-from sessions_app.runtime.history import (
+from sessions_app.runtime.context.history import (
     project_anthropic,
     project_openai,
     validate_anthropic,

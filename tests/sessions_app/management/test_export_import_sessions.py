@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from sessions_app.models import RequestHeader
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.selectors import session_context
 from sessions_app.selectors.turns import turn_requests
 from sessions_app.services import deletion, sessions, transfer

@@ -3,7 +3,7 @@
 import pytest
 from django.core.management import CommandError, call_command
 
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.store import get_store
 from tests.helpers import run_chat
 

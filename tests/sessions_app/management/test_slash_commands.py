@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from memory_app.models import Episode, WorkingMemory
 from memory_app.services import working_memory_remember
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.services import cleanup, connections, deletion
 from sessions_app.store import get_store
 from sessions_app.web.commands import CommandError, command_run

@@ -3,13 +3,13 @@ import threading
 
 import pytest
 
-from sessions_app.runtime.history import (
+from sessions_app.runtime.context.history import (
     project_anthropic,
     project_openai,
     validate_anthropic,
     validate_openai,
 )
-from sessions_app.runtime.turns import turn_abort, turn_run
+from sessions_app.runtime.turn.turns import turn_abort, turn_run
 from sessions_app.store import get_store
 from tests.fakes.llm_server import Hold
 from tests.helpers import GUARD_SEC
@@ -35,7 +35,7 @@ def stopped_while_the_model_holds(
 ):
     """Run a turn whose answer the model holds after `said_text`, press Stop, and return the
     turn's result once it ended — the model still holding (released only afterwards). The
-    turn runs in `context` when given (a turn started at once, runtime.beside)."""
+    turn runs in `context` when given (a turn started at once, runtime.loop.beside)."""
     events = []
     said = threading.Event()
 

@@ -3,8 +3,8 @@
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from sessions_app.runtime import agents
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn import agents
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.selectors.turns import request_header_of
 from sessions_app.store import get_store
 

@@ -10,7 +10,8 @@ from django.db import connections
 from memory_app.services import working_memory_recall, working_memory_remember
 from sessions_app import selectors
 from sessions_app.models import ToolApproval
-from sessions_app.runtime.approvals import (
+from sessions_app.runtime.context.history import CRASH_RESULT_TEXT
+from sessions_app.runtime.turn.approvals import (
     ABORTED_TEXT,
     DENIED_TEXT,
     INTERRUPTED_TEXT,
@@ -18,8 +19,7 @@ from sessions_app.runtime.approvals import (
     ApprovalClosed,
     ApprovalNotFound,
 )
-from sessions_app.runtime.history import CRASH_RESULT_TEXT
-from sessions_app.runtime.turns import session_repair, turn_abort, turn_run
+from sessions_app.runtime.turn.turns import session_repair, turn_abort, turn_run
 from sessions_app.services import approvals, deletion
 from sessions_app.store import NewEntry, SessionNotFound, get_store
 from tests.helpers import GUARD_SEC

@@ -1,5 +1,5 @@
 """The first model call of a turn started at once runs on an event loop of its own
-(runtime.beside, docs/design.md §26): under a storm the worker's loop takes 0.2–1 s a pass,
+(runtime.loop.beside, docs/design.md §26): under a storm the worker's loop takes 0.2–1 s a pass,
 and a request waits for several passes before its first piece. Its answer still arrives
 whole and in order on the turn's loop, its errors are the turn's, a Stop keeps the words so
 far, and a cancel closes the request."""
@@ -10,10 +10,10 @@ import threading
 
 import pytest
 
-from sessions_app.runtime.beside import first_call_beside, stream_beside
+from sessions_app.runtime.loop.beside import first_call_beside, stream_beside
 from sessions_app.runtime.providers.anthropic import AnthropicProvider
 from sessions_app.runtime.providers.openai import OpenAIProvider
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.store import NewEntry, get_store
 from tests.fakes.llm_server import FakeLLMServer, Hold, Reply
 from tests.helpers import GUARD_SEC

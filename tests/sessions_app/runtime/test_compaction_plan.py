@@ -4,7 +4,7 @@ and its result, never inside a turn, and the summary requests it makes stay boun
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessions_app.runtime.compaction import (
+from sessions_app.runtime.context.compaction import (
     ANSWER_CHARS,
     REQUEST_CHARS,
     SUMMARY_MAX_CHARS,
@@ -14,7 +14,7 @@ from sessions_app.runtime.compaction import (
     summarize,
     summary_request_chars,
 )
-from sessions_app.runtime.history import (
+from sessions_app.runtime.context.history import (
     project_anthropic,
     project_openai,
     validate_anthropic,

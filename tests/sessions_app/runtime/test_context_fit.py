@@ -7,11 +7,11 @@ import itertools
 
 import pytest
 
-from sessions_app.runtime.compaction import SUMMARY_INSTRUCTIONS
-from sessions_app.runtime.history import RESULT_CUT_TEXT
+from sessions_app.runtime.context.compaction import SUMMARY_INSTRUCTIONS
+from sessions_app.runtime.context.history import RESULT_CUT_TEXT
 from sessions_app.runtime.providers.anthropic import AnthropicProvider
 from sessions_app.runtime.providers.openai import OpenAIProvider
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.selectors.turns import turn_requests
 from sessions_app.services.sessions import session_usage
 from sessions_app.store import get_store

@@ -1,7 +1,7 @@
 """How much a model takes and how much a request takes (docs/design.md §22), with no network:
 tiktoken's encoding ships with the project's requirements."""
 
-from sessions_app.runtime.context_window import (
+from sessions_app.runtime.context.context_window import (
     DEFAULT_OUTPUT_TOKENS,
     budget_for,
     correction_observe,

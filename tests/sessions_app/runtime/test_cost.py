@@ -2,8 +2,8 @@
 
 import pytest
 
-from sessions_app.runtime.cost import session_cost
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.cost import session_cost
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.store import NewEntry, SessionNotFound, get_store
 
 pytestmark = pytest.mark.django_db

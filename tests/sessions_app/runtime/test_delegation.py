@@ -11,8 +11,10 @@ from django.db import connections
 from memory_app.models import Episode, WorkingMemory
 from sessions_app import selectors
 from sessions_app.core.ids import validate_session_id
-from sessions_app.runtime import agents, tools
-from sessions_app.runtime.turns import turn_abort, turn_run
+from sessions_app.runtime.tools.base import ToolContext
+from sessions_app.runtime.tools.registry import TOOLS
+from sessions_app.runtime.turn import agents
+from sessions_app.runtime.turn.turns import turn_abort, turn_run
 from sessions_app.selectors.turns import request_header_of
 from sessions_app.services import deletion, sessions
 from sessions_app.store import get_store
@@ -118,14 +120,14 @@ def test_librarian_keeps_one_session_per_user_across_conversations(backend, alic
 def run_until_aborted(monkeypatch, parent, agent):
     """Delegate a long wait to `agent`, abort the parent once the sub-agent's wait runs."""
     waiting = threading.Event()
-    original = tools.TOOLS["wait"]
+    original = TOOLS["wait"]
 
     async def wait_and_tell(context, arguments):
         if context.session_id.startswith(f"agent_{agent}__"):
             waiting.set()
         return await original.arun(context, arguments)
 
-    monkeypatch.setitem(tools.TOOLS, "wait", replace(original, arun=wait_and_tell))
+    monkeypatch.setitem(TOOLS, "wait", replace(original, arun=wait_and_tell))
     outcome = {}
     thread = threading.Thread(
         target=lambda: outcome.setdefault(
@@ -184,13 +186,13 @@ def test_deleting_the_parent_while_its_researcher_works_stops_and_removes_both(
     backend, alice, monkeypatch
 ):
     waiting = threading.Event()
-    original = tools.TOOLS["wait"]
+    original = TOOLS["wait"]
 
     async def wait_and_tell(context, arguments):
         waiting.set()
         return await original.arun(context, arguments)
 
-    monkeypatch.setitem(tools.TOOLS, "wait", replace(original, arun=wait_and_tell))
+    monkeypatch.setitem(TOOLS, "wait", replace(original, arun=wait_and_tell))
     parent = conversation(alice)
     outcome = {}
 
@@ -282,15 +284,13 @@ def test_only_defined_sub_agents_are_delegated_to(backend, alice):
     parent = conversation(alice)
     result = turn_run(session_id=parent, text="ask jarvis to compute 6*7")
     assert "delegate" not in [c["name"] for e in result.entries for c in e.tool_calls or ()]
-    delegate = tools.TOOLS["delegate"].arun
+    delegate = TOOLS["delegate"].arun
     with pytest.raises(ValueError, match="no sub-agent named 'jarvis'"):
         asyncio.run(
-            delegate(tools.ToolContext(session_id=parent), {"agent": "jarvis", "task": "anything"})
+            delegate(ToolContext(session_id=parent), {"agent": "jarvis", "task": "anything"})
         )
     with pytest.raises(ValueError, match="a task is"):
-        asyncio.run(
-            delegate(tools.ToolContext(session_id=parent), {"agent": "researcher", "task": "  "})
-        )
+        asyncio.run(delegate(ToolContext(session_id=parent), {"agent": "researcher", "task": "  "}))
     assert [meta.id for meta in get_store().list(include_subagents=True)] == [parent]
 
 

@@ -3,7 +3,7 @@ turns already running finish, sub-agent turns they start included (docs/design.m
 
 import pytest
 
-from sessions_app.runtime import drain
+from sessions_app.runtime.loop import drain
 from sessions_app.store import get_store
 
 pytestmark = pytest.mark.django_db

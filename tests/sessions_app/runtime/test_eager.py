@@ -1,4 +1,4 @@
-"""A task whose first step runs in the call that starts it (sessions_app.runtime.eager):
+"""A task whose first step runs in the call that starts it (sessions_app.runtime.loop.eager):
 a new turn's store request, a model request and its body do not wait for a pass of a busy
 event loop (docs/design.md §26)."""
 
@@ -7,7 +7,7 @@ import contextvars
 
 import pytest
 
-from sessions_app.runtime.eager import Spacing, start_task, started_at_once
+from sessions_app.runtime.loop.eager import Spacing, start_task, started_at_once
 
 NOTE = contextvars.ContextVar("note", default="")
 

@@ -2,7 +2,7 @@
 
 import asyncio
 
-from sessions_app.runtime.event_pump import EventPump
+from sessions_app.runtime.loop.event_pump import EventPump
 
 
 class Listener:

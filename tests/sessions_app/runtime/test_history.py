@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessions_app.runtime.history import (
+from sessions_app.runtime.context.history import (
     CRASH_RESULT_TEXT,
     MISSING_RESULT_TEXT,
     HistoryInvalid,

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from sessions_app.runtime import live_bus
+from sessions_app.runtime.live import live_bus
 from tests.helpers import GUARD_SEC
 from tests.multiprocess.redis_layer import TEST_REDIS_URL, requires_redis
 

@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from sessions_app.runtime import live_bus
-from sessions_app.runtime.eager import start_task
+from sessions_app.runtime.live import live_bus
+from sessions_app.runtime.loop.eager import start_task
 from tests.helpers import GUARD_SEC
 from tests.sessions_app.runtime.test_live_bus_control_lane import _closed
 

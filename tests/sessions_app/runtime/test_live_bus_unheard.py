@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from sessions_app.core import frames
-from sessions_app.runtime import live_bus
+from sessions_app.runtime.live import live_bus
 from tests.helpers import GUARD_SEC
 from tests.multiprocess.redis_layer import TEST_REDIS_URL, requires_redis
 from tests.sessions_app.runtime.test_live_bus_control_lane import _closed, started

@@ -8,7 +8,7 @@ two-worker reload storm of `make bench-turns` counted 1-8 such tabs in 200)."""
 
 import pytest
 
-from sessions_app.runtime.live import LiveSocket
+from sessions_app.runtime.live.live import LiveSocket
 
 pytestmark = pytest.mark.anyio
 

@@ -10,9 +10,9 @@ from collections import deque
 import pytest
 from django.conf import settings
 
-from sessions_app.runtime import executors
-from sessions_app.runtime.loop_lane import wait_first
-from sessions_app.runtime.tools import TurnAbort
+from sessions_app.runtime.loop import executors
+from sessions_app.runtime.loop.loop_lane import wait_first
+from sessions_app.runtime.tools.base import TurnAbort
 from tests.helpers import GUARD_SEC
 
 STREAMING = 3  # callbacks of streaming turns already waiting when the thread finishes

@@ -9,8 +9,8 @@ import signal
 
 import pytest
 
-from sessions_app.runtime.history import CRASH_RESULT_TEXT
-from sessions_app.runtime.turns import turn_abort, turn_run
+from sessions_app.runtime.context.history import CRASH_RESULT_TEXT
+from sessions_app.runtime.turn.turns import turn_abort, turn_run
 from sessions_app.store import get_store
 from tests.conftest import requires_postgres
 from tests.helpers import GUARD_SEC, eventually, start_python
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 TURN = """
 import json, time
-from sessions_app.runtime.turns import SessionBusy, turn_run
+from sessions_app.runtime.turn.turns import SessionBusy, turn_run
 started = time.monotonic()
 try:
     result = turn_run(session_id={session!r}, text={text!r})

@@ -5,8 +5,9 @@ import threading
 import pytest
 
 from sessions_app.runtime.providers.offline import OfflineProvider
-from sessions_app.runtime.tools import TOOLS, calculate
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.tools.builtin import calculate
+from sessions_app.runtime.tools.registry import TOOLS
+from sessions_app.runtime.turn.turns import turn_run
 from tests.builders import records, turn_start, user
 
 from .conftest import assert_history_valid

@@ -14,7 +14,7 @@ from sessions_app.runtime.providers import openai_stream
 from sessions_app.runtime.providers.base import ProviderError
 from sessions_app.runtime.providers.openai import OpenAIProvider
 from sessions_app.runtime.providers.openai_stream import ServerSentEvents
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.store import get_store
 from tests.fakes.llm_server import FakeLLMServer, Hold, Reply
 from tests.helpers import GUARD_SEC

@@ -1,5 +1,5 @@
 """A pool thread keeps its database connection while work keeps coming and lets go of it
-once it has had none for POOL_IDLE_CLOSE_SEC (runtime.executors): under a storm, writes come
+once it has had none for POOL_IDLE_CLOSE_SEC (runtime.loop.executors): under a storm, writes come
 and go, and a connection opened for each of them costs the database a new process."""
 
 import threading
@@ -7,7 +7,7 @@ import threading
 import pytest
 from django.db import connection
 
-from sessions_app.runtime import executors
+from sessions_app.runtime.loop import executors
 from tests.helpers import GUARD_SEC
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,9 +8,9 @@ import threading
 import pytest
 from django.conf import settings
 
-from sessions_app.runtime import executors
-from sessions_app.runtime.eager import AT_ONCE
-from sessions_app.runtime.tools import TurnAbort
+from sessions_app.runtime.loop import executors
+from sessions_app.runtime.loop.eager import AT_ONCE
+from sessions_app.runtime.tools.base import TurnAbort
 from tests.handshakes import pool_threads_taken
 from tests.helpers import GUARD_SEC
 

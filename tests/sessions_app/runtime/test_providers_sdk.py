@@ -8,10 +8,10 @@ import anthropic
 import openai
 import pytest
 
-from sessions_app.runtime.history import CRASH_RESULT_TEXT
+from sessions_app.runtime.context.history import CRASH_RESULT_TEXT
 from sessions_app.runtime.providers.anthropic import AnthropicProvider
 from sessions_app.runtime.providers.openai import OpenAIProvider
-from sessions_app.runtime.turns import turn_abort, turn_run
+from sessions_app.runtime.turn.turns import turn_abort, turn_run
 from sessions_app.store import NewEntry, get_store
 from tests.builders import crash_mid_step
 from tests.fakes.llm_server import FakeLLMServer, Hold, Reply

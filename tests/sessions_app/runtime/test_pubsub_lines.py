@@ -10,8 +10,8 @@ import uuid
 import pytest
 import redis
 
-from sessions_app.runtime import live_bus
-from sessions_app.runtime.eager import start_task
+from sessions_app.runtime.live import live_bus
+from sessions_app.runtime.loop.eager import start_task
 from tests.helpers import GUARD_SEC
 from tests.multiprocess.redis_layer import TEST_REDIS_URL, requires_redis
 from tests.sessions_app.runtime.test_live_bus_control_lane import _closed, line_paused, started

@@ -3,8 +3,8 @@ and the steers a closing turn did not take before everything else."""
 
 import pytest
 
-from sessions_app.runtime import queue
-from sessions_app.runtime.queue import QueueFull
+from sessions_app.runtime.turn import queue
+from sessions_app.runtime.turn.queue import QueueFull
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.services import sessions
 from sessions_app.store import NewEntry, get_store
 from sessions_app.store.request_headers import header_get

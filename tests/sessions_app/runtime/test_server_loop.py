@@ -1,5 +1,5 @@
 """Channel-layer sends made from synchronous code go to the server's event loop
-(runtime.server_loop): in the order they were made, without the caller waiting, and in place
+(runtime.loop.server_loop): in the order they were made, without the caller waiting, and in place
 when no server loop runs."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sessions_app.runtime import server_loop
+from sessions_app.runtime.loop import server_loop
 from tests.helpers import GUARD_SEC
 
 
@@ -84,7 +84,7 @@ def test_a_send_that_fails_is_logged_and_the_next_one_still_goes(server, caplog)
     async def fine():
         delivered.set()
 
-    with caplog.at_level(logging.ERROR, logger="sessions_app.runtime.server_loop"):
+    with caplog.at_level(logging.ERROR, logger="sessions_app.runtime.loop.server_loop"):
         server_loop.send_soon(failing)
         server_loop.send_soon(fine)
         assert delivered.wait(GUARD_SEC)

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from sessions_app.runtime.history import (
+from sessions_app.runtime.context.history import (
     HistoryInvalid,
     project_anthropic,
     project_openai,
     validate_anthropic,
 )
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.selectors.turns import request_header_of
 from sessions_app.services import sessions
 from sessions_app.store import NewEntry, get_store

@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from sessions_app.models import ModelUsage
-from sessions_app.runtime.turns import turn_run, turn_run_async
+from sessions_app.runtime.turn.turns import turn_run, turn_run_async
 from sessions_app.services import organize
 from sessions_app.store import get_store
 from tests.builders import token_client

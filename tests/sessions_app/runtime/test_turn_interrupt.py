@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from sessions_app.runtime.tools import TurnAbort
+from sessions_app.runtime.tools.base import TurnAbort
 from tests.helpers import GUARD_SEC
 
 STREAMING = 3  # callbacks of streaming turns already waiting when the Stop arrives

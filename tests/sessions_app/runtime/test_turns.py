@@ -7,9 +7,9 @@ import pytest
 from django.db import transaction
 
 from sessions_app.core.signals import turn_finished
-from sessions_app.runtime.history import CRASH_RESULT_TEXT
-from sessions_app.runtime.lease import TurnLease
-from sessions_app.runtime.turns import (
+from sessions_app.runtime.context.history import CRASH_RESULT_TEXT
+from sessions_app.runtime.turn.lease import TurnLease
+from sessions_app.runtime.turn.turns import (
     SessionBusy,
     session_repair,
     turn_abort,
@@ -316,7 +316,7 @@ def test_missing_session_and_empty_text_are_refused(session):
 
 
 def test_title_from_message_is_the_first_line_cut_at_a_word():
-    from sessions_app.runtime.turns import title_from_message
+    from sessions_app.runtime.turn.turns import title_from_message
 
     assert title_from_message("  what is   2+2?\nthanks") == "what is 2+2?"
     long = "please plan a weekend in Porto with trains, food, museums and a day at the beach"

@@ -11,7 +11,7 @@ import pytest
 
 from memory_app.services import memory_consolidate
 from sessions_app.models import ModelUsage
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.services import deletion, sessions
 from sessions_app.store import get_store
 from sessions_app.web.commands import command_run

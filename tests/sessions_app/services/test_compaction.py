@@ -3,7 +3,7 @@
 import pytest
 
 from memory_app.models import CompactionSummary
-from sessions_app.runtime.history import (
+from sessions_app.runtime.context.history import (
     SUMMARY_PREFIX,
     project_anthropic,
     project_openai,

@@ -7,10 +7,11 @@ import pytest
 from rest_framework.test import APIClient
 
 from memory_app.models import Episode, WorkingMemory
-from sessions_app.runtime.executors import run_for_sync_caller
-from sessions_app.runtime.lease import lease_acquire
-from sessions_app.runtime.tools import TOOLS, ToolContext, tool_run
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.loop.executors import run_for_sync_caller
+from sessions_app.runtime.tools.base import ToolContext
+from sessions_app.runtime.tools.registry import TOOLS, tool_run
+from sessions_app.runtime.turn.lease import lease_acquire
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.services import deletion
 from sessions_app.store import NewEntry, SessionNotFound, get_store
 from tests.sessions_app.runtime.conftest import assert_history_valid
@@ -109,7 +110,7 @@ def test_a_turn_that_lost_its_session_writes_nothing_into_the_new_one(users, bac
 
     store.delete(SESSION)  # as a delete would, once the turn's worker counts as dead
     store.create(SESSION, owner_id=bob.id)
-    from sessions_app.runtime.turns import turn_abort
+    from sessions_app.runtime.turn.turns import turn_abort
 
     turn_abort(session_id=SESSION)  # the old turn wakes up and tries to store its results
     outcome = turn.join()

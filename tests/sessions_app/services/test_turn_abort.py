@@ -5,8 +5,8 @@ session, while the lease mark waits for a thread of the control pool."""
 import pytest
 from asgiref.sync import sync_to_async
 
-from sessions_app.runtime import live
-from sessions_app.runtime import turns as runtime_turns
+from sessions_app.runtime.live import live
+from sessions_app.runtime.turn import turns as runtime_turns
 from sessions_app.services import turns
 from sessions_app.store import get_store
 

@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 
 from memory_app.models import Episode, ProfileFact, ThoughtLog, WorkingMemory
 from memory_app.services import memory_consolidate
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.services import connections, sessions
 from sessions_app.store import get_store
 

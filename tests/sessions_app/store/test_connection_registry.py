@@ -10,7 +10,7 @@ from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from sessions_app.models import LiveConnection
-from sessions_app.runtime.lease import lease_acquire
+from sessions_app.runtime.turn.lease import lease_acquire
 from sessions_app.store import connections as registry
 from sessions_app.store import get_store
 from tests.conftest import requires_postgres

@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 
 from sessions_app.models import LiveConnection, Session, Worker
-from sessions_app.runtime.lease import SessionBusy, lease_acquire
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.lease import SessionBusy, lease_acquire
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.services import deletion
 from sessions_app.store import NewEntry, get_store
 from sessions_app.store.workers import worker_beat

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 
 from sessions_app.models import Entry
-from sessions_app.runtime.history import project_anthropic, project_openai
+from sessions_app.runtime.context.history import project_anthropic, project_openai
 from sessions_app.store import NewEntry
 from tests.builders import assistant, user
 

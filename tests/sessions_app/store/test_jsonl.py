@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions_app.runtime.history import repair_entries
+from sessions_app.runtime.context.history import repair_entries
 from sessions_app.store import CorruptSessionFile, InvalidSessionId, NewEntry
 from sessions_app.store.jsonl import JsonlSessionStore
 from tests.builders import assistant, user

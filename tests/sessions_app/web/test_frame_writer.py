@@ -8,7 +8,7 @@ import pytest
 from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
 from twisted.internet import tcp
 
-from sessions_app.web.socket_writes import _FrameWriter, text_frame
+from sessions_app.runtime.loop.socket_writes import _FrameWriter, text_frame
 
 
 class Reactor:

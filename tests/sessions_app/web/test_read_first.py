@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sessions_app.web import read_first
+from sessions_app.runtime.loop import read_first
 from tests.helpers import GUARD_SEC
 
 STREAMING = 3  # callbacks of streaming turns already waiting when the frame arrives

@@ -6,8 +6,8 @@ import functools
 import pytest
 
 from sessions_app.core import frames
-from sessions_app.runtime.live import LiveSocket
-from sessions_app.web.socket_writes import (
+from sessions_app.runtime.live.live import LiveSocket
+from sessions_app.runtime.loop.socket_writes import (
     WRITE_NOW,
     WriteNow,
     send_text_now_for,

@@ -5,7 +5,7 @@ import threading
 import pytest
 from django.db import connections
 
-from sessions_app.runtime.turns import turn_run
+from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.store import get_store
 from tests.helpers import GUARD_SEC
 

@@ -6,7 +6,7 @@ from asgiref.sync import async_to_sync
 
 from sessions_app import selectors
 from sessions_app.models import QueuedPrompt
-from sessions_app.runtime import drain
+from sessions_app.runtime.loop import drain
 from sessions_app.services import deletion, prompt_modes
 from sessions_app.store import get_store
 from tests.helpers import eventually

@@ -391,7 +391,7 @@ def test_message_errors(api, bob_api):
 
 
 def test_a_message_while_a_turn_runs_is_409_session_busy(api, settings):
-    from sessions_app.runtime.lease import lease_acquire
+    from sessions_app.runtime.turn.lease import lease_acquire
 
     settings.BUSY_GRACE_SEC = 0.2
     api.post("/api/sessions/", {"id": "s1"}, format="json")

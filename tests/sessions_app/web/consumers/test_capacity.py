@@ -104,7 +104,7 @@ async def test_a_prompt_sent_the_moment_a_turn_ends_is_not_refused_for_it(
     (its lease's release) takes. The release is held here until the new prompt is answered."""
     import threading
 
-    from sessions_app.runtime.lease import TurnLease
+    from sessions_app.runtime.turn.lease import TurnLease
 
     settings.MAX_TURNS_PER_USER = 1
     released = threading.Event()

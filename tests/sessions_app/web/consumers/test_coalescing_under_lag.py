@@ -6,7 +6,8 @@ import json
 import pytest
 from channels.db import database_sync_to_async
 
-from sessions_app.runtime import live, loop_lag
+from sessions_app.runtime.live import live
+from sessions_app.runtime.loop import loop_lag
 from sessions_app.services import broadcasts
 from sessions_app.store import get_store
 
@@ -71,7 +72,7 @@ async def test_text_kept_for_the_interval_leaves_when_the_model_pauses(backend, 
     # slow tool call's arguments): the second piece must not wait for a third.
     import asyncio
 
-    from sessions_app.runtime.event_pump import EventPump
+    from sessions_app.runtime.loop.event_pump import EventPump
     from tests.helpers import GUARD_SEC
 
     monkeypatch.setattr(loop_lag, "current", lambda: 0.0)

@@ -9,7 +9,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from sessions_app.core import limits
-from sessions_app.runtime import live
+from sessions_app.runtime.live import live
 from sessions_app.services import broadcasts
 from sessions_app.store import get_store
 

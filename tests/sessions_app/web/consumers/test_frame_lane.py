@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from sessions_app.runtime import live
+from sessions_app.runtime.live import live
 from sessions_app.web.consumers import SessionConsumer
 from sessions_app.web.frame_lane import STOP_FRAME_MAX_CHARS, frame_lane_install, stop_frame
 from tests.fakes.llm_server import Hold, Reply

@@ -6,7 +6,7 @@ import asyncio
 import pytest
 from channels.db import database_sync_to_async
 
-from sessions_app.runtime.history import (
+from sessions_app.runtime.context.history import (
     project_anthropic,
     project_openai,
     validate_anthropic,

@@ -19,8 +19,12 @@ from collections import OrderedDict
 
 from PIL import Image
 
-from sessions_app.runtime.context_window import IMAGE_TOKENS
-from sessions_app.runtime.history import bounded_result, image_stand_in, tool_result_max_chars
+from sessions_app.runtime.context.context_window import IMAGE_TOKENS
+from sessions_app.runtime.context.history import (
+    bounded_result,
+    image_stand_in,
+    tool_result_max_chars,
+)
 from sessions_app.store.blobs import blob_read, blob_text
 
 logger = logging.getLogger(__name__)

@@ -37,7 +37,8 @@ from sessions_app.core.ids import SUBAGENT_PREFIX, validate_session_id
 from sessions_app.runtime.providers import check_model_spec
 from sessions_app.runtime.sandbox.base import RUN_CODE
 from sessions_app.runtime.sandbox.registry import sandbox_offered
-from sessions_app.runtime.tools import DELEGATE, TOOLS, Tool
+from sessions_app.runtime.tools.base import Tool
+from sessions_app.runtime.tools.registry import DELEGATE, TOOLS
 
 MAIN_AGENT = "jarvis"
 PER_PARENT_SESSION = "per_parent_session"

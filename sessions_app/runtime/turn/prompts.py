@@ -1,6 +1,6 @@
 """System prompts. The prompt a turn used is stored in its `turn_start` entry."""
 
-from sessions_app.runtime.agents import agent_get
+from sessions_app.runtime.turn.agents import agent_get
 
 
 def default_system_prompt(agent: str) -> str:

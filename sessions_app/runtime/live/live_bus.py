@@ -13,7 +13,7 @@ answers) and one publishing connection per event loop. Three kinds of Redis chan
   knows at once whether anyone runs the turn — no waiting on silence.
 - `<prefix>worker:<worker id>`: answers to this worker's asks.
 
-Both pub/sub connections are read on threads of the worker's own (runtime.pubsub_line), not
+Both pub/sub connections are read on threads of the worker's own (runtime.live.pubsub_line), not
 by the busy event loop: an `abort` sets the turn's flag on the control line's thread at once,
 and the rest (asks, answers, confirmations, followed events) reaches the loop in one callback
 at the front of its queue, in the order it was read.
@@ -65,9 +65,9 @@ import redis.asyncio as aioredis
 from django.conf import settings
 
 from sessions_app.core import frames
-from sessions_app.runtime.eager import start_task
-from sessions_app.runtime.loop_lane import call_first_threadsafe
-from sessions_app.runtime.pubsub_line import PubSubLine
+from sessions_app.runtime.live.pubsub_line import PubSubLine
+from sessions_app.runtime.loop.eager import start_task
+from sessions_app.runtime.loop.loop_lane import call_first_threadsafe
 from sessions_app.store.workers import current_worker_id
 
 logger = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ def control_channel(session_id: str) -> str:
     return f"{PREFIX}{session_id}:control"
 
 
-# What the worker does with what arrives, set once by sessions_app.runtime.live: the bus knows
+# What the worker does with what arrives, set once by sessions_app.runtime.live.live: the bus knows
 # nothing of turns or sockets.
 OnEvent = Callable[[str, str, int, str], Awaitable[None]]
 OnAsk = Callable[[str], dict[str, Any] | None]
@@ -122,7 +122,7 @@ class LiveBus:
         # Control before data: asks, aborts and their answers arrive on a connection of
         # their own, so a Stop never waits behind the events of every turn this worker
         # follows (a busy worker reads those seconds late). Both connections are read on
-        # threads of their own (runtime.pubsub_line), so neither waits for this loop: what
+        # threads of their own (runtime.live.pubsub_line), so neither waits for this loop: what
         # a line hands over waits in `inbox` for one callback at the front of the loop's
         # queue, in the order it arrived.
         self.loop = asyncio.get_running_loop()
@@ -609,7 +609,7 @@ def _bounded():
 
 def _on_control_line(own: weakref.ref, message: dict) -> None:
     """On the control line's thread: an `abort` sets the turn's flag now (from any thread,
-    runtime.turns); everything else goes to the bus's loop."""
+    runtime.turn.turns); everything else goes to the bus's loop."""
     if message["type"] == "message":
         channel = message["channel"].decode()
         if channel.endswith(":control"):

@@ -12,7 +12,7 @@ workers, for work that took 0.1 s in its thread.
   the pass under way) marks the future done and steps its task right there.
 - `FirstFuture.settle`, called at the front of that queue (`call_first_threadsafe`), resumes
   the tasks awaiting the future in that callback: a Stop's turn goes on before the rest of
-  the pass (runtime.tools.TurnAbort.race).
+  the pass (runtime.tools.base.TurnAbort.race).
 
 Only the loop asyncio implements keeps that queue (`_ready`); on another loop both work the
 usual way. Nothing else in the queue changes places.

@@ -3,7 +3,7 @@
 The history stays whole — export and the API still show every entry, and cost is what it
 was. Only the projection changes: it sends the latest compaction's summary, then the entries
 from its `first_kept_seq` (history.py). Used by `/compact` (services.compaction, reason
-`manual`) and by the turn loop when a request would not fit (runtime.context_fit, reasons
+`manual`) and by the turn loop when a request would not fit (runtime.turn.context_fit, reasons
 `auto` and `overflow`).
 
 A cut is only ever made where a turn starts (its `turn_start`, or the user message of a
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from sessions_app.core.signals import session_compacted
-from sessions_app.runtime.context_window import ContextBudget
+from sessions_app.runtime.context.context_window import ContextBudget
 from sessions_app.store import EntryRecord, NewEntry, get_store
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ Abort from another process: the requester marks the lease through the store
 mark. This works with any channel layer, including none shared. The same round runs the
 poll hooks registered with `lease_poll_hook_register` (in an AppConfig.ready): sessions_app
 registers the one that looks for decisions on the tool approvals this process waits on
-(runtime.approvals), which any worker may write. The lease knows nothing of what they poll.
+(runtime.turn.approvals), which any worker may write. The lease knows nothing of what they poll.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from django.db import connection
 from jarvis_site.shared import metrics
 from jarvis_site.shared.errors import Code
 from sessions_app.core.ids import validate_session_id
-from sessions_app.runtime.executors import start_in_pool
+from sessions_app.runtime.loop.executors import start_in_pool
 from sessions_app.store import get_store
 from sessions_app.store.base import SessionMeta
 from sessions_app.store.lease import TurnLeaseBackend
@@ -118,7 +118,7 @@ class TurnLease:
         (`abort`) while the taking waits for a thread moves it ahead (executors.start_in_pool)."""
         deadline = time.monotonic() + wait_sec
         while True:
-            # Ahead of other turns' writes, as the rest of a turn's start (runtime.executors).
+            # Ahead of other turns' writes, as the rest of a turn's start (runtime.loop.executors).
             taken, result = await start_in_pool(abort, self._take_then, then)
             if taken:
                 return result

@@ -7,7 +7,7 @@ of its events to the sockets of the session.
   lock, so a socket that reads the state gets, after it, exactly the later events.
 - The worker's sockets are kept per session in this process: the turn hands each event's
   frame, encoded once, to the sockets of its own worker with no channel layer in between,
-  and publishes it once on the live bus (sessions_app.runtime.live_bus) for the other workers.
+  and publishes it once on the live bus (sessions_app.runtime.live.live_bus) for the other workers.
 - A socket that joins is registered before it reads the state (its events wait in a
   buffer), then gets the snapshot, then the buffered events newer than the state.
 """
@@ -24,8 +24,8 @@ from django.utils import timezone
 
 from jarvis_site.shared import metrics
 from sessions_app.core import frames
-from sessions_app.runtime import live_bus
-from sessions_app.runtime.turns import turn_abort_local
+from sessions_app.runtime.live import live_bus
+from sessions_app.runtime.turn.turns import turn_abort_local
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class LiveSocket:
     ):
         self.session_id = session_id
         self.send = send
-        # Writes what the socket holds at once: for a turn's end (web.socket_writes).
+        # Writes what the socket holds at once: for a turn's end (runtime.loop.socket_writes).
         self.write_now = write_now
         # Hands a frame to the open socket's protocol without `send`'s layers; False when
         # the socket is not open, and `send` then does what it does with a closing one.

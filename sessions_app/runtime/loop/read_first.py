@@ -39,8 +39,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from sessions_app.runtime.loop_lane import call_first_threadsafe
-from sessions_app.web.socket_writes import daphne_protocol
+from sessions_app.runtime.loop.loop_lane import call_first_threadsafe
+from sessions_app.runtime.loop.socket_writes import daphne_protocol
 
 _ONE_READ = getattr(select, "EPOLLIN", 0) | getattr(select, "EPOLLONESHOT", 0)
 # The watcher looks this often whether its loop has closed (a test's loop; a server's ends

@@ -163,7 +163,7 @@ def started_at_once(loop: asyncio.AbstractEventLoop, *functions) -> None:
 
 
 # Set in the context of a turn started at once (`Spacing` allowed it): its model requests
-# start in the call that makes them too (runtime.tools.TurnAbort.race).
+# start in the call that makes them too (runtime.tools.base.TurnAbort.race).
 AT_ONCE: contextvars.ContextVar[bool] = contextvars.ContextVar("jarvis_at_once", default=False)
 
 

@@ -136,7 +136,7 @@ class _Turn:
     name: str = ""
     is_error: bool = False
     reasoning: tuple[dict, ...] = ()  # an answer's thinking blocks (Anthropic's, signed)
-    # A user message's attachments, in the providers' common shape (runtime/attachments.py):
+    # A user message's attachments, in the providers' common shape (runtime/context/attachments.py):
     # {"type": "image", "mime", "data"} or {"type": "text", "text"}; sent before its text.
     parts: tuple[dict, ...] = ()
 

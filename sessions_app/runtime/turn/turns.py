@@ -3,7 +3,7 @@
 However a turn ends, every tool call in it has a result and a `turn_end` closes it; a turn
 cut short by a dead process is closed by `session_repair` on the next use of the session.
 Each step is committed as it completes; model calls and tools run with no row lock held
-(the turn lease holds no database lock, see runtime.lease).
+(the turn lease holds no database lock, see runtime.turn.lease).
 """
 
 from __future__ import annotations
@@ -25,39 +25,41 @@ from jarvis_site.shared.errors import Code
 from jarvis_site.shared.log_context import log_context, log_context_set
 from sessions_app.core.ids import unique_token, validate_session_id
 from sessions_app.core.signals import turn_finished
-from sessions_app.runtime.agents import (
-    AgentDefinition,
-    agent_get,
-    agent_tools,
-    model_for_session,
-)
-from sessions_app.runtime.approvals import ApprovalGate, approvals_interrupted
-from sessions_app.runtime.context_fit import ContextFit
-from sessions_app.runtime.drain import turn_admitted
-from sessions_app.runtime.eager import AT_ONCE
-from sessions_app.runtime.event_pump import EventPump
-from sessions_app.runtime.executors import (
-    in_pool,
-    in_pool_first,
-    in_sync_caller,
-    run_for_sync_caller,
-)
-from sessions_app.runtime.history import (
+from sessions_app.runtime.context.history import (
     CRASH_RESULT_TEXT,
     CRASH_TURN_ERROR,
     HistoryInvalid,
     open_turn_id,
     repair_entries,
 )
-from sessions_app.runtime.lease import (
+from sessions_app.runtime.loop.drain import turn_admitted
+from sessions_app.runtime.loop.eager import AT_ONCE
+from sessions_app.runtime.loop.event_pump import EventPump
+from sessions_app.runtime.loop.executors import (
+    in_pool,
+    in_pool_first,
+    in_sync_caller,
+    run_for_sync_caller,
+)
+from sessions_app.runtime.providers import Provider, ProviderError, provider_for
+from sessions_app.runtime.tools.base import Tool, ToolContext, ToolOutput, TurnAbort
+from sessions_app.runtime.tools.registry import tool_run
+from sessions_app.runtime.turn.agents import (
+    AgentDefinition,
+    agent_get,
+    agent_tools,
+    model_for_session,
+)
+from sessions_app.runtime.turn.approvals import ApprovalGate, approvals_interrupted
+from sessions_app.runtime.turn.context_fit import ContextFit
+from sessions_app.runtime.turn.lease import (
     SessionBusy,
     TurnLease,
     lease_acquire,
     lease_request_abort,
 )
-from sessions_app.runtime.memory_context import system_prompt_for
-from sessions_app.runtime.providers import Provider, ProviderError, provider_for
-from sessions_app.runtime.queue import (
+from sessions_app.runtime.turn.memory_context import system_prompt_for
+from sessions_app.runtime.turn.queue import (
     queue_take,
     queue_turn_ended,
     queue_waiting,
@@ -65,9 +67,8 @@ from sessions_app.runtime.queue import (
     steers_to_front,
     steers_waiting,
 )
-from sessions_app.runtime.timings import Stopwatch, tool_outcome
-from sessions_app.runtime.titles import first_answer, title_by_model, title_model
-from sessions_app.runtime.tools import Tool, ToolContext, ToolOutput, TurnAbort, tool_run
+from sessions_app.runtime.turn.timings import Stopwatch, tool_outcome
+from sessions_app.runtime.turn.titles import first_answer, title_by_model, title_model
 from sessions_app.store import EntryRecord, NewEntry, SessionMeta, SessionNotFound, get_store
 from sessions_app.store.request_headers import header_digest, header_save
 
@@ -388,7 +389,7 @@ async def turn_run_async(
     services.files.attachments_for_prompt).
 
     The model call holds no thread; store writes go through the bounded store pool and
-    blocking tools through the tool pool (runtime.executors).
+    blocking tools through the tool pool (runtime.loop.executors).
     """
     if not text or not text.strip():
         raise ValueError("a turn needs a non-empty message")

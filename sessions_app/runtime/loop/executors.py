@@ -33,8 +33,8 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import connections
 
-from sessions_app.runtime.eager import AT_ONCE
-from sessions_app.runtime.loop_lane import wait_first
+from sessions_app.runtime.loop.eager import AT_ONCE
+from sessions_app.runtime.loop.loop_lane import wait_first
 
 # The lane `submit_first` or `submit_now` hands its work to (in the submitting thread).
 _lane = threading.local()
@@ -104,7 +104,7 @@ class ClosingExecutor(ThreadPoolExecutor):
 
     `submit_first` puts work ahead of the queue: a new turn's start and a Stop's writes
     never wait behind the writes of turns already streaming (docs/design.md §26).
-    `submit_now` puts it ahead of those starts too: a turn started at once (runtime.eager's
+    `submit_now` puts it ahead of those starts too: a turn started at once (runtime.loop.eager's
     AT_ONCE, at most one per START_AT_ONCE_EVERY_SEC) does not wait behind a burst's."""
 
     def __init__(self, max_workers: int, name: str, idle_close_sec: float = 0.0):
@@ -249,7 +249,7 @@ async def _in_pool(name: str, first: bool, function, /, *args, **kwargs):
     future = _submit_for(executor, first)(contextvars.copy_context().run, call)
     if name == "control" or (first and AT_ONCE.get()):
         # A Stop's work, or a turn started at once: its caller resumes as soon as the thread
-        # is done, not two passes of a busy event loop later (runtime.loop_lane). Only
+        # is done, not two passes of a busy event loop later (runtime.loop.loop_lane). Only
         # these few calls: a storm's hundreds of starts resumed that way would delay
         # reading the sockets.
         return await wait_first(future)

@@ -11,7 +11,7 @@ other worker that its turn ended.
 
 The thread wakes as soon as the bytes arrive (it waits for the GIL, 5 ms at most) and hands
 what redis-py read to `on_message`, on the thread: the bus sets a stopped turn's abort flag
-there (runtime.turns, from any thread) and hands everything else to its loop, ahead of the
+there (runtime.turn.turns, from any thread) and hands everything else to its loop, ahead of the
 loop's waiting work (`loop_lane.call_first_threadsafe`), in the order it was read.
 """
 

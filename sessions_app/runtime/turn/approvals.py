@@ -35,8 +35,8 @@ from contextlib import AbstractContextManager
 
 from django.conf import settings
 
-from sessions_app.runtime.executors import in_pool
-from sessions_app.runtime.tools import TurnAbort
+from sessions_app.runtime.loop.executors import in_pool
+from sessions_app.runtime.tools.base import TurnAbort
 from sessions_app.store import approvals as approval_rows
 from sessions_app.store.approvals import ABORTED, ALLOWED, DENIED, TIMED_OUT
 

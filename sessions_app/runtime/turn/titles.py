@@ -29,7 +29,7 @@ INSTRUCTIONS = (
 )
 TITLE_WORDS_MAX = 8
 EXCHANGE_CHARS = 2000  # of each side: enough to name it, a bounded cost for long prompts
-SIGNAL_SENDER = "sessions_app.runtime.titles"
+SIGNAL_SENDER = "sessions_app.runtime.turn.titles"
 
 
 def title_cleaned(answer: str) -> str:

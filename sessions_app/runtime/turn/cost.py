@@ -1,6 +1,6 @@
 """`GET …/cost/`: a session's own tokens and USD per model, in the older shape.
 
-The numbers are those of `GET …/usage/` (runtime.usage, docs/design.md §22): the session's
+The numbers are those of `GET …/usage/` (runtime.turn.usage, docs/design.md §22): the session's
 own calls — turns, summaries, consolidation — never a branch's copied entries. A model
 without a price shows its tokens with `usd: None`, and then the total's `usd` is None as well
 (a partial sum would read as the whole bill); `unpriced_models` names those models and
@@ -9,7 +9,7 @@ without a price shows its tokens with `usd: None`, and then the total's `usd` is
 
 from __future__ import annotations
 
-from sessions_app.runtime.usage import session_usage_of
+from sessions_app.runtime.turn.usage import session_usage_of
 from sessions_app.store import SessionNotFound, get_store
 
 

@@ -6,10 +6,10 @@ worker's event loop, and under a storm of streamed answers a pass is hundreds of
 0.2–1 s of work: a person's short question asked during a two-worker storm spent 0.5–1 s
 there, with its request already built (docs/performance.md).
 
-The first model call of a turn started at once (runtime.eager's Spacing allows one per
+The first model call of a turn started at once (runtime.loop.eager's Spacing allows one per
 START_AT_ONCE_EVERY_SEC) runs instead on a loop in a thread of its own, which has nothing
 else to do: its waits end at once. Its pieces come back to the worker's loop in a callback
-put at the front of that loop's queue (runtime.loop_lane), where the turn feeds them to its
+put at the front of that loop's queue (runtime.loop.loop_lane), where the turn feeds them to its
 answer as it would have. The call is the same call, through the same SDK client class (one
 per loop); its errors are raised in the turn, and cancelling the turn cancels it.
 """
@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from sessions_app.runtime.loop_lane import FirstFuture, call_first_threadsafe
+from sessions_app.runtime.loop.loop_lane import FirstFuture, call_first_threadsafe
 
 
 class _OneCall:

@@ -18,23 +18,23 @@ from dataclasses import replace
 from django.conf import settings
 
 from jarvis_site.shared.errors import Code
-from sessions_app.runtime.attachments import attachments_tokens
-from sessions_app.runtime.compaction import (
+from sessions_app.runtime.context.attachments import attachments_tokens
+from sessions_app.runtime.context.compaction import (
     SUMMARY_INSTRUCTIONS,
     compaction_plan,
     compaction_store,
     summarize_async,
     summary_piece_chars,
 )
-from sessions_app.runtime.context_window import (
+from sessions_app.runtime.context.context_window import (
     budget_for,
     corrected_tokens,
     correction_observe,
     request_tokens,
     text_tokens,
 )
-from sessions_app.runtime.executors import in_pool
-from sessions_app.runtime.history import attachments_of, tool_result_max_chars
+from sessions_app.runtime.context.history import attachments_of, tool_result_max_chars
+from sessions_app.runtime.loop.executors import in_pool
 from sessions_app.runtime.providers import ModelReply, Provider, ProviderError
 from sessions_app.runtime.providers.base import AbortFlag
 from sessions_app.runtime.providers.oneshot import calls_usage, question_entry

@@ -43,6 +43,10 @@ def start_django(**env) -> subprocess.CompletedProcess:
         ("BLOB_STORAGE_URL", "s3://My_Blobs/x", "BLOB_STORAGE_URL must be s3://<bucket>"),
         ("BLOB_STORAGE_URL", "s3://key:secret@blobs", "BLOB_STORAGE_URL must be s3://<bucket>"),
         ("BLOB_STORAGE_URL", "s3://blobs/x?region=eu", "BLOB_STORAGE_URL must be s3://<bucket>"),
+        ("SANDBOX_BACKEND", "docker", "SANDBOX_BACKEND must be bwrap or none"),
+        ("SANDBOX_MEMORY_MB", "0", "SANDBOX_MEMORY_MB must be positive"),
+        ("SANDBOX_OUTPUT_BYTES", "-1", "SANDBOX_OUTPUT_BYTES must be positive"),
+        ("SANDBOX_CONCURRENCY", "0", "SANDBOX_CONCURRENCY must be positive"),
     ],
 )
 def test_a_bad_value_is_refused_with_its_name(variable, value, message):

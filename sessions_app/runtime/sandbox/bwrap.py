@@ -98,6 +98,10 @@ def python_binds(python: str) -> tuple[str, list[tuple[str, str]]]:
     return f"{VENV}/bin/{executable.name}", binds
 
 
+class SandboxFailed(RuntimeError):
+    """The sandbox could not be set up (bwrap refused): the call's error, not a run's result."""
+
+
 class BwrapBackend(SandboxBackend):
     name = "bwrap"
 
@@ -177,7 +181,9 @@ class BwrapBackend(SandboxBackend):
             f"--cpu={limits.cpu_sec}",
             f"--as={limits.memory_mb * 1024 * 1024}",
             f"--nproc={limits.max_procs}",
-            f"--fsize={limits.file_bytes}",
+            # One byte over the workspace's limit: a file that reaches it fails to grow
+            # (EFBIG) and is then too large to keep.
+            f"--fsize={limits.file_bytes + 1}",
             "--core=0",
             "--",
         ]
@@ -225,6 +231,7 @@ class _Run:
     async def outcome(self) -> RunOutcome:
         limits = self.spec.limits
         read_fd, write_fd = os.pipe()
+        info_pipe = os.fdopen(read_fd, "rb", 0)
         started = time.monotonic()
         try:
             self.process = await asyncio.create_subprocess_exec(
@@ -236,9 +243,12 @@ class _Run:
                 start_new_session=True,
                 **spawn_user(),
             )
+        except BaseException:
+            info_pipe.close()
+            raise
         finally:
             os.close(write_fd)
-        info = asyncio.ensure_future(self._child_pid(read_fd))
+        info = asyncio.ensure_future(self._child_pid(info_pipe))
         streams = asyncio.gather(
             self._read(self.process.stdout), self._read(self.process.stderr), self.process.wait()
         )
@@ -253,20 +263,27 @@ class _Run:
                 self.killed = self.killed or (None if aborted else KILLED_TIMEOUT)
                 await self._kill()
             (stdout, out_dropped), (stderr, err_dropped), returncode = await streams
+            # bwrap has exited: its report is in the pipe, or never will be.
+            await asyncio.wait({info}, timeout=KILL_GRACE_SEC)
         finally:
             stop.cancel()
             info.cancel()
+            info_pipe.close()
             if self.process.returncode is None:
                 await self._kill()
         duration_ms = round((time.monotonic() - started) * 1000)
+        if self.child_pid is None and not aborted and self.killed is None:
+            # bwrap itself failed before the program began: no result of the program's.
+            detail = (stderr.decode("utf-8", "replace").strip().splitlines() or ["?"])[-1]
+            raise SandboxFailed(f"the sandbox could not start: {detail[:500]}")
         killed = self.killed
-        exit_code = returncode
+        exit_code = None if aborted or killed else returncode
         if killed is None and self.spec.language == "python" and returncode == MEMORY_EXIT_CODE:
             killed, exit_code = KILLED_MEMORY, 1
         elif killed is None and returncode in CPU_SIGNALS:
-            killed = KILLED_TIMEOUT
+            killed, exit_code = KILLED_TIMEOUT, None  # the kernel ended it at RLIMIT_CPU
         return RunOutcome(
-            exit_code=None if aborted or self.killed else exit_code,
+            exit_code=exit_code,
             stdout=stdout.decode("utf-8", "replace"),
             stderr=stderr.decode("utf-8", "replace"),
             truncated=bool(out_dropped or err_dropped),
@@ -275,12 +292,12 @@ class _Run:
             aborted=aborted,
         )
 
-    async def _child_pid(self, read_fd: int) -> None:
+    async def _child_pid(self, pipe) -> None:
         """bwrap's `--info-fd` JSON names the namespace's first process (a host pid)."""
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader()
         transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", 0)
+            lambda: asyncio.StreamReaderProtocol(reader), pipe
         )
         try:
             text = await reader.readuntil(b"}")

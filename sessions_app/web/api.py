@@ -29,7 +29,12 @@ from jarvis_site.shared.errors import Code, detail_of, status_of
 from sessions_app import selectors
 from sessions_app.core import file_types, limits
 from sessions_app.core.ids import ReservedSessionId
-from sessions_app.core.throttles import BranchRateThrottle, SearchRateThrottle, TurnRateThrottle
+from sessions_app.core.throttles import (
+    BranchRateThrottle,
+    ImportRateThrottle,
+    SearchRateThrottle,
+    TurnRateThrottle,
+)
 from sessions_app.formats import SQLITE_MAGIC
 from sessions_app.runtime.context.history import HistoryInvalid
 from sessions_app.runtime.loop.drain import Draining
@@ -261,6 +266,8 @@ class SessionViewSet(ViewSet):
                 include_tests=query["include_tests"],
                 include_subagents=query["include_subagents"],
                 archived=query["archived"],
+                limit=query["limit"],
+                offset=query["offset"],
             )
         )
 
@@ -621,6 +628,18 @@ class SearchViewSet(ViewSet):
         )
 
 
+@extend_schema(tags=["tools"])
+class ToolsViewSet(ViewSet):
+    """`GET /api/tools/`: every tool a turn may offer — built in and from the operator's MCP
+    servers — with `needs_approval`, and the MCP servers' state (docs/design.md §29)."""
+
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+
+    @extend_schema(responses={200: serializers.ToolsOutput, 401: ERRORS[401]})
+    def list(self, request):
+        return Response(selectors.tools_offered())
+
+
 class ImportRefused(exceptions.APIException):
     status_code = status_of(Code.IMPORT_REFUSED)
     default_code = Code.IMPORT_REFUSED
@@ -645,6 +664,7 @@ class HistoryImportView(APIView):
     sessions of the caller (docs/design.md §21); the answer is the import's report."""
 
     authentication_classes = [TokenAuthentication, SessionAuthentication]
+    throttle_classes = [ImportRateThrottle]
 
     @extend_schema(
         request={"multipart/form-data": serializers.HistoryImportInput},
@@ -661,6 +681,9 @@ class HistoryImportView(APIView):
                 description="import_too_large: over IMPORT_MAX_NODES, IMPORT_MAX_DEPTH, "
                 "IMPORT_MAX_UNPACKED_BYTES, the compression-ratio cap or the SQLite step budget "
                 "(the detail names the limit); nothing imported",
+            ),
+            429: OpenApiResponse(
+                serializers.ErrorOutput, description="throttled (IMPORT_THROTTLE_RATE)"
             ),
         },
     )

@@ -123,6 +123,9 @@ class SessionCreateInput(serializers.Serializer):
     )
 
 
+SESSION_PAGE_MAX = 1000
+
+
 class SessionListQuery(serializers.Serializer):
     agent = LimitedText(check=limits.agent_check, required=False, max_length=limits.AGENT_MAX_CHARS)
     include_tests = serializers.BooleanField(required=False, default=True)
@@ -131,6 +134,17 @@ class SessionListQuery(serializers.Serializer):
     )
     archived = serializers.BooleanField(
         required=False, default=False, help_text="the archived sessions instead of the others"
+    )
+    # One answer is bounded whatever the account holds; `offset` pages through the rest.
+    limit = serializers.IntegerField(
+        required=False,
+        default=SESSION_PAGE_MAX,
+        min_value=1,
+        max_value=SESSION_PAGE_MAX,
+        help_text=f"at most this many sessions (default and maximum {SESSION_PAGE_MAX})",
+    )
+    offset = serializers.IntegerField(
+        required=False, default=0, min_value=0, help_text="skip this many first"
     )
 
 
@@ -497,6 +511,34 @@ class SearchOutput(serializers.Serializer):
     next_offset = serializers.IntegerField(
         allow_null=True, help_text="the offset of the next page; null on the last one"
     )
+
+
+class ToolOutput(serializers.Serializer):
+    name = serializers.CharField(
+        help_text="what the model calls it; MCP tools: mcp__<server>__<tool>"
+    )
+    description = serializers.CharField()
+    parameters = serializers.DictField(help_text="the JSON schema of its arguments")
+    needs_approval = serializers.BooleanField(
+        help_text="a call waits for the person's yes or no (docs/design.md §15)"
+    )
+    source = serializers.ChoiceField(choices=["builtin", "mcp"])
+    server = serializers.CharField(allow_null=True, help_text="the MCP server's name")
+
+
+class McpServerOutput(serializers.Serializer):
+    name = serializers.CharField()
+    transport = serializers.CharField(
+        help_text="stdio and the command's name, or http and host:port"
+    )
+    listed = serializers.BooleanField(help_text="whether this worker holds its tools' listing")
+    error = serializers.CharField(allow_blank=True, help_text="why it last could not be reached")
+
+
+@extend_schema_serializer(many=False)
+class ToolsOutput(serializers.Serializer):
+    tools = ToolOutput(many=True)
+    servers = McpServerOutput(many=True)
 
 
 class HistoryImportInput(serializers.Serializer):

@@ -124,10 +124,11 @@ async def run_code(context: ToolContext, arguments: dict) -> ToolOutput:
         "killed": outcome.killed,
         "files": [{key: file[key] for key in API_FILE_KEYS} for file in collected.files],
     }
-    data = {"files": collected.files} if collected.files else {}
-    if collected.changes:
-        data["workspace"] = collected.changes
-    return ToolOutput(text=json.dumps(result, ensure_ascii=False), data=data)
+    return ToolOutput(
+        text=json.dumps(result, ensure_ascii=False),
+        files=tuple(collected.files),
+        data={"workspace": collected.changes} if collected.changes else {},
+    )
 
 
 RUN_CODE_TOOL = Tool(

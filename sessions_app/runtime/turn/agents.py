@@ -34,6 +34,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from jarvis_site.shared.errors import Code
 from sessions_app.core.ids import SUBAGENT_PREFIX, validate_session_id
+from sessions_app.runtime.mcp.offer import mcp_tools
 from sessions_app.runtime.providers import check_model_spec
 from sessions_app.runtime.sandbox.base import RUN_CODE
 from sessions_app.runtime.sandbox.registry import sandbox_offered
@@ -274,7 +275,8 @@ def delegation_targets() -> list[AgentDefinition]:
 
 
 def agent_tools(agent: AgentDefinition) -> dict[str, Tool]:
-    """The tools of a turn of this agent, by name; `delegate` lists the current targets."""
+    """The tools of a turn of this agent, by name; `delegate` lists the current targets. Then
+    the tools of the operator's MCP servers this process has listed (docs/design.md §29)."""
     tools = {}
     for name in agent.tools:
         tool = TOOLS[name]
@@ -285,7 +287,7 @@ def agent_tools(agent: AgentDefinition) -> dict[str, Tool]:
     # isolates (docs/design.md §28); elsewhere the tool is not offered at all.
     if tools and RUN_CODE in TOOLS and sandbox_offered():
         tools[RUN_CODE] = TOOLS[RUN_CODE]
-    return tools
+    return tools | mcp_tools()
 
 
 def _delegate_tool(tool: Tool, targets: list[AgentDefinition]) -> Tool:

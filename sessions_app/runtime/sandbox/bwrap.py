@@ -59,6 +59,19 @@ VENV = "/opt/python"
 ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives", "/etc/fonts")
 NETWORK_ETC_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/ssl", "/etc/ca-certificates")
 TOP_LINKS = ("bin", "lib", "lib32", "lib64", "sbin")
+BWRAP_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+# The program's whole environment, with PATH (the sandbox's Python first).
+SANDBOX_ENVIRONMENT = {
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "MPLBACKEND": "Agg",
+    "MPLCONFIGDIR": MPL_DIR,
+    # One thread per numerical library: their pools reserve address space per thread,
+    # which the memory limit counts.
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
 
 BOOT = f"""\
 import os, sys
@@ -161,17 +174,8 @@ class BwrapBackend(SandboxBackend):
         args += ["--ro-bind", str(spec.workspace.parent / "code"), CODE_DIR]
         # Everything is in place: the root itself becomes read-only too.
         args += ["--remount-ro", "/", "--chdir", WORKSPACE, "--clearenv"]
-        environment = {
-            "PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": "/tmp",
-            "LANG": "C.UTF-8",
-            "MPLBACKEND": "Agg",
-            "MPLCONFIGDIR": MPL_DIR,
-            # One thread per numerical library: their pools reserve address space per
-            # thread, which the memory limit counts.
-            "OPENBLAS_NUM_THREADS": "1",
-            "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
+        environment = SANDBOX_ENVIRONMENT | {
+            "PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin"
         }
         for key, value in environment.items():
             args += ["--setenv", key, value]
@@ -209,6 +213,12 @@ class BwrapBackend(SandboxBackend):
         return await _Run(self, spec, abort).outcome()
 
 
+def _text(output: bytes) -> str:
+    """A stream as text: undecodable bytes and NULs (which no store keeps in a text, and
+    which PostgreSQL refuses) become U+FFFD."""
+    return output.decode("utf-8", "replace").replace("\x00", "\ufffd")
+
+
 def spawn_user() -> dict:
     """Arguments of the subprocess call that start bwrap as SANDBOX_UID when we are root."""
     if os.geteuid() != 0:
@@ -241,6 +251,9 @@ class _Run:
                 stderr=asyncio.subprocess.PIPE,
                 pass_fds=(write_fd,),
                 start_new_session=True,
+                # Not the server's environment: bwrap stays the namespace's first process,
+                # and a program inside may read that process's environment in /proc/1.
+                env=BWRAP_ENVIRONMENT,
                 **spawn_user(),
             )
         except BaseException:
@@ -284,8 +297,8 @@ class _Run:
             killed, exit_code = KILLED_TIMEOUT, None  # the kernel ended it at RLIMIT_CPU
         return RunOutcome(
             exit_code=exit_code,
-            stdout=stdout.decode("utf-8", "replace"),
-            stderr=stderr.decode("utf-8", "replace"),
+            stdout=_text(stdout),
+            stderr=_text(stderr),
             truncated=bool(out_dropped or err_dropped),
             duration_ms=duration_ms,
             killed=None if aborted else killed,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -21,18 +22,28 @@ from pathlib import Path
 from django.conf import settings
 
 from sessions_app.runtime.sandbox.base import RunLimits, RunSpec, SandboxBackend
-from sessions_app.runtime.sandbox.bwrap import scratch_root
+from sessions_app.runtime.sandbox.bwrap import (
+    BWRAP_ENVIRONMENT,
+    SANDBOX_ENVIRONMENT,
+    scratch_root,
+)
 from sessions_app.runtime.sandbox.workspace import scratch_prepare
 
 logger = logging.getLogger(__name__)
 
 PROBE_WALL_SEC = 20.0
+# Names the sandbox sets itself (bash adds the last three): any other name of the server's
+# environment seen inside is a leak.
+SANDBOX_OWN_KEYS = {*SANDBOX_ENVIRONMENT, *BWRAP_ENVIRONMENT, "PWD", "SHLVL", "_"}
 PROBE_CODE = """\
 import json, os, socket
 found = []
 if os.path.exists({project!r}):
     found.append("the project's directory is visible")
-if any(key in os.environ for key in ("SECRET_KEY", "DATABASE_URL", "REDIS_URL")):
+with open("/proc/1/environ", "rb") as first:
+    first_names = {{item.split(b"=")[0].decode() for item in first.read().split(b"\\0")}}
+environments = [set(os.environ), first_names]
+if any(key in names for names in environments for key in {server_keys!r}):
     found.append("the server's environment is visible")
 names = [name for _, name in socket.if_nameindex()]
 if {isolated_net!r} and names != ["lo"]:
@@ -91,7 +102,9 @@ async def _probe(backend: SandboxBackend) -> str | None:
     try:
         work = scratch_prepare(scratch)
         code = PROBE_CODE.format(
-            project=str(settings.BASE_DIR), isolated_net=not settings.SANDBOX_NETWORK
+            project=str(settings.BASE_DIR),
+            isolated_net=not settings.SANDBOX_NETWORK,
+            server_keys=sorted(set(os.environ) - SANDBOX_OWN_KEYS),
         )
         limits = RunLimits.from_settings(timeout_sec=PROBE_WALL_SEC)
         outcome = await backend.run(

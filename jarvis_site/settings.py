@@ -241,6 +241,15 @@ if TITLE_MODEL and not (
     raise ImproperlyConfigured(
         f"TITLE_MODEL must be empty, 'offline', 'openai:<model>' or 'anthropic:<model>', not {TITLE_MODEL!r}"
     )
+# Models people pick for their sessions (the picker, `PATCH model`, `/model`), comma-separated:
+# every worker prepares them at start as it does JARVIS_MODEL (docs/design.md §30), so a
+# session on one of them starts as fast. A model named nowhere is prepared at its first turn.
+JARVIS_MODELS = [spec.strip() for spec in env.list("JARVIS_MODELS", default=[]) if spec.strip()]
+for _spec in JARVIS_MODELS:
+    if not (_spec.startswith(("openai:", "anthropic:")) and _spec.split(":", 1)[1]):
+        raise ImproperlyConfigured(
+            f"JARVIS_MODELS lists 'openai:<model>' or 'anthropic:<model>' models, not {_spec!r}"
+        )
 OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
 OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="")
 ANTHROPIC_API_KEY = env.str("ANTHROPIC_API_KEY", default="")

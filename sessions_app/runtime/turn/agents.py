@@ -301,6 +301,18 @@ def _delegate_tool(tool: Tool, targets: list[AgentDefinition]) -> Tool:
     )
 
 
+def models_configured() -> list[str]:
+    """Every model the deployment names — JARVIS_MODEL, TITLE_MODEL, each agent's and the
+    ones people pick (JARVIS_MODELS) — once each: what a starting server prepares."""
+    named = [
+        settings.JARVIS_MODEL,
+        settings.TITLE_MODEL,
+        *(agent.model for agent in agent_registry().values()),
+        *settings.JARVIS_MODELS,
+    ]
+    return [spec for spec in dict.fromkeys(named) if spec]
+
+
 def model_for_session(*, agent: str, model: str) -> str:
     """The model a turn uses: the session's own (`model`, set by /model), else its agent's,
     else JARVIS_MODEL."""

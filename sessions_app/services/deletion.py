@@ -10,7 +10,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.core.ids import (
     safe_filename,
     validate_session_id,
@@ -32,7 +32,7 @@ from sessions_app.store.blobs import blob_links_remove
 logger = logging.getLogger(__name__)
 
 
-class SessionConnected(Exception):
+class SessionConnected(DomainError):
     """Delete refused: a WebSocket is attached to the session (409 session_connected)."""
 
     code = Code.SESSION_CONNECTED

@@ -191,6 +191,37 @@ else:
         }
     }
 
+# --- Cache (rate limits) ------------------------------------------------------------------
+# The throttles count in Django's cache (sessions_app/core/throttles.py). With several workers
+# it must be one cache, or each worker grants a person the whole budget again: Redis, in
+# REDIS_URL's database under a prefix of its own. A throttle's check is on the path of every
+# prompt, so the cache gives up quickly when Redis is away (the throttle then lets the
+# request through rather than failing it) instead of holding a worker for the channel
+# layer's 30 s.
+CACHE_KEY_PREFIX = "jarvis-cache"
+REDIS_CACHE_TIMEOUT_SEC = 0.5
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": CACHE_KEY_PREFIX,
+            "OPTIONS": {
+                "socket_timeout": REDIS_CACHE_TIMEOUT_SEC,
+                "socket_connect_timeout": REDIS_CACHE_TIMEOUT_SEC,
+                **REDIS_CONNECTION_OPTIONS,
+            },
+        }
+    }
+else:
+    # One process (the embedded default): its own memory is every worker's memory.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "KEY_PREFIX": CACHE_KEY_PREFIX,
+        }
+    }
+
 # --- Agent runtime ------------------------------------------------------------------------
 JARVIS_MODEL = env.str("JARVIS_MODEL", default="offline")
 if not (
@@ -340,6 +371,30 @@ IMPORT_MAX_DEPTH = _positive("IMPORT_MAX_DEPTH", 20_000, cast=int)
 IMPORT_MAX_BRANCHES = _positive("IMPORT_MAX_BRANCHES", 1_000, cast=int)
 IMPORT_MAX_ENTRIES = _positive("IMPORT_MAX_ENTRIES", 200_000, cast=int)
 IMPORT_MAX_UNPACKED_BYTES = _positive("IMPORT_MAX_UNPACKED_BYTES", 200 * 1024 * 1024, cast=int)
+# Reading an uploaded file with a parser that can be made slow (a PDF's text, an image's
+# thumbnail) runs in a child process with these limits (jarvis_site/shared/bounded.py):
+# CPU seconds, wall seconds and address space. Past them the child is killed and the read
+# refused (a PDF keeps the pages read by then). docs/design.md §27.
+FILE_READ_CPU_SEC = _positive("FILE_READ_CPU_SEC", 5, cast=int)
+FILE_READ_WALL_SEC = _positive("FILE_READ_WALL_SEC", 8.0)
+FILE_READ_MEMORY_MB = _positive("FILE_READ_MEMORY_MB", 768, cast=int)
+if FILE_READ_WALL_SEC < FILE_READ_CPU_SEC:
+    raise ImproperlyConfigured(
+        f"FILE_READ_WALL_SEC ({FILE_READ_WALL_SEC}) must be at least FILE_READ_CPU_SEC "
+        f"({FILE_READ_CPU_SEC})"
+    )
+# The largest decode a thumbnail makes, in bytes of Pillow's pixels (width × height × the
+# bytes its mode keeps per pixel), counted before decoding; larger images get no thumbnail.
+THUMB_DECODE_MAX_BYTES = _positive("THUMB_DECODE_MAX_BYTES", 256 * 1024 * 1024, cast=int)
+# Proxies in front of the workers that append to X-Forwarded-For; the throttles take the
+# client's address from it only this many entries from its end. 0 (the default): the
+# header is ignored and the peer's address counts — with the documented nginx, which
+# replaces the header and whose workers run `serve --proxy-headers`, that is the client's.
+NUM_PROXIES = env.int("NUM_PROXIES", default=0)
+if NUM_PROXIES < 0:
+    raise ImproperlyConfigured(f"NUM_PROXIES must be 0 or more, not {NUM_PROXIES}")
+# `/ws/me/` sockets one person may hold open on one worker (more: closed with 4429).
+MAX_PERSON_SOCKETS_PER_USER = _positive("MAX_PERSON_SOCKETS_PER_USER", 20, cast=int)
 
 # USD per million tokens over the built-in table (sessions_app/runtime/turn/usage.py), as JSON:
 # {"my-model": {"input": 1.0, "output": 4.0, "cached": 0.25}} ("cached" defaults to the
@@ -514,7 +569,11 @@ REST_FRAMEWORK = {
         "exports": env.str("EXPORT_THROTTLE_RATE", default="10/hour"),
         "uploads": env.str("UPLOAD_THROTTLE_RATE", default="60/min"),
         "shares": env.str("SHARE_THROTTLE_RATE", default="120/min"),
+        "files": env.str("FILE_THROTTLE_RATE", default="300/min"),
+        "imports": env.str("IMPORT_THROTTLE_RATE", default="20/hour"),
     },
+    # The client's address for throttling (docs/deploy.md, "The proxy").
+    "NUM_PROXIES": NUM_PROXIES,
     # Every error body is {"code", "detail"} (docs/design.md §7).
     "EXCEPTION_HANDLER": "sessions_app.web.api.exception_handler",
 }

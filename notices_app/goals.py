@@ -35,6 +35,7 @@ from django.db.models import Case, IntegerField, Q, Value, When
 from django.utils import timezone
 
 from jarvis_site.shared.errors import Code, DomainError
+from jarvis_site.shared.markdown import markdown_literal
 from notices_app.delivery import notices_conversation, notices_kept_inside
 from notices_app.models import Goal, GoalNote
 from notices_app.task_queue import (
@@ -367,7 +368,7 @@ def _after_check_in(goal_id: int, number: int, *, result: TurnResult | None, err
         return "skipped"
     if result is not None and goal.report_to:
         # What the check-in spent is the report conversation's, under sub_agents (§22).
-        sub_agent_usage_keep(goal.report_to, GOAL_AGENT, result)
+        sub_agent_usage_keep(goal.report_to, GOAL_AGENT, result, owner_id=goal.owner_id)
     failed = result is None or result.status in ("error", "interrupted")
     with transaction.atomic():
         goal = Goal.objects.select_for_update().filter(id=goal_id).first()
@@ -407,7 +408,9 @@ def _end(goal: Goal, status: str, why: str) -> None:
     goal.finished_at = timezone.now()
     goal.next_check_at = None
     goal.task_id = ""
-    _report(goal, message_id=f"goal:{goal.id}:end", content=f"Goal “{_title(goal)}” stopped: {why}")
+    _report(
+        goal, message_id=f"goal:{goal.id}:end", content=f"Goal “{_quoted(goal)}” stopped: {why}"
+    )
 
 
 def goals_recover(*, workers_stopped: bool = False) -> int:
@@ -463,6 +466,12 @@ def _title(goal: Goal) -> str:
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
 
 
+def _quoted(goal: Goal) -> str:
+    """The goal's title inside a notice, which is markdown: the person's words as typed (the
+    notes and the result around it are the model's own markdown)."""
+    return markdown_literal(_title(goal))
+
+
 def _report(goal: Goal, *, message_id: str, content: str) -> None:
     """Add a notice of the goal to its report conversation (the one it was set in while it is
     there, else the person's notices conversation); outbound only when the goal may send."""
@@ -499,7 +508,7 @@ def goal_note_add(*, session_id: str, note: str) -> GoalNote:
         _report(
             goal,
             message_id=f"goal:{goal.id}:note:{number}",
-            content=f"Goal “{_title(goal)}”: {note}",
+            content=f"Goal “{_quoted(goal)}”: {note}",
         )
     return saved
 
@@ -517,7 +526,7 @@ def goal_finish(*, session_id: str, result: str) -> Goal:
         _report(
             goal,
             message_id=f"goal:{goal.id}:result",
-            content=f"Goal done — {_title(goal)}: {result}",
+            content=f"Goal done — {_quoted(goal)}: {result}",
         )
     logger.info("goal %s done", goal.id)
     return goal

@@ -29,6 +29,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from jarvis_site.shared.errors import Code, DomainError
+from jarvis_site.shared.markdown import markdown_cut, markdown_literal
 from notices_app.delivery import schedule_target_session
 from notices_app.models import Schedule, ScheduleRun
 from notices_app.task_queue import (
@@ -307,17 +308,18 @@ def schedule_prompt_answer(*, parent_id: str, text: str) -> str:
         )
     except (ValueError, RuntimeError, ToolAborted, SessionNotFound) as error:
         logger.warning("scheduled prompt in %s did not finish: %s", parent_id, type(error).__name__)
-        return f"The scheduled request “{text}” did not finish: {error}"
+        return f"The scheduled request “{markdown_literal(text)}” did not finish: {error}"
 
 
 def _content_of(schedule: Schedule, *, target: str) -> str:
     if schedule.kind == Schedule.PROMPT:
         content = schedule_prompt_answer(parent_id=target, text=schedule.text)
     else:
-        content = REMINDER_PREFIX + schedule.text
+        # The notice is markdown; the reminder is the person's own words, shown as typed.
+        content = REMINDER_PREFIX + markdown_literal(schedule.text)
     # A notice holds at most NOTICE_MAX_CHARS, wherever it comes from.
     if len(content) > NOTICE_MAX_CHARS:
-        content = content[: NOTICE_MAX_CHARS - 1] + "…"
+        content = markdown_cut(content, NOTICE_MAX_CHARS - 1) + "…"
     return content
 
 

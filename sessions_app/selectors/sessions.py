@@ -86,9 +86,11 @@ def session_list(
     include_tests: bool = True,
     include_subagents: bool = False,
     archived: bool | None = False,
+    limit: int | None = None,
+    offset: int = 0,
 ) -> list[dict[str, Any]]:
     """The caller's sessions, pinned ones first, then newest activity first; reads only
-    metadata, never entries.
+    metadata, never entries. `limit` of them after the first `offset` (None: all).
 
     Sub-agent sessions (made by `delegate`) are left out unless `include_subagents`; archived
     ones are listed instead of the others with `archived=True` (None: all).
@@ -102,7 +104,8 @@ def session_list(
     )
     # A stable sort: within pinned and unpinned, the store's activity order stays.
     metas.sort(key=lambda meta: not meta.pinned)
-    return [session_to_api(meta) for meta in metas]
+    end = None if limit is None else offset + limit
+    return [session_to_api(meta) for meta in metas[offset:end]]
 
 
 def session_agent_conflict(*, session_id: str, owner_id: int, agent: str) -> str | None:

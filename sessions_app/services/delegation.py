@@ -143,12 +143,20 @@ async def _run_relaying_abort(
         parent_aborted.cancel()
 
 
-def sub_agent_usage_keep(parent_id: str, agent: str, result: TurnResult) -> None:
+def sub_agent_usage_keep(
+    parent_id: str, agent: str, result: TurnResult, *, owner_id: int | None = None
+) -> None:
     """Keep the sub-agent turn's usage, per model, in the calling session's usage ledger:
-    the sub-agent's session may be deleted (per_task) or serve other callers (per_agent)."""
+    the sub-agent's session may be deleted (per_task) or serve other callers (per_agent).
+
+    With `owner_id`, only a session of that owner is billed: a caller that names its session
+    by id alone (a goal's `report_to`) would otherwise bill whoever made a session of that id
+    after its own was deleted."""
     parent = get_store().get_meta(parent_id)
     if parent is None:
         return  # deleted while its sub-agent worked: nothing left to bill
+    if owner_id is not None and parent.owner_id != owner_id:
+        return
     by_model: dict[str, dict] = {}
     for entry in result.entries:
         if isinstance(entry.usage, dict):

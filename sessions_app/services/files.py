@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -21,6 +20,7 @@ from sessions_app.store.blobs import (
     blob_chunks,
     blob_link,
     blobs_of_sessions,
+    is_file_id,
     owner_links,
     owner_usage,
     session_files,
@@ -32,7 +32,6 @@ from sessions_app.store.blobs import (
 logger = logging.getLogger(__name__)
 
 NAME_MAX_CHARS = 255
-SHA256_HEX = re.compile("[0-9a-f]{64}")
 HASH_CHUNK_BYTES = 1024 * 1024
 
 
@@ -178,7 +177,7 @@ def files_restore(
     for ref in refs:
         sha256 = str(ref.get("id", ""))
         path = directory / sha256
-        if not SHA256_HEX.fullmatch(sha256) or not path.is_file():
+        if not is_file_id(sha256) or not path.is_file():
             notes.append(f"file {sha256[:64]!r} ({ref.get('name', '')}) is not in the export")
             continue
         with path.open("rb") as file:

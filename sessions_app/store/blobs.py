@@ -14,6 +14,7 @@ SQLite every write transaction is IMMEDIATE, which serializes the two the same w
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -27,6 +28,14 @@ from django.utils import timezone
 
 from sessions_app.core.file_types import FileType
 from sessions_app.models import Blob, BlobLink
+
+# A file's id is the SHA-256 of its bytes in lowercase hex; anything else names no file. Checked
+# before a query: PostgreSQL refuses a NUL in a string parameter outright (a 500, not a 404).
+FILE_ID = re.compile("[0-9a-f]{64}")
+
+
+def is_file_id(file_id: str) -> bool:
+    return FILE_ID.fullmatch(file_id) is not None
 
 
 @dataclass(frozen=True)
@@ -168,6 +177,8 @@ def _blob_locked(sha256: str, *, size: int, file_type: FileType) -> Blob:
 
 
 def session_file(*, session_id: str, file_id: str) -> StoredFile | None:
+    if not is_file_id(file_id):
+        return None
     link = (
         BlobLink.objects.select_related("blob")
         .filter(session_id=session_id, blob_id=file_id)
@@ -179,7 +190,7 @@ def session_file(*, session_id: str, file_id: str) -> StoredFile | None:
 def session_files(*, session_id: str, file_ids: Iterable[str]) -> dict[str, StoredFile]:
     """The session's files among `file_ids`, by id (ids it has no file for are left out)."""
     links = BlobLink.objects.select_related("blob").filter(
-        session_id=session_id, blob_id__in=list(file_ids)
+        session_id=session_id, blob_id__in=[file_id for file_id in file_ids if is_file_id(file_id)]
     )
     return {link.blob_id: _stored(link) for link in links}
 

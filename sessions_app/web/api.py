@@ -27,7 +27,12 @@ from rest_framework.viewsets import ViewSet
 
 from jarvis_site.shared.errors import Code, DomainError, status_of
 from sessions_app import selectors
-from sessions_app.core.throttles import BranchRateThrottle, SearchRateThrottle, TurnRateThrottle
+from sessions_app.core.throttles import (
+    BranchRateThrottle,
+    ImportRateThrottle,
+    SearchRateThrottle,
+    TurnRateThrottle,
+)
 from sessions_app.formats import SQLITE_MAGIC
 from sessions_app.services import approvals as approval_services
 from sessions_app.services import deletion, notices, organize, prompt_modes, sessions
@@ -220,6 +225,8 @@ class SessionViewSet(ViewSet):
                 include_tests=query["include_tests"],
                 include_subagents=query["include_subagents"],
                 archived=query["archived"],
+                limit=query["limit"],
+                offset=query["offset"],
             )
         )
 
@@ -604,6 +611,7 @@ class HistoryImportView(APIView):
     sessions of the caller (docs/design.md §21); the answer is the import's report."""
 
     authentication_classes = [TokenAuthentication, SessionAuthentication]
+    throttle_classes = [ImportRateThrottle]
 
     @extend_schema(
         request={"multipart/form-data": serializers.HistoryImportInput},
@@ -620,6 +628,9 @@ class HistoryImportView(APIView):
                 description="import_too_large: over IMPORT_MAX_NODES, IMPORT_MAX_DEPTH, "
                 "IMPORT_MAX_UNPACKED_BYTES, the compression-ratio cap or the SQLite step budget "
                 "(the detail names the limit); nothing imported",
+            ),
+            429: OpenApiResponse(
+                serializers.ErrorOutput, description="throttled (IMPORT_THROTTLE_RATE)"
             ),
         },
     )

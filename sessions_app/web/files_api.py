@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from sessions_app import selectors
-from sessions_app.core.throttles import UploadRateThrottle
+from sessions_app.core.throttles import FileRateThrottle, UploadRateThrottle
 from sessions_app.models import Blob
 from sessions_app.selectors.files import StoredFile
 from sessions_app.services import files
@@ -107,11 +107,22 @@ class FileUploadView(_FilesView):
         return Response(stored.to_api(), status=status.HTTP_201_CREATED)
 
 
+FILE_THROTTLED = OpenApiResponse(
+    serializers.ErrorOutput, description="throttled (FILE_THROTTLE_RATE)"
+)
+
+
 @extend_schema(tags=["files"])
 class FileView(_FilesView):
+    throttle_classes = [FileRateThrottle]
+
     @extend_schema(
         parameters=[SESSION_ID, FILE_ID],
-        responses={(200, "application/octet-stream"): OpenApiTypes.BINARY, **ERRORS},
+        responses={
+            (200, "application/octet-stream"): OpenApiTypes.BINARY,
+            **ERRORS,
+            429: FILE_THROTTLED,
+        },
     )
     def get(self, request, id=None, file_id=None):
         stored, opened = selectors.file_open(
@@ -122,9 +133,11 @@ class FileView(_FilesView):
 
 @extend_schema(tags=["files"])
 class FileThumbView(_FilesView):
+    throttle_classes = [FileRateThrottle]
+
     @extend_schema(
         parameters=[SESSION_ID, FILE_ID],
-        responses={(200, "image/png"): OpenApiTypes.BINARY, **ERRORS},
+        responses={(200, "image/png"): OpenApiTypes.BINARY, **ERRORS, 429: FILE_THROTTLED},
     )
     def get(self, request, id=None, file_id=None):
         png = selectors.file_thumbnail(session_id=id, owner_id=request.user.id, file_id=file_id)

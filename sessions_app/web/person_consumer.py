@@ -7,11 +7,17 @@ Origin and authentication are those of the session sockets: the origin check wra
 WebSocket route (jarvis_site.asgi), and a handshake without a signed-in user or a valid token
 is closed with 4401. A person's group is named by their user id only, so nobody else's
 changes can reach it.
+
+A person holds at most MAX_PERSON_SOCKETS_PER_USER of these on one worker (counted in the
+worker: each socket is one worker's); one more is closed with 4429.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
 from jarvis_site.shared.errors import Code
 from sessions_app.runtime.loop import drain, server_loop
@@ -19,9 +25,15 @@ from sessions_app.services.session_events import person_group
 from sessions_app.web.consumers import CLOSE_SERVICE_RESTART, CLOSE_UNAUTHENTICATED
 from sessions_app.web.group_leave import group_leave
 
+CLOSE_TOO_MANY_SOCKETS = 4429
+# Open `/ws/me/` sockets of each person on this worker. Only the event loop's thread touches
+# it (connect and disconnect run there), so no lock.
+_open_by_user: Counter[int] = Counter()
+
 
 class PersonConsumer(AsyncJsonWebsocketConsumer):
     group: str | None = None
+    counted_for: int | None = None
 
     async def connect(self):
         user = self.scope.get("user")
@@ -29,11 +41,20 @@ class PersonConsumer(AsyncJsonWebsocketConsumer):
             return await self._refuse(CLOSE_UNAUTHENTICATED)
         if drain.is_draining():
             return await self._refuse(CLOSE_SERVICE_RESTART)
+        if _open_by_user[user.id] >= settings.MAX_PERSON_SOCKETS_PER_USER:
+            return await self._refuse(CLOSE_TOO_MANY_SOCKETS)
+        _open_by_user[user.id] += 1
+        self.counted_for = user.id
         server_loop.serve_on_this_loop()  # sends from synchronous code leave from here
         # Joined before the handshake completes: a change made once the tab is connected
         # is never missed.
         self.group = person_group(user.id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        try:
+            await self.channel_layer.group_add(self.group, self.channel_name)
+        except BaseException:
+            # A consumer whose connect raised is never told of its disconnect.
+            self._uncount()
+            raise
         drain.socket_register(self)
         await self.accept()
 
@@ -43,7 +64,15 @@ class PersonConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         await self.close(code=code)
 
+    def _uncount(self) -> None:
+        if self.counted_for is not None:
+            _open_by_user[self.counted_for] -= 1
+            if _open_by_user[self.counted_for] <= 0:
+                del _open_by_user[self.counted_for]
+            self.counted_for = None
+
     async def disconnect(self, code):
+        self._uncount()
         drain.socket_unregister(self)
         if self.group is not None:
             await group_leave(self.channel_layer, self.group, self.channel_name)

@@ -123,6 +123,9 @@ class SessionCreateInput(serializers.Serializer):
     )
 
 
+SESSION_PAGE_MAX = 1000
+
+
 class SessionListQuery(serializers.Serializer):
     agent = LimitedText(check=limits.agent_check, required=False, max_length=limits.AGENT_MAX_CHARS)
     include_tests = serializers.BooleanField(required=False, default=True)
@@ -131,6 +134,17 @@ class SessionListQuery(serializers.Serializer):
     )
     archived = serializers.BooleanField(
         required=False, default=False, help_text="the archived sessions instead of the others"
+    )
+    # One answer is bounded whatever the account holds; `offset` pages through the rest.
+    limit = serializers.IntegerField(
+        required=False,
+        default=SESSION_PAGE_MAX,
+        min_value=1,
+        max_value=SESSION_PAGE_MAX,
+        help_text=f"at most this many sessions (default and maximum {SESSION_PAGE_MAX})",
+    )
+    offset = serializers.IntegerField(
+        required=False, default=0, min_value=0, help_text="skip this many first"
     )
 
 

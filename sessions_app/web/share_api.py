@@ -132,6 +132,16 @@ class SharedCopyView(OwnerApiView):
         return Response(selectors.session_to_api(copy), status=status.HTTP_201_CREATED)
 
 
+# The shared page shows text someone else wrote to anyone holding the link: no script but
+# the page's own files runs, nothing is fetched from or sent to another origin, and no other
+# site frames it. (Markdown is sanitized too; this is the second wall.)
+SHARED_PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data: blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+
+
 @require_GET
 @ensure_csrf_cookie  # the copy button of a signed-in reader sends it back
 def shared_page(request, token):
@@ -148,4 +158,6 @@ def shared_page(request, token):
         shown = shared_view(token)
     except ShareNotFound:
         raise Http404("no such share") from None
-    return render(request, "shared.html", {"shared": shown, "token": token})
+    response = render(request, "shared.html", {"shared": shown, "token": token})
+    response["Content-Security-Policy"] = SHARED_PAGE_CSP
+    return response

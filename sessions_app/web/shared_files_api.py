@@ -9,7 +9,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import AllowAny
 from rest_framework.views import APIView
 
-from sessions_app.core.throttles import ShareRateThrottle
+from sessions_app.core.throttles import FileRateThrottle, ShareRateThrottle
 from sessions_app.selectors.shared_files import shared_file_open, shared_file_thumbnail
 from sessions_app.web.files_api import FILE_ID, file_response, thumbnail_response
 from sessions_app.web.share_api import NO_SHARE, THROTTLED, TOKEN
@@ -20,7 +20,8 @@ class _SharedFilesView(APIView):
 
     authentication_classes = []
     permission_classes = [AllowAny]
-    throttle_classes = [ShareRateThrottle]
+    # A reader without an account is counted by address for both (core/throttles.py).
+    throttle_classes = [ShareRateThrottle, FileRateThrottle]
 
 
 @extend_schema(tags=["shares"])

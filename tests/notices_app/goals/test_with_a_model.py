@@ -128,3 +128,20 @@ def test_a_check_in_at_the_turn_limit_waits_and_runs_later(
     run_due_tasks()
     goal.refresh_from_db()
     assert (goal.status, goal.check_ins) == ("done", 1)
+
+
+def test_a_check_in_bills_nobody_else_when_its_conversation_id_changed_hands(
+    backend, alice, bob, chat, model
+):
+    from sessions_app.services import deletion, sessions
+
+    goal = goal_create(owner_id=alice.id, text="find a flat in Lisbon", set_in=chat)
+    deletion.session_delete(session_id=chat, owner_id=alice.id)
+    sessions.session_create(owner_id=bob.id, session_id=chat)  # the same id, now Bob's
+    model.script(Reply(text="Still looking."))
+    run_due_tasks()
+    goal.refresh_from_db()
+    assert goal.turns_used == 1
+
+    assert session_usage(session_id=chat, owner_id=bob.id)["sub_agents"] == {}
+    assert get_store().get_proactive(chat) == []

@@ -288,6 +288,8 @@ MAX_QUEUED_PER_SESSION = _positive("MAX_QUEUED_PER_SESSION", 20, cast=int)
 QUEUE_SWEEP_SEC = _positive("QUEUE_SWEEP_SEC", 15.0)
 # How long a tool call that needs the person's approval waits for a yes or no.
 APPROVAL_TIMEOUT_SEC = _positive("APPROVAL_TIMEOUT_SEC", 300.0)
+# The operator's MCP servers (docs/design.md §29): a TOML file; none when empty.
+MCP_SERVERS_FILE = env.str("MCP_SERVERS_FILE", default="")
 CONSOLIDATE_IDLE_SEC = _positive("CONSOLIDATE_IDLE_SEC", 180.0)
 # Daphne sends and receives WebSocket messages of at most 1 MiB (its
 # --websocket-max-message-size default): no frame the server sends is larger, and a larger

@@ -191,6 +191,37 @@ else:
         }
     }
 
+# --- Cache (rate limits) ------------------------------------------------------------------
+# The throttles count in Django's cache (sessions_app/core/throttles.py). With several workers
+# it must be one cache, or each worker grants a person the whole budget again: Redis, in
+# REDIS_URL's database under a prefix of its own. A throttle's check is on the path of every
+# prompt, so the cache gives up quickly when Redis is away (the throttle then lets the
+# request through rather than failing it) instead of holding a worker for the channel
+# layer's 30 s.
+CACHE_KEY_PREFIX = "jarvis-cache"
+REDIS_CACHE_TIMEOUT_SEC = 0.5
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": CACHE_KEY_PREFIX,
+            "OPTIONS": {
+                "socket_timeout": REDIS_CACHE_TIMEOUT_SEC,
+                "socket_connect_timeout": REDIS_CACHE_TIMEOUT_SEC,
+                **REDIS_CONNECTION_OPTIONS,
+            },
+        }
+    }
+else:
+    # One process (the embedded default): its own memory is every worker's memory.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "KEY_PREFIX": CACHE_KEY_PREFIX,
+        }
+    }
+
 # --- Agent runtime ------------------------------------------------------------------------
 JARVIS_MODEL = env.str("JARVIS_MODEL", default="offline")
 if not (
@@ -257,6 +288,8 @@ MAX_QUEUED_PER_SESSION = _positive("MAX_QUEUED_PER_SESSION", 20, cast=int)
 QUEUE_SWEEP_SEC = _positive("QUEUE_SWEEP_SEC", 15.0)
 # How long a tool call that needs the person's approval waits for a yes or no.
 APPROVAL_TIMEOUT_SEC = _positive("APPROVAL_TIMEOUT_SEC", 300.0)
+# The operator's MCP servers (docs/design.md §29): a TOML file; none when empty.
+MCP_SERVERS_FILE = env.str("MCP_SERVERS_FILE", default="")
 CONSOLIDATE_IDLE_SEC = _positive("CONSOLIDATE_IDLE_SEC", 180.0)
 # Daphne sends and receives WebSocket messages of at most 1 MiB (its
 # --websocket-max-message-size default): no frame the server sends is larger, and a larger

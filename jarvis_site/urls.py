@@ -10,7 +10,7 @@ from rest_framework.routers import DefaultRouter
 
 from notices_app.api import GoalViewSet, ScheduleViewSet, service_worker
 from sessions_app.web import exports_api, share_api, shared_files_api
-from sessions_app.web.api import HistoryImportView, SearchViewSet, SessionViewSet
+from sessions_app.web.api import HistoryImportView, SearchViewSet, SessionViewSet, ToolsViewSet
 from sessions_app.web.files_api import FileThumbView, FileUploadView, FileView
 
 router = DefaultRouter()
@@ -18,6 +18,7 @@ router.register("sessions", SessionViewSet, basename="session")
 router.register("schedules", ScheduleViewSet, basename="schedule")
 router.register("goals", GoalViewSet, basename="goal")
 router.register("search", SearchViewSet, basename="search")
+router.register("tools", ToolsViewSet, basename="tools")
 
 # The chat page's script sends the CSRF token from the cookie with every API write.
 chat_page = login_required(ensure_csrf_cookie(TemplateView.as_view(template_name="chat.html")))

@@ -20,8 +20,8 @@ from rest_framework.views import APIView
 from rest_framework.viewsets import ViewSet
 
 from jarvis_site.shared.errors import Code, status_of
+from jarvis_site.shared.outbound_urls import OutboundUrlRefused
 from notices_app import goals, me, preferences, schedules, serializers
-from notices_app.outbound_urls import OutboundUrlRefused
 from sessions_app.web.serializers import ErrorOutput
 
 AUTHENTICATION = [TokenAuthentication, SessionAuthentication]

@@ -17,12 +17,16 @@ class NoticesAppConfig(AppConfig):
 
     def ready(self):
         # Imported here: an AppConfig module is loaded before the models are ready.
+        from jarvis_site.shared.outbound_urls import (
+            OutboundUrlRefused,
+            allowed_hosts,
+            outbound_target,
+        )
         from notices_app import (
             receivers,
             tasks,  # noqa: F401 - importing it registers the tasks by name
         )
         from notices_app.commands import goal_command, goals_command
-        from notices_app.outbound_urls import OutboundUrlRefused, allowed_hosts, outbound_target
         from notices_app.tools import GOAL_TOOLS, SCHEDULE_TOOLS
         from notices_app.vapid import vapid_keys
         from sessions_app.core import signals

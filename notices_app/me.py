@@ -80,7 +80,7 @@ class ChannelsPatchInput(serializers.Serializer):
 
 class NoticesPatchInput(serializers.Serializer):
     # Not trimmed: a URL with a tab or a line break anywhere is refused, not cleaned up
-    # (notices_app.outbound_urls), so what is stored is exactly what was checked.
+    # (jarvis_site.shared.outbound_urls), so what is stored is exactly what was checked.
     discord_webhook_url = serializers.CharField(
         required=False, allow_blank=True, max_length=2000, trim_whitespace=False
     )

@@ -116,7 +116,7 @@ class PushKeysInput(serializers.Serializer):
 class PushSubscriptionInput(serializers.Serializer):
     """The browser's `PushSubscription.toJSON()` (its `expirationTime` is ignored)."""
 
-    # Not trimmed: checked as sent (notices_app.outbound_urls refuses whitespace anywhere).
+    # Not trimmed: checked as sent (jarvis_site.shared.outbound_urls refuses whitespace anywhere).
     endpoint = serializers.CharField(min_length=1, max_length=2000, trim_whitespace=False)
     keys = PushKeysInput()
 

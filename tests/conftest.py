@@ -9,6 +9,7 @@ import os
 import threading
 
 import pytest
+import redis
 from django.conf import settings
 from django.core.cache import cache
 
@@ -72,10 +73,29 @@ requires_postgres = pytest.mark.skipif(
 )
 
 
+def _forget_cached_in_redis() -> None:
+    """Delete the Django cache's keys (the throttles' counts) in this worker's Redis database,
+    where the servers a test starts with REDIS_URL keep them: the next test's servers must
+    not spend from these budgets, which the same user ids would meet. Only the cache's keys:
+    the channel layer's are the tests' own business."""
+    client = redis.Redis.from_url(
+        os.environ["TEST_REDIS_URL"], socket_connect_timeout=2, socket_timeout=2
+    )
+    try:
+        keys = list(client.scan_iter(match=f"{settings.CACHE_KEY_PREFIX}:*", count=1000))
+        if keys:
+            client.delete(*keys)
+    except redis.ConnectionError:
+        pass  # no Redis: the tests that need one are skipped, and it holds nothing
+    finally:
+        client.close()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_throttle():
     # Throttle counters live in the cache; one test must not spend another's budget.
     cache.clear()
+    _forget_cached_in_redis()
     yield
     cache.clear()
 

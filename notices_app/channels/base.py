@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from django.conf import settings
 
-from notices_app.outbound_urls import OutboundTarget, OutboundUrlRefused, outbound_address
+from jarvis_site.shared.outbound_urls import OutboundTarget, OutboundUrlRefused, outbound_address
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def http_post(target: OutboundTarget, **kwargs) -> tuple[SendResult, object | No
     """POST once to `target`, never following a redirect; the result and the response (None
     when none).
 
-    The host is resolved here, once, and checked (notices_app.outbound_urls): the request goes
+    The host is resolved here, once, and checked (jarvis_site.shared.outbound_urls): the request goes
     to that checked address, with the URL's own name as Host and for TLS (SNI and the
     certificate), so a second answer from DNS cannot send it elsewhere. A refused address
     gives up (`gone`). A 2xx is success; a 3xx is a failure (a redirect could lead anywhere);

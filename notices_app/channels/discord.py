@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from jarvis_site.shared.outbound_urls import OutboundUrlRefused, outbound_target
 from notices_app.channels.base import Channel, OutboundNotice, SendResult, http_post
-from notices_app.outbound_urls import OutboundUrlRefused, outbound_target
 from notices_app.preferences import notice_settings_of
 
 # Discord refuses a message over 2,000 characters.

@@ -3,7 +3,7 @@ NOTIFY_WEBHOOK_URL, retried with back-off until it answers 2xx (docs/design.md Â
 
 The URL is the operator's own setting, not a user's, so its host need not be on
 OUTBOUND_URL_ALLOWLIST; the other rules for outbound URLs hold (https, the address checked at
-send time; notices_app.outbound_urls). Every attempt carries the same `Idempotency-Key` for
+send time; jarvis_site.shared.outbound_urls). Every attempt carries the same `Idempotency-Key` for
 one notice, so the receiver can drop a repeat.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from jarvis_site.shared.outbound_urls import OutboundUrlRefused, outbound_target
 from notices_app.channels.base import Channel, OutboundNotice, SendResult, http_post
-from notices_app.outbound_urls import OutboundUrlRefused, outbound_target
 
 
 class WebhookChannel(Channel):

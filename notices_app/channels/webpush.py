@@ -14,9 +14,9 @@ import time
 
 from django.conf import settings
 
+from jarvis_site.shared.outbound_urls import OutboundTarget, OutboundUrlRefused, outbound_target
 from notices_app.channels.base import Channel, OutboundNotice, SendResult, http_post
 from notices_app.models import PushSubscription
-from notices_app.outbound_urls import OutboundTarget, OutboundUrlRefused, outbound_target
 from notices_app.preferences import notice_settings_of
 from notices_app.vapid import vapid_keys
 

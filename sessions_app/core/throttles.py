@@ -1,6 +1,8 @@
 """Rate limits per user, shared by every door that leads to the same cost.
 
-Each is a scope of REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], counted in Django's cache:
+Each is a scope of REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], counted in Django's cache — on
+Redis when REDIS_URL is set, so every worker spends from one budget (docs/design.md §30), in
+slots claimed atomically (core/rate_slots.py), so a burst spread over workers gets no more:
 - `turns` (TURN_THROTTLE_RATE): turns cost model calls — HTTP messages and WebSocket prompts;
 - `branches` (BRANCH_THROTTLE_RATE): every branch is a new session holding a copy of a whole
   history — `POST …/branch/` and the `/branch` slash command (chat page and terminal);
@@ -21,44 +23,81 @@ Each is a scope of REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], counted in Django's
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 
+from redis.exceptions import RedisError
 from rest_framework.throttling import UserRateThrottle
 
+from sessions_app.core.rate_slots import claim_slot
 
-class TurnRateThrottle(UserRateThrottle):
+logger = logging.getLogger(__name__)
+
+
+class SharedRateThrottle(UserRateThrottle):
+    """DRF's user throttle (the same keys, rates and sliding window), counted in slots."""
+
+    _wait: float | None = None
+
+    def allow_request(self, request, view) -> bool:
+        if self.rate is None:
+            return True
+        self.key = self.get_cache_key(request, view)
+        if self.key is None:
+            return True
+        try:
+            claim = claim_slot(
+                self.cache,
+                self.key,
+                limit=self.num_requests,
+                duration=self.duration,
+                now=self.timer(),
+            )
+        except RedisError as error:
+            # A limit that cannot be counted does not stop the work it guards: while Redis
+            # is away the person's request goes on (docs/design.md §30).
+            logger.warning("throttle %s not counted, Redis unreachable: %s", self.scope, error)
+            return True
+        self._wait = claim.wait
+        return claim.allowed
+
+    def wait(self) -> float | None:
+        return self._wait
+
+
+class TurnRateThrottle(SharedRateThrottle):
     scope = "turns"
 
 
-class BranchRateThrottle(UserRateThrottle):
+class BranchRateThrottle(SharedRateThrottle):
     scope = "branches"
 
 
-class SearchRateThrottle(UserRateThrottle):
+class SearchRateThrottle(SharedRateThrottle):
     scope = "search"
 
 
-class ExportRateThrottle(UserRateThrottle):
+class ExportRateThrottle(SharedRateThrottle):
     scope = "exports"
 
 
-class UploadRateThrottle(UserRateThrottle):
+class UploadRateThrottle(SharedRateThrottle):
     scope = "uploads"
 
 
-class ShareRateThrottle(UserRateThrottle):
+class ShareRateThrottle(SharedRateThrottle):
     scope = "shares"
 
 
-class FileRateThrottle(UserRateThrottle):
+class FileRateThrottle(SharedRateThrottle):
     scope = "files"
 
 
-class ImportRateThrottle(UserRateThrottle):
+class ImportRateThrottle(SharedRateThrottle):
     scope = "imports"
 
 
-def _wait(throttle: UserRateThrottle, user) -> float | None:
+def _wait(throttle: SharedRateThrottle, user) -> float | None:
     # DRF's user throttle reads only `request.user` (its pk) for an authenticated user.
     if throttle.allow_request(SimpleNamespace(user=user), None):
         return None

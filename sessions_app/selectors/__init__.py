@@ -56,6 +56,7 @@ from sessions_app.selectors.sessions import (
     session_to_api,
     sessions_of_owner,
 )
+from sessions_app.selectors.tools import tools_offered
 from sessions_app.selectors.tree import session_tree
 from sessions_app.selectors.turns import (
     TurnLog,
@@ -117,6 +118,7 @@ __all__ = [
     "session_snapshot",
     "session_to_api",
     "session_tree",
+    "tools_offered",
     "sessions_of_owner",
     "turn_log",
     "turn_requests",

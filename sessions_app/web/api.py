@@ -636,6 +636,18 @@ class SearchViewSet(ViewSet):
         )
 
 
+@extend_schema(tags=["tools"])
+class ToolsViewSet(ViewSet):
+    """`GET /api/tools/`: every tool a turn may offer — built in and from the operator's MCP
+    servers — with `needs_approval`, and the MCP servers' state (docs/design.md §29)."""
+
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+
+    @extend_schema(responses={200: serializers.ToolsOutput, 401: ERRORS[401]})
+    def list(self, request):
+        return Response(selectors.tools_offered())
+
+
 class ImportRefused(exceptions.APIException):
     status_code = status_of(Code.IMPORT_REFUSED)
     default_code = Code.IMPORT_REFUSED

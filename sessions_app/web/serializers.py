@@ -529,6 +529,34 @@ class SearchOutput(serializers.Serializer):
     )
 
 
+class ToolOutput(serializers.Serializer):
+    name = serializers.CharField(
+        help_text="what the model calls it; MCP tools: mcp__<server>__<tool>"
+    )
+    description = serializers.CharField()
+    parameters = serializers.DictField(help_text="the JSON schema of its arguments")
+    needs_approval = serializers.BooleanField(
+        help_text="a call waits for the person's yes or no (docs/design.md §15)"
+    )
+    source = serializers.ChoiceField(choices=["builtin", "mcp"])
+    server = serializers.CharField(allow_null=True, help_text="the MCP server's name")
+
+
+class McpServerOutput(serializers.Serializer):
+    name = serializers.CharField()
+    transport = serializers.CharField(
+        help_text="stdio and the command's name, or http and host:port"
+    )
+    listed = serializers.BooleanField(help_text="whether this worker holds its tools' listing")
+    error = serializers.CharField(allow_blank=True, help_text="why it last could not be reached")
+
+
+@extend_schema_serializer(many=False)
+class ToolsOutput(serializers.Serializer):
+    tools = ToolOutput(many=True)
+    servers = McpServerOutput(many=True)
+
+
 class HistoryImportInput(serializers.Serializer):
     file = serializers.FileField(
         help_text="a ChatGPT conversations.json (or the export's zip), or an openai-agents "

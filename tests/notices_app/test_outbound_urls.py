@@ -6,7 +6,7 @@ import httpx
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from notices_app.outbound_urls import (
+from jarvis_site.shared.outbound_urls import (
     OutboundTarget,
     OutboundUrlRefused,
     allowed_hosts,

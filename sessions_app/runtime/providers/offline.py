@@ -128,7 +128,11 @@ def _intents(
             found.append((match.start(), name, arguments))
             taken.append((match.start(), match.end()))
 
-    # First: a delegated task is the sub-agent's to read, not a request to act on here.
+    # First: a line `call <tool> <json arguments>` calls that tool, any the turn offers
+    # (docs/design.md §29).
+    for span, name, arguments in _explicit_calls(text):
+        add(span, name, arguments)
+    # A delegated task is the sub-agent's to read, not a request to act on here.
     for match in DELEGATE.finditer(lowered):
         agent = (agents or {}).get(match.group(1))
         if agent is not None and match.group("task") is not None:
@@ -162,6 +166,40 @@ def _intents(
     for match in CLOCK.finditer(lowered):
         add(match, "clock", {})
     return sorted(found, key=lambda item: item[0])
+
+
+class _Span:
+    """Where a request is in the prompt, as the patterns' matches say it."""
+
+    def __init__(self, start: int, end: int):
+        self._start, self._end = start, end
+
+    def start(self) -> int:
+        return self._start
+
+    def end(self) -> int:
+        return self._end
+
+
+_JSON = json.JSONDecoder()
+
+
+def _explicit_calls(text: str) -> Iterator[tuple[_Span, str, dict]]:
+    """Each line `call <tool> <json object>`: one pass over the text, the JSON read once by
+    the standard decoder (linear in its length)."""
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        start = offset
+        offset += len(line)
+        words = line.lstrip().split(None, 2)
+        if len(words) < 2 or words[0].lower() != "call":
+            continue
+        try:
+            arguments, _ = _JSON.raw_decode(words[2].strip()) if len(words) == 3 else ({}, 0)
+        except ValueError:
+            continue
+        if isinstance(arguments, dict):
+            yield _Span(start, offset), words[1], arguments
 
 
 def _first_with_text(pattern: re.Pattern, lowered: str) -> re.Match | None:

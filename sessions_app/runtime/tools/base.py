@@ -1,7 +1,8 @@
 """What a tool is and what it is handed: the `Tool` a model may call, the `ToolContext` of one
 call, and the turn's abort flag (`TurnAbort`) a tool waits on.
 
-A tool's `run(context, arguments)` returns the result text or raises: `ToolAborted` when the
+A tool's `run(context, arguments)` returns the result text (or a `ToolOutput`, when the call
+also kept files to show the person) or raises: `ToolAborted` when the
 user stopped the turn, any other exception for a failure. Either way the call gets a result
 entry (docs/design.md §5.3); the exception text is what the model reads.
 """
@@ -177,6 +178,18 @@ class ToolContext:
     # Asks the person about a call of a `needs_approval` tool and waits (holding no thread):
     # `await approve(call, arguments)` is None when allowed, else the call's error text.
     approve: Callable[[dict, dict], Awaitable[str | None]] | None = None
+    # Whose session it is: files a tool keeps (an MCP server's images) count for them.
+    owner_id: int | None = None
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """A call's result: the text the model reads, and files kept for the person (refs like a
+    user message's `data.attachments`, shown in the page with the result)."""
+
+    text: str
+    is_error: bool = False
+    files: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -188,7 +201,7 @@ class Tool:
     description: str
     parameters: dict
     run: Callable[[ToolContext, dict], str] | None = None
-    arun: Callable[[ToolContext, dict], Awaitable[str]] | None = None
+    arun: Callable[[ToolContext, dict], Awaitable[str | ToolOutput]] | None = None
     # The call runs only after the person allows it (runtime.turn.approvals).
     needs_approval: bool = False
 

@@ -6,7 +6,13 @@ import json
 import logging
 
 from sessions_app.runtime.loop.executors import in_pool
-from sessions_app.runtime.tools.base import ABORTED_RESULT_TEXT, Tool, ToolAborted, ToolContext
+from sessions_app.runtime.tools.base import (
+    ABORTED_RESULT_TEXT,
+    Tool,
+    ToolAborted,
+    ToolContext,
+    ToolOutput,
+)
 from sessions_app.runtime.tools.builtin import BUILTIN_TOOLS
 
 logger = logging.getLogger(__name__)
@@ -53,28 +59,39 @@ def _prepared(call: dict, tools: dict[str, Tool]) -> tuple[Tool | None, dict, st
 
 
 async def tool_run(*, call: dict, context: ToolContext, tools: dict[str, Tool]) -> tuple[str, bool]:
-    """Run one call; return (result text, is_error). Never raises for the call's own faults.
+    """`tool_output`'s (result text, is_error)."""
+    output = await tool_output(call=call, context=context, tools=tools)
+    return output.text, output.is_error
+
+
+async def tool_output(*, call: dict, context: ToolContext, tools: dict[str, Tool]) -> ToolOutput:
+    """Run one call; return its result. Never raises for the call's own faults.
 
     A blocking tool runs in the bounded tool pool; a waiting tool is awaited here.
     """
     tool, arguments, error = _prepared(call, tools)
     if error:
-        return error, True
+        return ToolOutput(error, is_error=True)
     if context.abort.is_set():
-        return ABORTED_RESULT_TEXT, True
+        return ToolOutput(ABORTED_RESULT_TEXT, is_error=True)
     if tool.needs_approval:
         if context.approve is None:
-            return f"{tool.name} needs the person's approval, and nobody can be asked here", True
+            return ToolOutput(
+                f"{tool.name} needs the person's approval, and nobody can be asked here",
+                is_error=True,
+            )
         refusal = await context.approve(call, arguments)
         if refusal is not None:
-            return refusal, True
+            return ToolOutput(refusal, is_error=True)
     try:
         if tool.arun is not None:
-            return await tool.arun(context, arguments), False
-        return await in_pool("tools", tool.run, context, arguments), False
+            result = await tool.arun(context, arguments)
+        else:
+            result = await in_pool("tools", tool.run, context, arguments)
     except ToolAborted as aborted:
-        return str(aborted), True
+        return ToolOutput(str(aborted), is_error=True)
     except Exception as error:  # noqa: BLE001 - a tool's failure is a result the model reads
         # The error may quote the call's arguments (the person's words): its type only.
         logger.info("tool %s failed: %s", tool.name, type(error).__name__)
-        return f"{tool.name} failed: {error}", True
+        return ToolOutput(f"{tool.name} failed: {error}", is_error=True)
+    return result if isinstance(result, ToolOutput) else ToolOutput(result)

@@ -34,6 +34,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from jarvis_site.shared.errors import Code
 from sessions_app.core.ids import SUBAGENT_PREFIX, validate_session_id
+from sessions_app.runtime.mcp.offer import mcp_tools
 from sessions_app.runtime.providers import check_model_spec
 from sessions_app.runtime.tools.base import Tool
 from sessions_app.runtime.tools.registry import DELEGATE, TOOLS
@@ -272,14 +273,15 @@ def delegation_targets() -> list[AgentDefinition]:
 
 
 def agent_tools(agent: AgentDefinition) -> dict[str, Tool]:
-    """The tools of a turn of this agent, by name; `delegate` lists the current targets."""
+    """The tools of a turn of this agent, by name; `delegate` lists the current targets. Then
+    the tools of the operator's MCP servers this process has listed (docs/design.md §29)."""
     tools = {}
     for name in agent.tools:
         tool = TOOLS[name]
         if name == DELEGATE:
             tool = _delegate_tool(tool, delegation_targets())
         tools[name] = tool
-    return tools
+    return tools | mcp_tools()
 
 
 def _delegate_tool(tool: Tool, targets: list[AgentDefinition]) -> Tool:

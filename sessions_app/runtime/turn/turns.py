@@ -41,9 +41,10 @@ from sessions_app.runtime.loop.executors import (
     in_sync_caller,
     run_for_sync_caller,
 )
+from sessions_app.runtime.mcp.offer import mcp_ready
 from sessions_app.runtime.providers import Provider, ProviderError, provider_for
-from sessions_app.runtime.tools.base import Tool, ToolContext, TurnAbort
-from sessions_app.runtime.tools.registry import tool_run
+from sessions_app.runtime.tools.base import Tool, ToolContext, ToolOutput, TurnAbort
+from sessions_app.runtime.tools.registry import tool_output
 from sessions_app.runtime.turn.agents import (
     AgentDefinition,
     agent_get,
@@ -570,6 +571,8 @@ async def _loop(
     log_context_set(turn_id=turn_id)
     started = time.monotonic()
     waited = 0.0  # on the model and on tools: the part of the turn that is not ours
+    # The MCP servers' tools are listed (once, on the MCP lane) before the plan offers them.
+    await mcp_ready()
     planned = None if meta is None else _Plan.of(meta, provider)
 
     def prompt_and_begin(meta_now: SessionMeta | None):
@@ -660,6 +663,7 @@ async def _loop(
     )
     context = ToolContext(
         session_id=session_id,
+        owner_id=owner_id,
         abort=abort,
         fenced=partial(store.fenced, session_id, incarnation),
         approve=ApprovalGate(
@@ -739,12 +743,13 @@ async def _loop(
                         role="tool",
                         tool_call_id=call["id"],
                         name=call["name"],
-                        content=result_text,
-                        is_error=is_error,
+                        content=output.text,
+                        is_error=output.is_error,
                         turn_id=turn_id,
-                        data={"tool": timing},
+                        data={"tool": timing}
+                        | ({"files": list(output.files)} if output.files else {}),
                     )
-                    for call, (result_text, is_error, timing) in zip(calls, results, strict=True)
+                    for call, (output, timing) in zip(calls, results, strict=True)
                 ]
             )
             if abort.is_set():
@@ -809,11 +814,11 @@ def _finish_reason(reply, calls: list[dict]) -> str:
     return reply.finish_reason or ("tool_calls" if calls else "stop")
 
 
-async def _timed_tool_run(*, call, context, tools) -> tuple[str, bool, dict]:
-    """`tool_run` with its start, duration and outcome (docs/design.md §20)."""
+async def _timed_tool_run(*, call, context, tools) -> tuple[ToolOutput, dict]:
+    """`tool_output` with its start, duration and outcome (docs/design.md §20)."""
     clock = Stopwatch()
-    text, is_error = await tool_run(call=call, context=context, tools=tools)
-    return text, is_error, clock.fact(outcome=tool_outcome(is_error))
+    output = await tool_output(call=call, context=context, tools=tools)
+    return output, clock.fact(outcome=tool_outcome(output.is_error))
 
 
 def _steers_store(*, session_id: str, incarnation: str, turn_id: str) -> list[EntryRecord]:

@@ -301,7 +301,13 @@ class SessionViewSet(ViewSet):
     )
     def destroy(self, request, id=None):
         deleted = deletion.session_delete(session_id=id, owner_id=request.user.id)
-        return Response({"deleted": deleted})
+        # Its exports stay (the person's copy): the answer says where they download.
+        kept = (
+            selectors.kept_exports_of_session(owner_id=request.user.id, session_id=id)
+            if deleted
+            else []
+        )
+        return Response({"deleted": deleted, "exports": [export.to_api() for export in kept]})
 
     @extend_schema(
         parameters=[SESSION_ID, serializers.EntriesQuery],
@@ -518,6 +524,8 @@ class SessionViewSet(ViewSet):
         )
         response = HttpResponse(export.content, content_type=export.content_type)
         response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
+        # The copy kept for the person, which still downloads once the session is deleted.
+        response["Content-Location"] = selectors.export_url(export.filename)
         return response
 
     @extend_schema(parameters=[SESSION_ID], responses={200: serializers.CostOutput, **ERRORS})

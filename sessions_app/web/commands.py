@@ -11,7 +11,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 from jarvis_site.shared.errors import Code, DomainError
 from sessions_app import selectors
@@ -240,7 +239,8 @@ def _export(ctx: _Context) -> CommandResult:
         session_id=ctx.session_id, owner_id=ctx.owner_id, fmt=fmt
     )
     # The page and the user get the download link; where the server keeps files is its own.
-    url = f"/api/sessions/{quote(ctx.session_id, safe=':')}/export/?format={fmt}"
+    # It is the kept file's, which stays the person's after the session's delete (§31).
+    url = selectors.export_url(export.filename)
     return CommandResult(
         "export",
         f"exported {export.filename}: download it from {url}",

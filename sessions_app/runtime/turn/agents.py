@@ -32,7 +32,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.core.ids import SUBAGENT_PREFIX, validate_session_id
 from sessions_app.runtime.mcp.offer import mcp_tools
 from sessions_app.runtime.providers import check_model_spec
@@ -243,7 +243,7 @@ def agent_registry() -> dict[str, AgentDefinition]:
     return _registry(str(settings.JARVIS_AGENTS_FILE or ""))
 
 
-class UnknownAgent(ValueError):
+class UnknownAgent(DomainError, ValueError):
     """A new session names an agent that is not defined (400 `unknown_agent`, close 4400)."""
 
     code = Code.UNKNOWN_AGENT

@@ -241,6 +241,15 @@ if TITLE_MODEL and not (
     raise ImproperlyConfigured(
         f"TITLE_MODEL must be empty, 'offline', 'openai:<model>' or 'anthropic:<model>', not {TITLE_MODEL!r}"
     )
+# Models people pick for their sessions (the picker, `PATCH model`, `/model`), comma-separated:
+# every worker prepares them at start as it does JARVIS_MODEL (docs/design.md §30), so a
+# session on one of them starts as fast. A model named nowhere is prepared at its first turn.
+JARVIS_MODELS = [spec.strip() for spec in env.list("JARVIS_MODELS", default=[]) if spec.strip()]
+for _spec in JARVIS_MODELS:
+    if not (_spec.startswith(("openai:", "anthropic:")) and _spec.split(":", 1)[1]):
+        raise ImproperlyConfigured(
+            f"JARVIS_MODELS lists 'openai:<model>' or 'anthropic:<model>' models, not {_spec!r}"
+        )
 OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
 OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="")
 ANTHROPIC_API_KEY = env.str("ANTHROPIC_API_KEY", default="")
@@ -323,6 +332,9 @@ if RETENTION_DAYS is not None and RETENTION_DAYS <= 0:
 TEST_SESSION_RETENTION_DAYS = _positive("TEST_SESSION_RETENTION_DAYS", 7, cast=int)
 # How often `db_worker` runs the retention sweep (the task queues its own next run).
 RETENTION_SWEEP_EVERY_SEC = _positive("RETENTION_SWEEP_EVERY_SEC", 3600.0)
+# Export files (`/export`, GET …/export/) are the person's copy: kept after their session's
+# delete, and removed by the sweep this many days after they were written (docs/design.md §31).
+EXPORT_RETENTION_DAYS = _positive("EXPORT_RETENTION_DAYS", 30, cast=int)
 # The largest history file POST /api/import/ accepts (a ChatGPT export or an openai-agents
 # database); larger: 400 file_too_large.
 IMPORT_MAX_BYTES = _positive("IMPORT_MAX_BYTES", 50 * 1024 * 1024, cast=int)

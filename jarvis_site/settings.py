@@ -112,7 +112,7 @@ DATABASE_VENDOR = "postgresql" if "postgresql" in DATABASES["default"]["ENGINE"]
 if DATABASE_VENDOR == "postgresql":
     # A server that is unreachable (not refusing) must fail a connection in seconds, not hold
     # a worker's thread for the kernel's minutes: a turn waits through an outage by trying
-    # again (docs/design.md §29).
+    # again (docs/design.md §31).
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
 if DATABASE_VENDOR == "sqlite":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
@@ -169,7 +169,7 @@ REDIS_CONNECTION_OPTIONS = {"driver_info": None}
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            # channels-redis's layer, whose sockets outlast a Redis outage (§30).
+            # channels-redis's layer, whose sockets outlast a Redis outage (§31).
             "BACKEND": "jarvis_site.shared.redis_layer.OutlastingRedisChannelLayer",
             # redis-py 8 caps a pool at 100 connections (7 had no cap): a worker with a
             # couple of hundred sockets ran out, and its group sends failed.
@@ -247,6 +247,15 @@ if TITLE_MODEL and not (
     raise ImproperlyConfigured(
         f"TITLE_MODEL must be empty, 'offline', 'openai:<model>' or 'anthropic:<model>', not {TITLE_MODEL!r}"
     )
+# Models people pick for their sessions (the picker, `PATCH model`, `/model`), comma-separated:
+# every worker prepares them at start as it does JARVIS_MODEL (docs/design.md §30), so a
+# session on one of them starts as fast. A model named nowhere is prepared at its first turn.
+JARVIS_MODELS = [spec.strip() for spec in env.list("JARVIS_MODELS", default=[]) if spec.strip()]
+for _spec in JARVIS_MODELS:
+    if not (_spec.startswith(("openai:", "anthropic:")) and _spec.split(":", 1)[1]):
+        raise ImproperlyConfigured(
+            f"JARVIS_MODELS lists 'openai:<model>' or 'anthropic:<model>' models, not {_spec!r}"
+        )
 OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
 OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="")
 ANTHROPIC_API_KEY = env.str("ANTHROPIC_API_KEY", default="")
@@ -329,6 +338,9 @@ if RETENTION_DAYS is not None and RETENTION_DAYS <= 0:
 TEST_SESSION_RETENTION_DAYS = _positive("TEST_SESSION_RETENTION_DAYS", 7, cast=int)
 # How often `db_worker` runs the retention sweep (the task queues its own next run).
 RETENTION_SWEEP_EVERY_SEC = _positive("RETENTION_SWEEP_EVERY_SEC", 3600.0)
+# Export files (`/export`, GET …/export/) are the person's copy: kept after their session's
+# delete, and removed by the sweep this many days after they were written (docs/design.md §31).
+EXPORT_RETENTION_DAYS = _positive("EXPORT_RETENTION_DAYS", 30, cast=int)
 # The largest history file POST /api/import/ accepts (a ChatGPT export or an openai-agents
 # database); larger: 400 file_too_large.
 IMPORT_MAX_BYTES = _positive("IMPORT_MAX_BYTES", 50 * 1024 * 1024, cast=int)
@@ -366,6 +378,30 @@ AWS_S3_REGION_NAME = env.str("AWS_S3_REGION_NAME", default=None)
 # together (413 quota_exceeded).
 UPLOAD_MAX_BYTES = _positive("UPLOAD_MAX_BYTES", 20 * 1024 * 1024, cast=int)
 USER_STORAGE_QUOTA_BYTES = _positive("USER_STORAGE_QUOTA_BYTES", 1024 * 1024 * 1024, cast=int)
+# The session's sandbox (docs/design.md §28). SANDBOX_BACKEND: empty picks `bwrap` where
+# bubblewrap is installed (and its start probe passes), else `none` (no run_code, and
+# /readyz's details say why); the names are sessions_app.runtime.sandbox.registry's.
+SANDBOX_BACKEND = env.str("SANDBOX_BACKEND", default="")
+if SANDBOX_BACKEND not in {"", "bwrap", "none"}:
+    raise ImproperlyConfigured(f"SANDBOX_BACKEND must be bwrap or none, not {SANDBOX_BACKEND!r}")
+# The sandbox's own Python (`manage.py sandbox_setup` builds it here unless set).
+SANDBOX_PYTHON = env.str("SANDBOX_PYTHON", default="") or str(
+    VAR_DIR / "sandbox" / "venv" / "bin" / "python"
+)
+SANDBOX_NETWORK = env.bool("SANDBOX_NETWORK", default=False)
+SANDBOX_CPU_SEC = _positive("SANDBOX_CPU_SEC", 30, cast=int)
+SANDBOX_WALL_SEC = _positive("SANDBOX_WALL_SEC", 60.0)
+SANDBOX_MEMORY_MB = _positive("SANDBOX_MEMORY_MB", 512, cast=int)
+SANDBOX_MAX_PROCS = _positive("SANDBOX_MAX_PROCS", 64, cast=int)
+SANDBOX_OUTPUT_BYTES = _positive("SANDBOX_OUTPUT_BYTES", 65536, cast=int)
+SANDBOX_WORKSPACE_MAX_BYTES = _positive("SANDBOX_WORKSPACE_MAX_BYTES", 200 * 1024 * 1024, cast=int)
+SANDBOX_CONCURRENCY = _positive("SANDBOX_CONCURRENCY", 4, cast=int)
+# Where runs get their scratch directories (removed after each run); empty: the system's
+# temporary directory.
+SANDBOX_SCRATCH_DIR = env.str("SANDBOX_SCRATCH_DIR", default="")
+# A server running as root starts its sandboxes as this unprivileged user (its process
+# limit counts that user's processes: as root it would count nothing).
+SANDBOX_UID = _positive("SANDBOX_UID", 65534, cast=int)
 # How often `db_worker` removes blobs nothing links to (the task queues its own next run).
 BLOBS_SWEEP_EVERY_SEC = _positive("BLOBS_SWEEP_EVERY_SEC", 3600.0)
 # One import's budget (docs/design.md §27), checked before anything is written: a file
@@ -383,8 +419,8 @@ IMPORT_MAX_UNPACKED_BYTES = _positive("IMPORT_MAX_UNPACKED_BYTES", 200 * 1024 * 
 # thumbnail) runs in a child process with these limits (jarvis_site/shared/bounded.py):
 # CPU seconds, wall seconds and address space. Past them the child is killed and the read
 # refused (a PDF keeps the pages read by then). docs/design.md §27.
-FILE_READ_CPU_SEC = _positive("FILE_READ_CPU_SEC", 5, cast=int)
-FILE_READ_WALL_SEC = _positive("FILE_READ_WALL_SEC", 8.0)
+FILE_READ_CPU_SEC = _positive("FILE_READ_CPU_SEC", 4, cast=int)
+FILE_READ_WALL_SEC = _positive("FILE_READ_WALL_SEC", 6.0)
 FILE_READ_MEMORY_MB = _positive("FILE_READ_MEMORY_MB", 768, cast=int)
 if FILE_READ_WALL_SEC < FILE_READ_CPU_SEC:
     raise ImproperlyConfigured(
@@ -554,7 +590,20 @@ GOAL_MIN_CHECK_SEC = _positive("GOAL_MIN_CHECK_SEC", 60, cast=int)
 GOAL_RETRY_BASE_SEC = _positive("GOAL_RETRY_BASE_SEC", 60.0)
 GOAL_MAX_ERRORS = _positive("GOAL_MAX_ERRORS", 3, cast=int)
 
+
 # --- REST framework -----------------------------------------------------------------------
+def _rate(name: str, default: str) -> str:
+    """A throttle rate as DRF reads it: `<count>/<s|m|h|d…>` (checked here: DRF would fail
+    on the first request instead)."""
+    value = env.str(name, default=default)
+    count, _, period = value.partition("/")
+    if not (count.isdigit() and int(count) > 0 and period[:1] in ("s", "m", "h", "d")):
+        raise ImproperlyConfigured(
+            f"{name} must be <count>/<second|minute|hour|day>, not {value!r}"
+        )
+    return value
+
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
@@ -571,14 +620,14 @@ REST_FRAMEWORK = {
     ],
     # Per user; sessions_app/core/throttles.py says which doors share each scope.
     "DEFAULT_THROTTLE_RATES": {
-        "turns": env.str("TURN_THROTTLE_RATE", default="60/min"),
-        "branches": env.str("BRANCH_THROTTLE_RATE", default="30/min"),
-        "search": env.str("SEARCH_THROTTLE_RATE", default="120/min"),
-        "exports": env.str("EXPORT_THROTTLE_RATE", default="10/hour"),
-        "uploads": env.str("UPLOAD_THROTTLE_RATE", default="60/min"),
-        "shares": env.str("SHARE_THROTTLE_RATE", default="120/min"),
-        "files": env.str("FILE_THROTTLE_RATE", default="300/min"),
-        "imports": env.str("IMPORT_THROTTLE_RATE", default="20/hour"),
+        "turns": _rate("TURN_THROTTLE_RATE", "60/min"),
+        "branches": _rate("BRANCH_THROTTLE_RATE", "30/min"),
+        "search": _rate("SEARCH_THROTTLE_RATE", "120/min"),
+        "exports": _rate("EXPORT_THROTTLE_RATE", "10/hour"),
+        "uploads": _rate("UPLOAD_THROTTLE_RATE", "60/min"),
+        "shares": _rate("SHARE_THROTTLE_RATE", "120/min"),
+        "files": _rate("FILE_THROTTLE_RATE", "300/min"),
+        "imports": _rate("IMPORT_THROTTLE_RATE", "20/hour"),
     },
     # The client's address for throttling (docs/deploy.md, "The proxy").
     "NUM_PROXIES": NUM_PROXIES,
@@ -646,7 +695,7 @@ SERVE_STATIC = env.bool("SERVE_STATIC", default=True)
 # A worker sent SIGTERM gives its running turns this long to finish, then aborts them.
 DRAIN_TIMEOUT_SEC = _positive("DRAIN_TIMEOUT_SEC", 30.0)
 # How long a running turn waits for an unreachable database to store what it has (its answer,
-# its steps) before it ends `error` (docs/design.md §29); what it holds is stored once the
+# its steps) before it ends `error` (docs/design.md §31); what it holds is stored once the
 # database is back even so.
 DB_OUTAGE_HOLD_SEC = _positive("DB_OUTAGE_HOLD_SEC", 30.0)
 # /metrics answers loopback without a token; anyone else needs `Authorization: Bearer` it.

@@ -1,4 +1,4 @@
-"""A turn's writes through a database outage (docs/design.md §29).
+"""A turn's writes through a database outage (docs/design.md §31).
 
 A write that meets an unreachable database (jarvis_site.shared.outages) is tried again every
 RETRY_SEC while the turn keeps what it has — its answer, its steps, in memory — for up to
@@ -24,7 +24,7 @@ from typing import TypeVar
 
 from django.conf import settings
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from jarvis_site.shared.outages import database_away
 from sessions_app.runtime.loop.executors import in_sync_caller
 
@@ -37,7 +37,7 @@ RETRY_SEC = 0.25
 LATE_CLOSE_GIVE_UP_SEC = 600.0
 
 
-class DatabaseAway(Exception):
+class DatabaseAway(DomainError):
     """The database stayed unreachable for DB_OUTAGE_HOLD_SEC under a running turn."""
 
     code = Code.DATABASE_UNAVAILABLE
@@ -49,7 +49,7 @@ class DatabaseAway(Exception):
         )
 
 
-class LeaseLost(Exception):
+class LeaseLost(DomainError):
     """The turn's lease was taken while the database was away: the turn writes nothing more."""
 
     code = Code.TURN_FAILED

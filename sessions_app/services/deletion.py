@@ -9,7 +9,7 @@ import logging
 from django.conf import settings
 from django.db import transaction
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.core.ids import (
     validate_session_id,
 )
@@ -30,7 +30,7 @@ from sessions_app.store.blobs import blob_links_remove
 logger = logging.getLogger(__name__)
 
 
-class SessionConnected(Exception):
+class SessionConnected(DomainError):
     """Delete refused: a WebSocket is attached to the session (409 session_connected)."""
 
     code = Code.SESSION_CONNECTED

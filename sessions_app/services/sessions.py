@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app import selectors
 from sessions_app.core.ids import (
     is_reserved,
@@ -52,7 +52,7 @@ SIGNAL_SENDER = "sessions_app.services"
 EXPORT_FORMATS = selectors.EXPORT_FORMATS
 
 
-class SessionIdUnavailable(Exception):
+class SessionIdUnavailable(DomainError):
     """The id belongs to another user, or a branch asked for an id already taken (409)."""
 
     code = Code.ID_UNAVAILABLE
@@ -280,7 +280,7 @@ def session_export(*, session_id: str, owner_id: OwnerId, fmt: str) -> ExportFil
     return ExportFile(filename=filename, content_type=content_type, content=content, path=path)
 
 
-class NothingToCompact(ValueError):
+class NothingToCompact(DomainError, ValueError):
     """Fewer than two turns in the model's context (409 / error `nothing_to_compact`)."""
 
     code = Code.NOTHING_TO_COMPACT

@@ -36,6 +36,8 @@ from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.core.ids import SUBAGENT_PREFIX, validate_session_id
 from sessions_app.runtime.mcp.offer import mcp_tools
 from sessions_app.runtime.providers import check_model_spec
+from sessions_app.runtime.sandbox.base import RUN_CODE
+from sessions_app.runtime.sandbox.registry import sandbox_offered
 from sessions_app.runtime.tools.base import Tool
 from sessions_app.runtime.tools.registry import DELEGATE, TOOLS
 
@@ -281,6 +283,10 @@ def agent_tools(agent: AgentDefinition) -> dict[str, Tool]:
         if name == DELEGATE:
             tool = _delegate_tool(tool, delegation_targets())
         tools[name] = tool
+    # Every agent that has tools may run code, where this server has a sandbox that
+    # isolates (docs/design.md §28); elsewhere the tool is not offered at all.
+    if tools and RUN_CODE in TOOLS and sandbox_offered():
+        tools[RUN_CODE] = TOOLS[RUN_CODE]
     return tools | mcp_tools()
 
 

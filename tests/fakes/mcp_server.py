@@ -63,6 +63,11 @@ def broken() -> str:
     raise ValueError("the disk is on fire")
 
 
+@server.tool(name="find.notes", description="A name the providers refuse as it is.")
+def find_notes(query: str) -> str:
+    return f"no notes about {query}"
+
+
 @server.tool(description="This server process's id.")
 def pid() -> str:
     return str(os.getpid())

@@ -377,8 +377,8 @@ IMPORT_MAX_UNPACKED_BYTES = _positive("IMPORT_MAX_UNPACKED_BYTES", 200 * 1024 * 
 # thumbnail) runs in a child process with these limits (jarvis_site/shared/bounded.py):
 # CPU seconds, wall seconds and address space. Past them the child is killed and the read
 # refused (a PDF keeps the pages read by then). docs/design.md §27.
-FILE_READ_CPU_SEC = _positive("FILE_READ_CPU_SEC", 5, cast=int)
-FILE_READ_WALL_SEC = _positive("FILE_READ_WALL_SEC", 8.0)
+FILE_READ_CPU_SEC = _positive("FILE_READ_CPU_SEC", 4, cast=int)
+FILE_READ_WALL_SEC = _positive("FILE_READ_WALL_SEC", 6.0)
 FILE_READ_MEMORY_MB = _positive("FILE_READ_MEMORY_MB", 768, cast=int)
 if FILE_READ_WALL_SEC < FILE_READ_CPU_SEC:
     raise ImproperlyConfigured(
@@ -548,7 +548,20 @@ GOAL_MIN_CHECK_SEC = _positive("GOAL_MIN_CHECK_SEC", 60, cast=int)
 GOAL_RETRY_BASE_SEC = _positive("GOAL_RETRY_BASE_SEC", 60.0)
 GOAL_MAX_ERRORS = _positive("GOAL_MAX_ERRORS", 3, cast=int)
 
+
 # --- REST framework -----------------------------------------------------------------------
+def _rate(name: str, default: str) -> str:
+    """A throttle rate as DRF reads it: `<count>/<s|m|h|d…>` (checked here: DRF would fail
+    on the first request instead)."""
+    value = env.str(name, default=default)
+    count, _, period = value.partition("/")
+    if not (count.isdigit() and int(count) > 0 and period[:1] in ("s", "m", "h", "d")):
+        raise ImproperlyConfigured(
+            f"{name} must be <count>/<second|minute|hour|day>, not {value!r}"
+        )
+    return value
+
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
@@ -565,14 +578,14 @@ REST_FRAMEWORK = {
     ],
     # Per user; sessions_app/core/throttles.py says which doors share each scope.
     "DEFAULT_THROTTLE_RATES": {
-        "turns": env.str("TURN_THROTTLE_RATE", default="60/min"),
-        "branches": env.str("BRANCH_THROTTLE_RATE", default="30/min"),
-        "search": env.str("SEARCH_THROTTLE_RATE", default="120/min"),
-        "exports": env.str("EXPORT_THROTTLE_RATE", default="10/hour"),
-        "uploads": env.str("UPLOAD_THROTTLE_RATE", default="60/min"),
-        "shares": env.str("SHARE_THROTTLE_RATE", default="120/min"),
-        "files": env.str("FILE_THROTTLE_RATE", default="300/min"),
-        "imports": env.str("IMPORT_THROTTLE_RATE", default="20/hour"),
+        "turns": _rate("TURN_THROTTLE_RATE", "60/min"),
+        "branches": _rate("BRANCH_THROTTLE_RATE", "30/min"),
+        "search": _rate("SEARCH_THROTTLE_RATE", "120/min"),
+        "exports": _rate("EXPORT_THROTTLE_RATE", "10/hour"),
+        "uploads": _rate("UPLOAD_THROTTLE_RATE", "60/min"),
+        "shares": _rate("SHARE_THROTTLE_RATE", "120/min"),
+        "files": _rate("FILE_THROTTLE_RATE", "300/min"),
+        "imports": _rate("IMPORT_THROTTLE_RATE", "20/hour"),
     },
     # The client's address for throttling (docs/deploy.md, "The proxy").
     "NUM_PROXIES": NUM_PROXIES,

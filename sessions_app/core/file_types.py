@@ -4,21 +4,23 @@ Never from its name or the type its sender declared: a program named `photo.png`
 image. Images (PNG, JPEG, GIF, WebP) are what Pillow opens as one of those formats, within
 Pillow's decompression-bomb limit; text is valid UTF-8 without NUL; a PDF is what `pypdf`
 reads, and its text is what a model is sent. Everything else is `unsupported_file`.
-Each check reads the file once, front to back: its cost is linear in its size.
+Each check reads the file once, front to back: its cost is linear in its size. What decodes
+more than a header — a PDF's text, a scaled image — runs in a bounded child process
+(core/file_readers.py; docs/design.md §27).
 """
 
 from __future__ import annotations
 
 import codecs
-import io
+import json
 import warnings
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from django.conf import settings
 from PIL import Image, UnidentifiedImageError
-from pypdf import PdfReader
-from pypdf.errors import PyPdfError
 
+from jarvis_site.shared.bounded import Limits, run_bounded
 from jarvis_site.shared.errors import Code
 
 # Pillow's names of the formats a model can be shown, and the type each is sent as.
@@ -110,23 +112,70 @@ def _is_text(file: BinaryIO) -> bool:
     return True
 
 
+def file_read_limits() -> Limits:
+    return Limits(
+        cpu_sec=settings.FILE_READ_CPU_SEC,
+        wall_sec=settings.FILE_READ_WALL_SEC,
+        memory_bytes=settings.FILE_READ_MEMORY_MB * 1024 * 1024,
+    )
+
+
 def _pdf(file: BinaryIO) -> FileType:
-    try:
-        reader = PdfReader(file)
-        pages = reader.pages[:PDF_MAX_PAGES]
-        text = "\n\n".join((page.extract_text() or "").strip() for page in pages)
-    except (PyPdfError, ValueError, KeyError, TypeError, OSError, RecursionError) as error:
-        raise UnsupportedFile(f"the PDF could not be read: {error}") from error
-    return FileType(kind="pdf", mime="application/pdf", text=text.replace("\x00", ""))
+    """The PDF's text, read page by page in a bounded child (core/file_readers.py): a PDF
+    that takes longer than its limits keeps the pages read by then, and one that gave no
+    page by then is refused."""
+    result = run_bounded(
+        "sessions_app.core.file_readers:pdf_pages_text",
+        file.read(),
+        file_read_limits(),
+        max_pages=PDF_MAX_PAGES,
+    )
+    if result.stopped == "error":
+        raise UnsupportedFile(result.error.removeprefix("SystemExit: "))
+    pages = [
+        json.loads(line) for line in result.output.splitlines(keepends=True) if line[-1:] == b"\n"
+    ]
+    if result.stopped is not None:
+        if not pages:
+            raise UnsupportedFile(
+                f"the PDF could not be read within the limits (FILE_READ_CPU_SEC, "
+                f"FILE_READ_WALL_SEC, FILE_READ_MEMORY_MB): {LIMIT_WORDS[result.stopped]}"
+            )
+        pages.append(f"[the rest of the PDF was not read: {LIMIT_WORDS[result.stopped]}]")
+    return FileType(kind="pdf", mime="application/pdf", text="\n\n".join(pages))
 
 
-def thumbnail_png(file: BinaryIO) -> bytes:
+LIMIT_WORDS = {
+    "cpu": "it took too much CPU time",
+    "wall": "it took too long",
+    "memory": "it took too much memory",
+}
+
+
+class NoPreview(LookupError):
+    """An image too large (or too odd) to scale within the limits (404 not_found)."""
+
+    code = Code.NOT_FOUND
+
+
+def image_scaled(data: bytes, *, max_px: int, jpeg_quality: int = 0) -> bytes:
+    """The image at most `max_px` on its longer side (PNG, or JPEG with `jpeg_quality` for
+    an opaque one), made in a bounded child (core/file_readers.py); NoPreview when it
+    cannot be within THUMB_DECODE_MAX_BYTES and the read limits."""
+    result = run_bounded(
+        "sessions_app.core.file_readers:image_scaled",
+        data,
+        file_read_limits(),
+        max_px=max_px,
+        decode_max_bytes=settings.THUMB_DECODE_MAX_BYTES,
+        jpeg_quality=jpeg_quality,
+    )
+    if result.stopped is not None or not result.output:
+        why = result.error.removeprefix("SystemExit: ") or LIMIT_WORDS.get(result.stopped, "")
+        raise NoPreview(f"the image cannot be scaled: {why}")
+    return result.output
+
+
+def thumbnail_png(data: bytes) -> bytes:
     """A PNG of the image at most THUMB_MAX_PX on its longer side (its first frame)."""
-    with Image.open(file) as image:
-        image.draft("RGB", (THUMB_MAX_PX, THUMB_MAX_PX))  # JPEG: decode at a smaller scale
-        image.seek(0)
-        frame = image.convert("RGBA")
-        frame.thumbnail((THUMB_MAX_PX, THUMB_MAX_PX))
-        out = io.BytesIO()
-        frame.save(out, format="PNG")
-        return out.getvalue()
+    return image_scaled(data, max_px=THUMB_MAX_PX)

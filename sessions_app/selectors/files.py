@@ -13,6 +13,7 @@ from sessions_app.store.blobs import (  # noqa: F401 - blob_chunks, blobs_of_ses
     StoredFile,
     blob_chunks,
     blob_open,
+    blob_thumbnail,
     blobs_of_sessions,
     session_file,
 )
@@ -42,10 +43,9 @@ def file_open(*, session_id: str, owner_id: int, file_id: str) -> tuple[StoredFi
 
 
 def file_thumbnail(*, session_id: str, owner_id: int, file_id: str) -> bytes:
-    """A PNG of the image at most 256 px on its longer side; FileNotFound for a file that is
-    no image."""
+    """A PNG of the image at most 256 px on its longer side, made once (store/blobs.py);
+    FileNotFound for a file that is no image, NoPreview for one too large to scale."""
     stored = file_get(session_id=session_id, owner_id=owner_id, file_id=file_id)
     if stored.kind != Blob.IMAGE:
         raise FileNotFound(file_id)
-    with blob_open(stored.id) as file:
-        return thumbnail_png(file)
+    return blob_thumbnail(stored.id, thumbnail_png)

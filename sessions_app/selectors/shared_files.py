@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import BinaryIO
 
-from sessions_app.core.file_types import thumbnail_png
+from sessions_app.core.file_types import NoPreview, thumbnail_png
 from sessions_app.models import Blob
 from sessions_app.selectors.shares import (
     ShareNotFound,
@@ -16,7 +16,7 @@ from sessions_app.selectors.shares import (
     shared_attachments,
     shared_entries,
 )
-from sessions_app.store.blobs import StoredFile, blob_open, session_file
+from sessions_app.store.blobs import StoredFile, blob_open, blob_thumbnail, session_file
 
 
 def shared_file_get(*, token: str, file_id: str) -> StoredFile:
@@ -43,5 +43,7 @@ def shared_file_thumbnail(*, token: str, file_id: str) -> bytes:
     stored = shared_file_get(token=token, file_id=file_id)
     if stored.kind != Blob.IMAGE:
         raise ShareNotFound()
-    with blob_open(stored.id) as file:
-        return thumbnail_png(file)
+    try:
+        return blob_thumbnail(stored.id, thumbnail_png)
+    except NoPreview:
+        raise ShareNotFound() from None

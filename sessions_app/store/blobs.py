@@ -1,7 +1,8 @@
 """The blob store: uploaded files' bytes, once each by their SHA-256 (docs/design.md §23).
 
 Bytes go through Django's storage API (`STORAGES["blobs"]`) at `ab/cd/<sha256>`; a PDF's
-text read at upload sits beside them at `ab/cd/<sha256>.txt`. Rows: a `Blob` per distinct
+text read at upload sits beside them at `ab/cd/<sha256>.txt`, and an image's thumbnail, made
+on its first request, at `ab/cd/<sha256>.thumb.png`. Rows: a `Blob` per distinct
 content and a `BlobLink` per (session, blob) — the file uploaded to that session.
 
 Linking and sweeping meet on the blob's row lock. `blob_link` stores the file, then under
@@ -14,8 +15,9 @@ SQLite every write transaction is IMMEDIATE, which serializes the two the same w
 
 from __future__ import annotations
 
+import io
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -74,6 +76,10 @@ def blob_name(sha256: str) -> str:
 
 def text_name(sha256: str) -> str:
     return blob_name(sha256) + ".txt"
+
+
+def thumb_name(sha256: str) -> str:
+    return blob_name(sha256) + ".thumb.png"
 
 
 def _stored(link: BlobLink) -> StoredFile:
@@ -199,6 +205,20 @@ def blob_open(sha256: str) -> BinaryIO:
     return blob_storage().open(blob_name(sha256), "rb")
 
 
+def blob_thumbnail(sha256: str, make: Callable[[bytes], bytes]) -> bytes:
+    """The image's thumbnail: made once by `make` from its bytes, then kept beside them, so
+    a second request decodes nothing. Two first requests at once may both make it; the
+    second write is dropped (`_put`)."""
+    storage = blob_storage()
+    name = thumb_name(sha256)
+    if storage.exists(name):
+        with storage.open(name, "rb") as kept:
+            return kept.read()
+    png = make(blob_read(sha256))
+    _put(storage, name, io.BytesIO(png))
+    return png
+
+
 def blob_read(sha256: str) -> bytes:
     with blob_open(sha256) as file:
         return file.read()
@@ -250,6 +270,7 @@ def blob_remove_if_unlinked(sha256: str) -> bool:
             return False
         storage.delete(blob_name(sha256))
         storage.delete(text_name(sha256))
+        storage.delete(thumb_name(sha256))
         blob.delete()
     return True
 

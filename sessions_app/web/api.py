@@ -84,6 +84,7 @@ DOMAIN_ERRORS: tuple[type[Exception], ...] = (
     files.AttachmentUnknown,
     file_types.UnsupportedFile,
     file_types.ImageTooManyPixels,
+    file_types.NoPreview,
     files.UploadTooLarge,
     files.QuotaExceeded,
     ShareNotFound,

@@ -43,6 +43,12 @@ def start_django(**env) -> subprocess.CompletedProcess:
         ("BLOB_STORAGE_URL", "s3://My_Blobs/x", "BLOB_STORAGE_URL must be s3://<bucket>"),
         ("BLOB_STORAGE_URL", "s3://key:secret@blobs", "BLOB_STORAGE_URL must be s3://<bucket>"),
         ("BLOB_STORAGE_URL", "s3://blobs/x?region=eu", "BLOB_STORAGE_URL must be s3://<bucket>"),
+        ("FILE_THROTTLE_RATE", "lots", "FILE_THROTTLE_RATE must be <count>/<second"),
+        ("IMPORT_THROTTLE_RATE", "0/hour", "IMPORT_THROTTLE_RATE must be <count>/<second"),
+        ("NUM_PROXIES", "-1", "NUM_PROXIES must be 0 or more"),
+        ("MAX_PERSON_SOCKETS_PER_USER", "0", "MAX_PERSON_SOCKETS_PER_USER must be positive"),
+        ("THUMB_DECODE_MAX_BYTES", "0", "THUMB_DECODE_MAX_BYTES must be positive"),
+        ("FILE_READ_WALL_SEC", "2", "FILE_READ_WALL_SEC (2.0) must be at least FILE_READ_CPU_SEC"),
     ],
 )
 def test_a_bad_value_is_refused_with_its_name(variable, value, message):

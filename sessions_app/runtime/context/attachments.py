@@ -19,6 +19,7 @@ from collections import OrderedDict
 
 from PIL import Image
 
+from sessions_app.core.file_types import NoPreview, image_scaled
 from sessions_app.runtime.context.context_window import IMAGE_TOKENS
 from sessions_app.runtime.context.history import (
     bounded_result,
@@ -33,7 +34,7 @@ logger = logging.getLogger(__name__)
 # sends the conversation again: an image's base64 is kept, by its SHA-256 (its bytes never
 # change), up to this many characters per process, the least recently used going first.
 ENCODED_CACHE_CHARS = 64 * 1024 * 1024
-_encoded: OrderedDict[str, str] = OrderedDict()
+_encoded: OrderedDict[str, tuple[str, str] | None] = OrderedDict()
 _encoded_lock = threading.Lock()
 
 
@@ -46,39 +47,38 @@ SEND_MAX_BYTES = 3_750_000
 SEND_MAX_PX = 1568
 PROVIDER_MAX_SIDE_PX = 8000
 JPEG_QUALITY = 85
+PNG_MAGIC = b"\x89PNG"
 
 
 def _sendable(raw: bytes, mime: str) -> tuple[str, bytes]:
-    """The image as a provider takes it: (mime, bytes), scaled down when too large."""
-    with Image.open(io.BytesIO(raw)) as image:
+    """The image as a provider takes it: (mime, bytes), scaled down when too large — in a
+    bounded child process (core/file_types.image_scaled); NoPreview when it cannot be."""
+    with Image.open(io.BytesIO(raw)) as image:  # the header only
         if len(raw) <= SEND_MAX_BYTES and max(image.size) <= PROVIDER_MAX_SIDE_PX:
             return mime, raw
-        image.seek(0)
-        transparent = image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info
-        frame = image.convert("RGBA" if transparent else "RGB")
-    frame.thumbnail((SEND_MAX_PX, SEND_MAX_PX))
-    out = io.BytesIO()
-    if transparent:
-        frame.save(out, format="PNG", optimize=True)
-        return "image/png", out.getvalue()
-    frame.save(out, format="JPEG", quality=JPEG_QUALITY)
-    return "image/jpeg", out.getvalue()
+    scaled = image_scaled(raw, max_px=SEND_MAX_PX, jpeg_quality=JPEG_QUALITY)
+    return ("image/png" if scaled.startswith(PNG_MAGIC) else "image/jpeg"), scaled
 
 
-def _base64_of(sha256: str, mime: str) -> tuple[str, str]:
-    """(mime, base64) of the image as it is sent."""
+def _base64_of(sha256: str, mime: str) -> tuple[str, str] | None:
+    """(mime, base64) of the image as it is sent; None for one that cannot be sent (too
+    large to scale), which is remembered too: a turn builds its requests again and again."""
     with _encoded_lock:
         if sha256 in _encoded:
             _encoded.move_to_end(sha256)
             return _encoded[sha256]
-    sent_mime, raw = _sendable(blob_read(sha256), mime)
-    encoded = (sent_mime, base64.b64encode(raw).decode("ascii"))
+    try:
+        sent_mime, raw = _sendable(blob_read(sha256), mime)
+        encoded = (sent_mime, base64.b64encode(raw).decode("ascii"))
+    except NoPreview as error:
+        logger.warning("attachment %s is not sent: %s", sha256, error)
+        encoded = None
     with _encoded_lock:
         _encoded[sha256] = encoded
-        total = sum(len(value) for _, value in _encoded.values())
+        total = sum(len(value[1]) for value in _encoded.values() if value)
         while total > ENCODED_CACHE_CHARS and len(_encoded) > 1:
-            _, (_, dropped) = _encoded.popitem(last=False)
-            total -= len(dropped)
+            _, dropped = _encoded.popitem(last=False)
+            total -= len(dropped[1]) if dropped else 0
     return encoded
 
 
@@ -95,10 +95,13 @@ def _text_part(ref: dict) -> dict:
 
 def _image_part(ref: dict) -> dict:
     try:
-        mime, data = _base64_of(ref["id"], ref["mime"])
+        encoded = _base64_of(ref["id"], ref["mime"])
     except OSError:
         logger.warning("attachment %s is missing from the blob store", ref.get("id"))
         return {"type": "text", "text": image_stand_in(ref) + " (no longer stored)"}
+    if encoded is None:
+        return {"type": "text", "text": image_stand_in(ref) + " (too large to send)"}
+    mime, data = encoded
     return {"type": "image", "mime": mime, "data": data}
 
 

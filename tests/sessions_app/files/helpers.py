@@ -1,6 +1,7 @@
 """Files a test uploads: real images made with Pillow, texts, a PDF, a program."""
 
 import io
+import zlib
 
 from django.core.files.uploadedfile import SimpleUploadedFile
 from PIL import Image
@@ -50,3 +51,53 @@ def upload(client, session_id: str, name: str, content: bytes, content_type="ima
         {"file": SimpleUploadedFile(name, content, content_type=content_type)},
         format="multipart",
     )
+
+
+def shared_stream_pdf(pages: int, operators: int) -> bytes:
+    """A small PDF whose `pages` pages all draw one compressed content stream of `operators`
+    text-showing operators: each page's text is that whole stream parsed again (about 2.5 s
+    per 200,000 operators in pypdf), from a file of a few tens of KB."""
+    content = b"BT /F1 1 Tf " + b"(x) Tj " * operators + b"ET"
+    packed = zlib.compress(content, 9)
+    kids = " ".join(f"{4 + n} 0 R" for n in range(pages))
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode(),
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream",
+    ]
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R /Resources "
+        b"<< /Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> >> >> >>"
+    )
+    return _pdf_of([*objects, *[page] * pages])
+
+
+def _pdf_of(objects: list[bytes]) -> bytes:
+    out = io.BytesIO()
+    out.write(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(out.tell())
+        out.write(f"{number} 0 obj\n".encode() + body + b"\nendobj\n")
+    xref = out.tell()
+    out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
+    for offset in offsets:
+        out.write(f"{offset:010d} 00000 n \n".encode())
+    out.write(
+        f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    )
+    return out.getvalue()
+
+
+def multipart(content: bytes, name: str, field: str = "file") -> tuple[bytes, str]:
+    """A multipart body holding one file, and its Content-Type."""
+    boundary = "jarvis-file-boundary"
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"; '
+            f'filename="{name}"\r\nContent-Type: application/octet-stream\r\n\r\n'
+        ).encode()
+        + content
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    return body, f"multipart/form-data; boundary={boundary}"

@@ -72,5 +72,5 @@ def test_an_image_over_the_pixel_limit_is_refused_before_it_is_decoded(monkeypat
 
 
 def test_a_thumbnail_keeps_the_shape_within_256_px():
-    with Image.open(io.BytesIO(thumbnail_png(io.BytesIO(image_bytes("JPEG", (600, 900)))))) as im:
+    with Image.open(io.BytesIO(thumbnail_png(image_bytes("JPEG", (600, 900))))) as im:
         assert im.format == "PNG" and im.size == (171, 256)

@@ -288,7 +288,7 @@ MAX_QUEUED_PER_SESSION = _positive("MAX_QUEUED_PER_SESSION", 20, cast=int)
 QUEUE_SWEEP_SEC = _positive("QUEUE_SWEEP_SEC", 15.0)
 # How long a tool call that needs the person's approval waits for a yes or no.
 APPROVAL_TIMEOUT_SEC = _positive("APPROVAL_TIMEOUT_SEC", 300.0)
-# The operator's MCP servers (docs/design.md §29): a TOML file; none when empty.
+# The operator's MCP servers (docs/design.md §30): a TOML file; none when empty.
 MCP_SERVERS_FILE = env.str("MCP_SERVERS_FILE", default="")
 CONSOLIDATE_IDLE_SEC = _positive("CONSOLIDATE_IDLE_SEC", 180.0)
 # Daphne sends and receives WebSocket messages of at most 1 MiB (its
@@ -323,6 +323,9 @@ if RETENTION_DAYS is not None and RETENTION_DAYS <= 0:
 TEST_SESSION_RETENTION_DAYS = _positive("TEST_SESSION_RETENTION_DAYS", 7, cast=int)
 # How often `db_worker` runs the retention sweep (the task queues its own next run).
 RETENTION_SWEEP_EVERY_SEC = _positive("RETENTION_SWEEP_EVERY_SEC", 3600.0)
+# Export files (`/export`, GET …/export/) are the person's copy: kept after their session's
+# delete, and removed by the sweep this many days after they were written (docs/design.md §31).
+EXPORT_RETENTION_DAYS = _positive("EXPORT_RETENTION_DAYS", 30, cast=int)
 # The largest history file POST /api/import/ accepts (a ChatGPT export or an openai-agents
 # database); larger: 400 file_too_large.
 IMPORT_MAX_BYTES = _positive("IMPORT_MAX_BYTES", 50 * 1024 * 1024, cast=int)

@@ -21,7 +21,7 @@ from django.conf import settings
 from PIL import Image, UnidentifiedImageError
 
 from jarvis_site.shared.bounded import Limits, run_bounded
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 
 # Pillow's names of the formats a model can be shown, and the type each is sent as.
 IMAGE_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
@@ -33,13 +33,13 @@ THUMB_MAX_PX = 256
 TEXT_CHUNK_BYTES = 1024 * 1024
 
 
-class UnsupportedFile(ValueError):
+class UnsupportedFile(DomainError, ValueError):
     """Not an image, a text or a PDF (415 unsupported_file)."""
 
     code = Code.UNSUPPORTED_FILE
 
 
-class ImageTooManyPixels(ValueError):
+class ImageTooManyPixels(DomainError, ValueError):
     """An image over Pillow's decompression-bomb limit (400 image_too_large)."""
 
     code = Code.IMAGE_TOO_LARGE
@@ -152,7 +152,7 @@ LIMIT_WORDS = {
 }
 
 
-class NoPreview(LookupError):
+class NoPreview(DomainError, LookupError):
     """An image too large (or too odd) to scale within the limits (404 not_found)."""
 
     code = Code.NOT_FOUND

@@ -11,7 +11,7 @@ from typing import Any, BinaryIO
 
 from django.conf import settings
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app import selectors
 from sessions_app.core import limits
 from sessions_app.core.file_types import ImageTooManyPixels, UnsupportedFile, file_type_of
@@ -35,13 +35,13 @@ NAME_MAX_CHARS = 255
 HASH_CHUNK_BYTES = 1024 * 1024
 
 
-class UploadTooLarge(ValueError):
+class UploadTooLarge(DomainError, ValueError):
     """A file over UPLOAD_MAX_BYTES (413 too_large)."""
 
     code = Code.TOO_LARGE
 
 
-class QuotaExceeded(ValueError):
+class QuotaExceeded(DomainError, ValueError):
     """The owner's files would take more than USER_STORAGE_QUOTA_BYTES (413 quota_exceeded)."""
 
     code = Code.QUOTA_EXCEEDED
@@ -97,7 +97,7 @@ def file_upload(
     )
 
 
-class AttachmentUnknown(LookupError):
+class AttachmentUnknown(DomainError, LookupError):
     """A prompt's attachment that is no file of its session (404 unknown_attachment: the
     file named is not there, as a missing session is 404)."""
 

@@ -405,8 +405,24 @@ class AbortOutput(serializers.Serializer):
     aborted = serializers.BooleanField()
 
 
+class KeptExportOutput(serializers.Serializer):
+    filename = serializers.CharField()
+    format = serializers.ChoiceField(choices=EXPORT_FORMATS)
+    size = serializers.IntegerField()
+    written_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    url = serializers.CharField(help_text="where it downloads, after the session's delete too")
+
+
+class KeptExportsOutput(serializers.Serializer):
+    exports = KeptExportOutput(many=True)
+
+
 class DeleteOutput(serializers.Serializer):
     deleted = serializers.BooleanField()
+    exports = KeptExportOutput(
+        many=True, help_text="the session's export files, kept for their owner (§31)"
+    )
 
 
 class ModelCostOutput(serializers.Serializer):

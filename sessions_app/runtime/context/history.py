@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.store.base import ENTRY_VERSIONS_KNOWN, EntryRecord, NewEntry
 
 CRASH_RESULT_TEXT = "outcome unknown: the process stopped while this tool ran"
@@ -119,7 +119,7 @@ def bounded_result(text: str, max_chars: int) -> str:
     return text[:head] + RESULT_CUT_TEXT.format(left_out=len(text) - max_chars) + text[-tail:]
 
 
-class HistoryInvalid(ValueError):
+class HistoryInvalid(DomainError, ValueError):
     """A projected history breaks a provider's rules; the message names the offending index."""
 
     code = Code.HISTORY_INVALID

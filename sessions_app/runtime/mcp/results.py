@@ -1,7 +1,7 @@
-"""An MCP call's result as the turn keeps it (docs/design.md §29).
+"""An MCP call's result as the turn keeps it (docs/design.md §30).
 
 Text parts become the tool result the model reads; images are kept in the blob store
-(§23) and linked to the session, so the page shows them like the files a run makes (§28)
+(§23) and linked to the session, so the page shows them like uploaded images
 and the model reads "[image: name, W×H]" in their place; `isError` is the result's
 `is_error`. What a server sends is untrusted: at most RESULT_MAX_CHARS of text and
 IMAGES_MAX images of at most UPLOAD_MAX_BYTES each are kept, within the owner's storage quota

@@ -4,7 +4,7 @@ from functools import lru_cache
 
 from django.conf import settings
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.runtime.providers.base import ModelReply, Provider, ProviderError, ToolSpec
 from sessions_app.runtime.providers.offline import OfflineProvider
 
@@ -22,7 +22,7 @@ __all__ = [
 MODEL_SPEC_HELP = "offline, openai:<model> or anthropic:<model>"
 
 
-class BadModel(ValueError):
+class BadModel(DomainError, ValueError):
     """Not a model a turn can use: the same answer through /model and PATCH."""
 
     code = Code.BAD_MODEL

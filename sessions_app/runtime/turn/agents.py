@@ -32,7 +32,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.core.ids import SUBAGENT_PREFIX, validate_session_id
 from sessions_app.runtime.mcp.offer import mcp_tools
 from sessions_app.runtime.providers import check_model_spec
@@ -243,7 +243,7 @@ def agent_registry() -> dict[str, AgentDefinition]:
     return _registry(str(settings.JARVIS_AGENTS_FILE or ""))
 
 
-class UnknownAgent(ValueError):
+class UnknownAgent(DomainError, ValueError):
     """A new session names an agent that is not defined (400 `unknown_agent`, close 4400)."""
 
     code = Code.UNKNOWN_AGENT
@@ -274,7 +274,7 @@ def delegation_targets() -> list[AgentDefinition]:
 
 def agent_tools(agent: AgentDefinition) -> dict[str, Tool]:
     """The tools of a turn of this agent, by name; `delegate` lists the current targets. Then
-    the tools of the operator's MCP servers this process has listed (docs/design.md §29)."""
+    the tools of the operator's MCP servers this process has listed (docs/design.md §30)."""
     tools = {}
     for name in agent.tools:
         tool = TOOLS[name]

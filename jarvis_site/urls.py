@@ -12,6 +12,7 @@ from notices_app.api import GoalViewSet, ScheduleViewSet, service_worker
 from sessions_app.web import exports_api, share_api, shared_files_api
 from sessions_app.web.api import HistoryImportView, SearchViewSet, SessionViewSet, ToolsViewSet
 from sessions_app.web.files_api import FileThumbView, FileUploadView, FileView
+from sessions_app.web.workspace_api import WorkspaceFileView, WorkspaceView
 
 router = DefaultRouter()
 router.register("sessions", SessionViewSet, basename="session")
@@ -38,6 +39,13 @@ urlpatterns = [
         r"^api/sessions/(?P<id>[^/]+)/files/(?P<file_id>[^/]+)/thumb/$",
         FileThumbView.as_view(),
         name="file-thumb",
+    ),
+    # A session's workspace (docs/design.md §28): a file's path may hold `/`.
+    re_path(r"^api/sessions/(?P<id>[^/]+)/workspace/$", WorkspaceView.as_view(), name="workspace"),
+    re_path(
+        r"^api/sessions/(?P<id>[^/]+)/workspace/(?P<path>.+)$",
+        WorkspaceFileView.as_view(),
+        name="workspace-file",
     ),
     path("api/sessions/<str:id>/shares/", share_api.SessionSharesView.as_view()),
     path("api/sessions/<str:id>/shares/<int:share_id>/", share_api.SessionShareView.as_view()),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import mimetypes
 import warnings
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -30,6 +31,8 @@ PDF_MAGIC = b"%PDF-"
 # (runtime/context/attachments.py), and a page count is the budget before the work.
 PDF_MAX_PAGES = 500
 THUMB_MAX_PX = 256
+# Text a file's name may say it is, beside text/*.
+TEXT_TYPES = {"application/json", "application/xml", "application/javascript", "application/x-sh"}
 TEXT_CHUNK_BYTES = 1024 * 1024
 
 
@@ -70,6 +73,25 @@ def file_type_of(file: BinaryIO) -> FileType:
     if _is_text(file):
         return FileType(kind="text", mime="text/plain")
     raise UnsupportedFile("the file is not an image (PNG, JPEG, GIF, WebP), a text or a PDF")
+
+
+def workspace_file_type(file: BinaryIO, *, name: str) -> FileType:
+    """The type of a file a sandbox run wrote (docs/design.md §28): an image or a text as an
+    upload's would be, anything else kept as data typed by its name. A PDF is not parsed
+    here: its text is read only when a person uploads one."""
+    file.seek(0)
+    try:
+        image = _image(file)
+    except ImageTooManyPixels:
+        image = None
+    if image is not None:
+        return image
+    guessed = mimetypes.guess_type(name)[0] or ""
+    file.seek(0)
+    if guessed != "application/pdf" and _is_text(file):
+        textual = guessed.startswith("text/") or guessed in TEXT_TYPES
+        return FileType(kind="text", mime=guessed if textual else "text/plain")
+    return FileType(kind="data", mime=guessed or "application/octet-stream")
 
 
 def _image(file: BinaryIO) -> FileType | None:

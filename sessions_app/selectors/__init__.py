@@ -66,10 +66,13 @@ from sessions_app.selectors.turns import (
     turn_requests,
     turn_timeline,
 )
+from sessions_app.selectors.workspace import workspace_file_open, workspace_get
 from sessions_app.store import EntryRecord, Notice, SessionMeta, SessionNotFound
 
 __all__ = [
     "FileNotFound",
+    "workspace_file_open",
+    "workspace_get",
     "blob_chunks",
     "blobs_of_sessions",
     "file_get",

@@ -597,6 +597,20 @@ class FileUploadInput(serializers.Serializer):
     )
 
 
+class WorkspaceFileOutput(serializers.Serializer):
+    path = serializers.CharField(help_text="where the file is in the workspace")
+    id = serializers.CharField(help_text="the SHA-256 of the bytes (a blob, like a file's id)")
+    mime = serializers.CharField()
+    size = serializers.IntegerField()
+
+
+class WorkspaceOutput(serializers.Serializer):
+    as_of_seq = serializers.IntegerField(
+        help_text="the seq of the entry that last changed the workspace; 0: never changed"
+    )
+    files = WorkspaceFileOutput(many=True)
+
+
 class FileOutput(serializers.Serializer):
     id = serializers.CharField(help_text="the SHA-256 of the bytes: same bytes, same id")
     name = serializers.CharField()

@@ -1,4 +1,4 @@
-"""A tool of an MCP server in the page, in a real Chromium (docs/design.md §30): the call is
+"""A tool of an MCP server in the page, in a real Chromium (docs/design.md §31): the call is
 shown with its server's name, the approval names the server, the tool and the arguments, and
 once allowed the result is shown; an image a tool returns is shown in the conversation."""
 

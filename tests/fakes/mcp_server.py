@@ -1,4 +1,4 @@
-"""A real MCP server for the tests, written with the official `mcp` SDK (docs/design.md §30).
+"""A real MCP server for the tests, written with the official `mcp` SDK (docs/design.md §31).
 
 Run as `python mcp_server.py stdio` (the client starts it) or `python mcp_server.py http
 PORT` (streamable HTTP on 127.0.0.1:PORT, path /mcp). `FAKE_MCP_DIR` names a directory where

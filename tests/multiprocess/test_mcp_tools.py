@@ -1,4 +1,4 @@
-"""MCP tools across real Daphne workers on one PostgreSQL database (docs/design.md §30): the
+"""MCP tools across real Daphne workers on one PostgreSQL database (docs/design.md §31): the
 fake MCP server (tests/fakes/mcp_server.py) over stdio — each worker starts its own — and
 over streamable HTTP — both workers reach the one server. A trusted tool runs; an untrusted
 one waits until a tab on the other worker allows it, or its API denies it; a Stop from the

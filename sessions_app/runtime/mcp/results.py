@@ -1,4 +1,4 @@
-"""An MCP call's result as the turn keeps it (docs/design.md §30).
+"""An MCP call's result as the turn keeps it (docs/design.md §31).
 
 Text parts become the tool result the model reads; images are kept in the blob store
 (§23) and linked to the session, so the page shows them like uploaded images

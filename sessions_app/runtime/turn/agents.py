@@ -36,6 +36,8 @@ from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.core.ids import SUBAGENT_PREFIX, validate_session_id
 from sessions_app.runtime.mcp.offer import mcp_tools
 from sessions_app.runtime.providers import check_model_spec
+from sessions_app.runtime.sandbox.base import RUN_CODE
+from sessions_app.runtime.sandbox.registry import sandbox_offered
 from sessions_app.runtime.tools.base import Tool
 from sessions_app.runtime.tools.registry import DELEGATE, TOOLS
 
@@ -274,13 +276,17 @@ def delegation_targets() -> list[AgentDefinition]:
 
 def agent_tools(agent: AgentDefinition) -> dict[str, Tool]:
     """The tools of a turn of this agent, by name; `delegate` lists the current targets. Then
-    the tools of the operator's MCP servers this process has listed (docs/design.md §30)."""
+    the tools of the operator's MCP servers this process has listed (docs/design.md §31)."""
     tools = {}
     for name in agent.tools:
         tool = TOOLS[name]
         if name == DELEGATE:
             tool = _delegate_tool(tool, delegation_targets())
         tools[name] = tool
+    # Every agent that has tools may run code, where this server has a sandbox that
+    # isolates (docs/design.md §28); elsewhere the tool is not offered at all.
+    if tools and RUN_CODE in TOOLS and sandbox_offered():
+        tools[RUN_CODE] = TOOLS[RUN_CODE]
     return tools | mcp_tools()
 
 
@@ -301,6 +307,18 @@ def _delegate_tool(tool: Tool, targets: list[AgentDefinition]) -> Tool:
     return replace(
         tool, description=f"{tool.description} Agents: {listing}.", parameters=parameters
     )
+
+
+def models_configured() -> list[str]:
+    """Every model the deployment names — JARVIS_MODEL, TITLE_MODEL, each agent's and the
+    ones people pick (JARVIS_MODELS) — once each: what a starting server prepares."""
+    named = [
+        settings.JARVIS_MODEL,
+        settings.TITLE_MODEL,
+        *(agent.model for agent in agent_registry().values()),
+        *settings.JARVIS_MODELS,
+    ]
+    return [spec for spec in dict.fromkeys(named) if spec]
 
 
 def model_for_session(*, agent: str, model: str) -> str:

@@ -747,7 +747,8 @@ async def _loop(
                         is_error=output.is_error,
                         turn_id=turn_id,
                         data={"tool": timing}
-                        | ({"files": list(output.files)} if output.files else {}),
+                        | ({"files": list(output.files)} if output.files else {})
+                        | output.data,
                     )
                     for call, (output, timing) in zip(calls, results, strict=True)
                 ]

@@ -197,7 +197,7 @@ function scrollablePre(className, text, label) {
   return pre;
 }
 
-// A tool of an MCP server is offered as mcp__<server>__<tool> (docs/design.md §30): shown as
+// A tool of an MCP server is offered as mcp__<server>__<tool> (docs/design.md §31): shown as
 // its tool's name, with the server's beside it.
 function mcpTool(name) {
   const match = /^mcp__(.+?)__(.+)$/.exec(name || "");

@@ -1,6 +1,6 @@
 """Tools of a real MCP server (tests/fakes/mcp_server.py, written with the `mcp` SDK) called
 in turns through the offline model's `call <tool> <json>`, over stdio and streamable HTTP, on
-each store backend (docs/design.md §30)."""
+each store backend (docs/design.md §31)."""
 
 import json
 import os

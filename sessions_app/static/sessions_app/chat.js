@@ -18,6 +18,16 @@ import { refreshReminders } from "./reminders.js";
 import { refreshGoals } from "./goals.js";
 import { setupSearch } from "./search.js";
 import { setupShareDialog } from "./share_dialog.js";
+import {
+  RUN_CODE,
+  codeElement,
+  outputElement,
+  runCodeArguments,
+  runCodeSummary,
+  runFilesElement,
+  runResult,
+} from "./run_code.js";
+import { setupWorkspacePanel } from "./workspace_panel.js";
 
 const log = $("log");
 const promptBox = $("prompt");
@@ -225,9 +235,17 @@ function toolCallElement(call) {
   summary.appendChild(icon("chevron"));
   summary.appendChild(icon("tool"));
   for (const part of toolNameElements(call.name)) summary.appendChild(part);
-  summary.appendChild(el("span", "tool-args", shortArguments(call.arguments)));
+  const run = call.name === RUN_CODE ? runCodeArguments(call) : null;
+  summary.appendChild(el("span", "tool-args", run ? runCodeSummary(run) : shortArguments(call.arguments)));
   summary.appendChild(el("span", "tool-state", "running…"));
   details.appendChild(summary);
+  if (run) {
+    // The code and what it printed are the point of a run: shown without a click.
+    details.open = true;
+    details.classList.add("run");
+    details.appendChild(codeElement(run));
+    return details;
+  }
   details.appendChild(el("div", "label", "Arguments"));
   details.appendChild(scrollablePre("arguments", prettyArguments(call.arguments), toolTitle(call.name) + " arguments"));
   return details;
@@ -289,12 +307,18 @@ function renderToolResult(entry) {
     for (const part of toolNameElements(entry.name)) summary.appendChild(part);
     summary.appendChild(el("span", "tool-args", "result"));
     orphan.appendChild(summary);
-    orphan.appendChild(scrollablePre("result", entry.content, toolTitle(entry.name) + " result"));
-    showToolFiles(orphan, entry);
+    const result = entry.name === RUN_CODE ? runResult(entry) : null;
+    orphan.appendChild(
+      result ? outputElement(result) : scrollablePre("result", entry.content, toolTitle(entry.name) + " result"),
+    );
     // Its call may still come: scrolling back loads the entry before this one.
     orphan.dataset.resultFor = entry.tool_call_id;
     orphan.toolResult = entry;
     append(orphan);
+    const files = result && runFilesElement(state.sessionId, entry, result);
+    if (files) orphan.after(files);
+    // The files shown under it (a run's, an MCP server's images) go with it when its call comes.
+    orphan.runFiles = files || (result ? null : showToolFiles(orphan, entry));
     return;
   }
   showToolResult(details, entry);
@@ -307,22 +331,32 @@ function showToolResult(details, entry) {
     // Beside the state, so the summary reads "done · 1.2 s" (docs/design.md §20).
     details.querySelector(".tool-state").after(el("span", "tool-time", " · " + duration(timing.duration_ms)));
   }
-  details.classList.toggle("error", Boolean(entry.is_error));
   details.classList.add("finished");
+  const result = entry.name === RUN_CODE ? runResult(entry) : null;
+  if (result) {
+    details.appendChild(outputElement(result));
+    details.classList.toggle("error", Boolean(result.killed) || result.exit_code !== 0);
+    const files = runFilesElement(state.sessionId, entry, result);
+    if (files) details.after(files);
+    return;
+  }
+  details.classList.toggle("error", Boolean(entry.is_error));
   details.appendChild(el("div", "label", entry.is_error ? "Error" : "Result"));
   details.appendChild(scrollablePre("result", entry.content, toolTitle(entry.name || "tool") + " result"));
   showToolFiles(details, entry);
 }
 
 // Files a call kept (an MCP server's images): shown like a message's attachments, after the
-// result and outside the folded details, so they are seen without opening the call.
+// result and outside the folded details, so they are seen without opening the call. Returns
+// the list (null when there is none).
 function showToolFiles(details, entry) {
   const files = (entry.data || {}).files;
-  if (!Array.isArray(files) || !files.length) return;
+  if (!Array.isArray(files) || !files.length) return null;
   const list = attachmentsElement(state.sessionId, files);
   list.classList.add("tool-files");
   list.setAttribute("aria-label", "Files from " + toolTitle(entry.name || "the tool"));
   details.after(list);
+  return list;
 }
 
 // --- approvals: a tool that asks first (docs/api.md) -------------------------------------
@@ -436,10 +470,15 @@ function renderAssistantMessage(entry, { live, placed }) {
     state.callElements.set(call.id, details);
     const orphan = placed && log.querySelector('.tool[data-result-for="' + CSS.escape(call.id) + '"]');
     if (orphan) {
-      showToolResult(details, orphan.toolResult);
-      // The orphan may be what older entries are being placed before.
-      if (state.placeBefore === orphan) state.placeBefore = orphan.nextSibling;
+      // The orphan (and the files shown under it) may be what older entries are being
+      // placed before.
+      const after = orphan.runFiles || orphan;
+      if (state.placeBefore === orphan || state.placeBefore === orphan.runFiles) {
+        state.placeBefore = after.nextSibling;
+      }
+      if (orphan.runFiles) orphan.runFiles.remove();
       orphan.remove();
+      showToolResult(details, orphan.toolResult);
     }
     const link = call.name === "delegate" ? delegateLink(call) : null;
     if (link) bubble.appendChild(link);
@@ -1149,6 +1188,7 @@ function onSessionSnapshot(event) {
   }
   showSessionMeta(event.session);
   showQueue(event.queue);
+  workspace.refresh();
   const wasAtBottom = atBottom();
   for (const entry of event.entries) renderEntry(entry);
   for (const notice of event.notices || []) renderNotice(notice);
@@ -1236,6 +1276,10 @@ function handleEvent(event) {
       break;
     case "entry":
       renderEntry(event.entry, { live: true });
+      // A run that changed files: the Workspace panel lists them now.
+      if (event.entry.role === "tool" && event.entry.name === RUN_CODE) {
+        workspace.refresh({ changed: true });
+      }
       break;
     case "compaction_start":
       announce("Compacting earlier turns so the conversation fits the model…");
@@ -1665,6 +1709,7 @@ setupSearch();
 followSessionChanges(() => refreshSessions());
 setupArchivedSwitch($("show-archived"), refreshSessions);
 setupShareDialog({ sessionId: () => state.sessionId });
+const workspace = setupWorkspacePanel({ sessionId: () => state.sessionId, announce });
 setupFamilyTree({ sessionId: () => state.sessionId, open: (sessionId) => switchSession(sessionId) });
 // Back and forward between sessions this page switched to: open the one in the URL.
 window.addEventListener("popstate", () => window.location.reload());

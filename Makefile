@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run cluster test test-stress bench bench-turns lint migrations-check user venv screenshots
+.PHONY: run sandbox cluster test test-stress bench bench-turns lint migrations-check user venv screenshots
 
 # uv installs the same pins as pip in about 15 s instead of a minute or more; when uv itself
 # cannot be installed, pip does the work.
@@ -19,8 +19,17 @@ $(STAMP): requirements.txt
 
 venv: $(STAMP)
 
+# The session's sandbox (docs/design.md §28): bubblewrap from the system's packages when it
+# is missing (a host without it, or without apt-get, serves without run_code and says why),
+# then the sandbox's own Python (cached: nothing to do when it is up to date).
+sandbox: $(STAMP)
+	@command -v bwrap >/dev/null 2>&1 || (command -v apt-get >/dev/null 2>&1 && \
+		(apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null)) || \
+		echo "bubblewrap could not be installed: run_code will not be offered"
+	$(PY) manage.py sandbox_setup
+
 # A person reads `make run`'s console: plain-text log lines unless LOG_FORMAT says otherwise.
-run: $(STAMP)
+run: $(STAMP) sandbox
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py ensure_local_user
 	LOG_FORMAT=$${LOG_FORMAT:-text} $(PY) manage.py run_local
@@ -48,7 +57,7 @@ PYTEST_WORKERS ?= 4
 PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist load
 test:
 	@start=$$(date +%s); status=0; \
-	$(MAKE) --no-print-directory venv && \
+	$(MAKE) --no-print-directory venv sandbox && \
 	$(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS) || status=$$?; \
 	echo "== make test took $$(( $$(date +%s) - start )) s (install included)"; \
 	exit $$status

@@ -1,6 +1,9 @@
 """Retention (docs/design.md §21): sessions idle longer than their owner's policy are
 deleted, memory first, through the same service as a person's own delete.
 
+The same sweep removes the export files older than EXPORT_RETENTION_DAYS (§31): a session's
+delete leaves its exports to their owner, and this is where they end.
+
 The policy of a session: a test session (§6 prefixes) keeps TEST_SESSION_RETENTION_DAYS (or
 the owner's policy when shorter); any other keeps the owner's `retention_days`, else the
 operator's RETENTION_DAYS, else forever. Idle means `updated_at` (last activity) older than
@@ -12,6 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -22,6 +26,7 @@ from sessions_app import selectors
 from sessions_app.core.ids import is_test_session
 from sessions_app.services.deletion import SessionConnected, session_delete
 from sessions_app.services.extensions import SessionBusy
+from sessions_app.services.kept_exports import kept_exports_sweep
 from sessions_app.services.sessions import session_turn_running
 
 logger = logging.getLogger(__name__)
@@ -58,6 +63,8 @@ class RetentionReport:
     deleted: list[Expired] = field(default_factory=list)
     # (session, why it stays for now); the next sweep tries again.
     kept: list[tuple[Expired, str]] = field(default_factory=list)
+    # Export files past EXPORT_RETENTION_DAYS.
+    exports: list[Path] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         verb = "would delete" if self.dry_run else "deleted"
@@ -68,6 +75,10 @@ class RetentionReport:
         ]
         lines += [f"kept {item.session_id} for now: {why}" for item, why in self.kept]
         lines.append(f"{len(self.deleted)} session(s) {verb} as of {self.as_of.isoformat()}")
+        if self.exports:
+            days = settings.EXPORT_RETENTION_DAYS
+            removed = "would remove" if self.dry_run else "removed"
+            lines.append(f"{removed} {len(self.exports)} export file(s) older than {days} days")
         return lines
 
 
@@ -111,7 +122,8 @@ def retention_sweep(*, as_of: datetime | None = None, dry_run: bool = False) -> 
     own delete uses: memory first (the `session_deleted` receivers purge in its
     transaction), then the session with its entries, notices, search rows and files, then
     its per_parent_session sub-agent sessions. Each session is one delete of its own, so a
-    sweep stopped halfway leaves whole sessions, and the next one carries on.
+    sweep stopped halfway leaves whole sessions, and the next one carries on. Last, the
+    export files written more than EXPORT_RETENTION_DAYS before `as_of` go.
     """
     as_of = as_of or timezone.now()
     report = RetentionReport(dry_run=dry_run, as_of=as_of)
@@ -132,6 +144,9 @@ def retention_sweep(*, as_of: datetime | None = None, dry_run: bool = False) -> 
             continue
         if gone:
             report.deleted.append(item)
+    report.exports = kept_exports_sweep(as_of=as_of, dry_run=dry_run)
     if report.deleted and not dry_run:
         logger.info("retention deleted %d session(s)", len(report.deleted))
+    if report.exports and not dry_run:
+        logger.info("retention removed %d export file(s)", len(report.exports))
     return report

@@ -19,6 +19,12 @@ openai-agents' `Runner` with its `SQLiteSession` (one) or `SQLAlchemySession` on
 (two), at the same concurrency against the same fake (bench/peer_load.py, in its own
 virtualenv).
 
+Each of `one` and `two` runs twice on fresh workers: once with every session on
+`JARVIS_MODEL`, once (the `jarvis, session model` row) with every session's own model chosen
+as the picker does (`PATCH /api/sessions/<id>/ {"model": "openai:<another>"}`) before the
+storm — docs/design.md §30 wants both on the same path, and the two rows side by side show
+whether they are.
+
 The `single` row is one client on one worker (SQLite, offline model): "what is 2+3" turns,
 one after another, timed from the prompt frame to `agent_end`.
 
@@ -55,6 +61,8 @@ PG_BENCH_DB = "jarvis_bench_turns"
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/8")
 PEER_PYTHON = BENCH / ".venv-peer" / "bin" / "python"
 MODEL = "bench-model"
+# The model every session picks in the second run of `one` and `two` (the fake answers any).
+SESSION_MODEL = "bench-picked"
 SHORT_PROMPT = "what is 2+3"
 LONG_PROMPT = "tell me a long story"
 DEFAULT_SESSIONS = {"one": 200, "two": 400, "storm-one": 200, "storm-two": 200}
@@ -170,7 +178,14 @@ def stop(process: subprocess.Popen) -> None:
 
 def app_env(scratch: Path, database_url: str, **extra) -> dict:
     env = dict(os.environ)
-    for name in ("REDIS_URL", "ASGI_THREADS", "JARVIS_MODEL", "TITLE_MODEL", "OPENAI_BASE_URL"):
+    for name in (
+        "REDIS_URL",
+        "ASGI_THREADS",
+        "JARVIS_MODEL",
+        "JARVIS_MODELS",
+        "TITLE_MODEL",
+        "OPENAI_BASE_URL",
+    ):
         env.pop(name, None)
     env.update(
         DJANGO_SETTINGS_MODULE="jarvis_site.settings",
@@ -533,8 +548,38 @@ async def sample_peak_rss(
             await asyncio.wait_for(stop_event.wait(), 0.05)
 
 
-async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
-    """N load sessions spread over the workers, plus one short-turn session on the first."""
+def session_model_set(base: str, session_id: str, token: str, model: str) -> None:
+    """What the model picker sends (docs/web.md): the session's own model from now on."""
+    request = urllib.request.Request(
+        f"{base}/api/sessions/{session_id}/",
+        method="PATCH",
+        data=json.dumps({"model": model}).encode(),
+        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(request, timeout=60).close()
+
+
+async def sessions_model_set(conversations: list[Conversation], model: str) -> None:
+    gate = asyncio.Semaphore(CONNECTS_AT_ONCE)
+
+    async def one(conversation: Conversation) -> None:
+        async with gate:
+            await asyncio.to_thread(
+                session_model_set,
+                conversation.base,
+                conversation.session_id,
+                conversation.token,
+                model,
+            )
+
+    await asyncio.gather(*(one(c) for c in conversations if not c.open_error))
+
+
+async def run_load(
+    workers: list[Worker], tokens: list[str], args, session_model: str | None = None
+) -> dict:
+    """N load sessions spread over the workers, plus one short-turn session on the first;
+    with `session_model`, each of them first picks that model as its own."""
     run = uuid.uuid4().hex[:6]  # fresh session ids (and channel groups) for every run
     count = args.sessions
     load = [
@@ -563,6 +608,9 @@ async def run_load(workers: list[Worker], tokens: list[str], args) -> dict:
     stoppers = [remote_stop] if remote_stop is not None else []
     log(f"  opening {count + 1 + len(watchers) + len(stoppers)} sockets")
     await open_all([*load, short, *watchers.values(), *stoppers])
+    if session_model is not None:
+        log(f"  every session picks {session_model}")
+        await sessions_model_set([*load, short], session_model)
     pids = [worker.pid for worker in workers]
     baseline = {pid: memory_kb(pid) for pid in pids}
     peaks: dict[int, int] = dict(baseline)
@@ -931,6 +979,9 @@ def run_config(config: str, scratch: Path, args) -> list[dict]:
                 scratch,
                 database_url,
                 JARVIS_MODEL=f"openai:{MODEL}",
+                # The model the sessions of the second run pick, offered as a deployment
+                # offers its models: every worker prepares it at start (docs/design.md §30).
+                JARVIS_MODELS=f"openai:{SESSION_MODEL}",
                 OPENAI_BASE_URL=model_url,
                 # Turns against turns: the peer does not name its conversations, and a title
                 # written by the model is one more 2 s stream per new conversation (docs/
@@ -940,12 +991,12 @@ def run_config(config: str, scratch: Path, args) -> list[dict]:
             )
             log(f"  migrating and creating {args.sessions + 1} users")
             tokens = prepare(env, args.sessions + 1)
-            with contextlib.ExitStack() as stack:
-                running = [
-                    stack.enter_context(daphne(env, scratch / f"daphne-{index}.log"))
-                    for index in range(workers)
-                ]
-                if config.startswith("storm"):
+            if config.startswith("storm"):
+                with contextlib.ExitStack() as stack:
+                    running = [
+                        stack.enter_context(daphne(env, scratch / f"daphne-{index}.log"))
+                        for index in range(workers)
+                    ]
                     return [
                         {
                             "config": config,
@@ -953,20 +1004,33 @@ def run_config(config: str, scratch: Path, args) -> list[dict]:
                             **asyncio.run(run_storm(running, tokens, args)),
                         }
                     ]
-                result = asyncio.run(run_load(running, tokens, args))
-            if (
-                result["open_failures"]
-                or result["lost"]
-                or "lost"
-                in (
-                    result["short_status"],
-                    result["abort_status"],
-                    result.get("remote_abort_status"),
-                )
+            for system, session_model in (
+                ("jarvis", None),
+                ("jarvis, session model", f"openai:{SESSION_MODEL}"),
             ):
-                for index in range(workers):
-                    log_tail(scratch / f"daphne-{index}.log")
-            rows.append({"config": config, "system": "jarvis", "fake": model.lateness(), **result})
+                if session_model is not None:
+                    log(f"  again on fresh workers, every session on {session_model}")
+                with contextlib.ExitStack() as stack:
+                    running = [
+                        stack.enter_context(daphne(env, scratch / f"daphne-{index}.log"))
+                        for index in range(workers)
+                    ]
+                    result = asyncio.run(run_load(running, tokens, args, session_model))
+                if (
+                    result["open_failures"]
+                    or result["lost"]
+                    or "lost"
+                    in (
+                        result["short_status"],
+                        result["abort_status"],
+                        result.get("remote_abort_status"),
+                    )
+                ):
+                    for index in range(workers):
+                        log_tail(scratch / f"daphne-{index}.log")
+                rows.append(
+                    {"config": config, "system": system, "fake": model.lateness(), **result}
+                )
             if database_url is not None and not database_url.startswith("sqlite"):
                 postgres_drop()
                 database_url = None
@@ -1079,13 +1143,30 @@ def print_table(rows: list[dict], args) -> None:
             print("-|-".join("-" * width for width in widths))
     for config in dict.fromkeys(row["config"] for row in rows):
         ours = next((r for r in rows if r["config"] == config and r["system"] == "jarvis"), None)
-        peer = next((r for r in rows if r["config"] == config and r["system"] != "jarvis"), None)
+        peer = next(
+            (r for r in rows if r["config"] == config and r["system"] == "openai-agents"), None
+        )
         if ours and peer and ours["p99_ms"] is not None and peer["p99_ms"]:
             print(
                 f"{config}: overhead ratio jarvis / peer: p50 "
                 f"{ratio(ours['p50_ms'], peer['p50_ms'])}, p99 {ratio(ours['p99_ms'], peer['p99_ms'])}"
             )
-        for row in (ours, peer):
+        picked = next(
+            (r for r in rows if r["config"] == config and r["system"] == "jarvis, session model"),
+            None,
+        )
+        if ours and picked:
+            print(
+                f"{config}: session model / JARVIS_MODEL: CPU per turn "
+                f"{ratio(picked['cpu_ms_per_turn'], ours['cpu_ms_per_turn'])}, short turn "
+                + (
+                    ratio(picked["short_ms"], ours["short_ms"])
+                    if picked["short_ms"] and ours["short_ms"]
+                    else "-"
+                )
+                + " (target <= 1.2x each)"
+            )
+        for row in (ours, picked, peer):
             if row and row.get("open_failures"):
                 print(f"{config} {row['system']}: {row['open_failures']} sockets did not open")
             if row and row["statuses"]:

@@ -26,15 +26,15 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 from jarvis_site.routing import websocket_urlpatterns  # noqa: E402
-from sessions_app.runtime.context.context_window import tokenizer_preload  # noqa: E402
 from sessions_app.runtime.loop.read_first import ReadFirst  # noqa: E402
 from sessions_app.runtime.loop.socket_writes import WriteNow  # noqa: E402
 from sessions_app.runtime.providers import providers_preload  # noqa: E402
+from sessions_app.runtime.turn.agents import models_configured  # noqa: E402
 from sessions_app.web.consumers import UnknownPathConsumer  # noqa: E402
 from sessions_app.web.origins import OriginCheck  # noqa: E402
 
-providers_preload()
-tokenizer_preload(settings.JARVIS_MODEL)
+# Every model the deployment names, so a session's own is as fast as JARVIS_MODEL (§30).
+providers_preload(models_configured())
 
 application = ProtocolTypeRouter(
     {

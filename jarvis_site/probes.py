@@ -4,7 +4,8 @@ They are answered by a middleware placed first, before the Host check, sessions 
 a load balancer probes a worker by its address, and a probe must neither need a session nor
 make one. `/healthz` says the process answers; `/readyz` says it should get traffic (database
 reachable and migrated, Redis reachable when configured, not draining, and — with
-OVERLOADED_LOOP_LAG_SEC — its event loop not running later than that); `/metrics` is the
+OVERLOADED_LOOP_LAG_SEC — its event loop not running later than that; its `details` say why
+when the sandbox's `run_code` is not offered); `/metrics` is the
 Prometheus text of every process sharing PROMETHEUS_MULTIPROC_DIR. None of them shows data.
 """
 
@@ -25,6 +26,7 @@ from jarvis_site.shared.metrics import metrics_exposition
 from jarvis_site.shared.middleware import SyncAndAsyncMiddleware
 from sessions_app.runtime.loop import loop_lag
 from sessions_app.runtime.loop.drain import is_draining
+from sessions_app.runtime.sandbox.registry import sandbox_status
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +70,10 @@ def _readiness() -> JsonResponse:
             failed["redis"] = redis
     if failed:
         return JsonResponse({"status": "unavailable", "failed": failed}, status=503)
+    sandbox = sandbox_status()
+    if not sandbox.offered:
+        # Ready all the same; the details say why run_code is not offered (docs/design.md §28).
+        return JsonResponse({"status": "ok", "details": {"sandbox": sandbox.to_api()}})
     return JsonResponse({"status": "ok"})
 
 

@@ -37,6 +37,7 @@ from twisted.internet import reactor
 from jarvis_site.request_bodies import BoundedHTTPFactory
 from jarvis_site.shared.metrics import process_gone
 from sessions_app.runtime.loop import drain
+from sessions_app.runtime.sandbox.registry import sandbox_status
 from sessions_app.runtime.turn.turns import turns_abort_all_local
 
 logger = logging.getLogger(__name__)
@@ -173,6 +174,9 @@ class DrainingCommandLine(CommandLineInterface):
 
 def serve(daphne_args: list[str]) -> None:
     """Run Daphne's command line (its options, then the application) until drained."""
+    # The sandbox's start probe (docs/design.md §28) before the first turn would pay it; a
+    # sandbox that does not isolate is logged, and /readyz says why.
+    sandbox_status()
     try:
         DrainingCommandLine().run([*daphne_args, ASGI_APPLICATION])
     finally:

@@ -241,6 +241,15 @@ if TITLE_MODEL and not (
     raise ImproperlyConfigured(
         f"TITLE_MODEL must be empty, 'offline', 'openai:<model>' or 'anthropic:<model>', not {TITLE_MODEL!r}"
     )
+# Models people pick for their sessions (the picker, `PATCH model`, `/model`), comma-separated:
+# every worker prepares them at start as it does JARVIS_MODEL (docs/design.md §30), so a
+# session on one of them starts as fast. A model named nowhere is prepared at its first turn.
+JARVIS_MODELS = [spec.strip() for spec in env.list("JARVIS_MODELS", default=[]) if spec.strip()]
+for _spec in JARVIS_MODELS:
+    if not (_spec.startswith(("openai:", "anthropic:")) and _spec.split(":", 1)[1]):
+        raise ImproperlyConfigured(
+            f"JARVIS_MODELS lists 'openai:<model>' or 'anthropic:<model>' models, not {_spec!r}"
+        )
 OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
 OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="")
 ANTHROPIC_API_KEY = env.str("ANTHROPIC_API_KEY", default="")
@@ -323,6 +332,9 @@ if RETENTION_DAYS is not None and RETENTION_DAYS <= 0:
 TEST_SESSION_RETENTION_DAYS = _positive("TEST_SESSION_RETENTION_DAYS", 7, cast=int)
 # How often `db_worker` runs the retention sweep (the task queues its own next run).
 RETENTION_SWEEP_EVERY_SEC = _positive("RETENTION_SWEEP_EVERY_SEC", 3600.0)
+# Export files (`/export`, GET …/export/) are the person's copy: kept after their session's
+# delete, and removed by the sweep this many days after they were written (docs/design.md §31).
+EXPORT_RETENTION_DAYS = _positive("EXPORT_RETENTION_DAYS", 30, cast=int)
 # The largest history file POST /api/import/ accepts (a ChatGPT export or an openai-agents
 # database); larger: 400 file_too_large.
 IMPORT_MAX_BYTES = _positive("IMPORT_MAX_BYTES", 50 * 1024 * 1024, cast=int)
@@ -360,6 +372,30 @@ AWS_S3_REGION_NAME = env.str("AWS_S3_REGION_NAME", default=None)
 # together (413 quota_exceeded).
 UPLOAD_MAX_BYTES = _positive("UPLOAD_MAX_BYTES", 20 * 1024 * 1024, cast=int)
 USER_STORAGE_QUOTA_BYTES = _positive("USER_STORAGE_QUOTA_BYTES", 1024 * 1024 * 1024, cast=int)
+# The session's sandbox (docs/design.md §28). SANDBOX_BACKEND: empty picks `bwrap` where
+# bubblewrap is installed (and its start probe passes), else `none` (no run_code, and
+# /readyz's details say why); the names are sessions_app.runtime.sandbox.registry's.
+SANDBOX_BACKEND = env.str("SANDBOX_BACKEND", default="")
+if SANDBOX_BACKEND not in {"", "bwrap", "none"}:
+    raise ImproperlyConfigured(f"SANDBOX_BACKEND must be bwrap or none, not {SANDBOX_BACKEND!r}")
+# The sandbox's own Python (`manage.py sandbox_setup` builds it here unless set).
+SANDBOX_PYTHON = env.str("SANDBOX_PYTHON", default="") or str(
+    VAR_DIR / "sandbox" / "venv" / "bin" / "python"
+)
+SANDBOX_NETWORK = env.bool("SANDBOX_NETWORK", default=False)
+SANDBOX_CPU_SEC = _positive("SANDBOX_CPU_SEC", 30, cast=int)
+SANDBOX_WALL_SEC = _positive("SANDBOX_WALL_SEC", 60.0)
+SANDBOX_MEMORY_MB = _positive("SANDBOX_MEMORY_MB", 512, cast=int)
+SANDBOX_MAX_PROCS = _positive("SANDBOX_MAX_PROCS", 64, cast=int)
+SANDBOX_OUTPUT_BYTES = _positive("SANDBOX_OUTPUT_BYTES", 65536, cast=int)
+SANDBOX_WORKSPACE_MAX_BYTES = _positive("SANDBOX_WORKSPACE_MAX_BYTES", 200 * 1024 * 1024, cast=int)
+SANDBOX_CONCURRENCY = _positive("SANDBOX_CONCURRENCY", 4, cast=int)
+# Where runs get their scratch directories (removed after each run); empty: the system's
+# temporary directory.
+SANDBOX_SCRATCH_DIR = env.str("SANDBOX_SCRATCH_DIR", default="")
+# A server running as root starts its sandboxes as this unprivileged user (its process
+# limit counts that user's processes: as root it would count nothing).
+SANDBOX_UID = _positive("SANDBOX_UID", 65534, cast=int)
 # How often `db_worker` removes blobs nothing links to (the task queues its own next run).
 BLOBS_SWEEP_EVERY_SEC = _positive("BLOBS_SWEEP_EVERY_SEC", 3600.0)
 # One import's budget (docs/design.md §27), checked before anything is written: a file

@@ -9,9 +9,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from notices_app.api import GoalViewSet, ScheduleViewSet, service_worker
-from sessions_app.web import share_api, shared_files_api
+from sessions_app.web import exports_api, share_api, shared_files_api
 from sessions_app.web.api import HistoryImportView, SearchViewSet, SessionViewSet, ToolsViewSet
 from sessions_app.web.files_api import FileThumbView, FileUploadView, FileView
+from sessions_app.web.workspace_api import WorkspaceFileView, WorkspaceView
 
 router = DefaultRouter()
 router.register("sessions", SessionViewSet, basename="session")
@@ -39,6 +40,13 @@ urlpatterns = [
         FileThumbView.as_view(),
         name="file-thumb",
     ),
+    # A session's workspace (docs/design.md §28): a file's path may hold `/`.
+    re_path(r"^api/sessions/(?P<id>[^/]+)/workspace/$", WorkspaceView.as_view(), name="workspace"),
+    re_path(
+        r"^api/sessions/(?P<id>[^/]+)/workspace/(?P<path>.+)$",
+        WorkspaceFileView.as_view(),
+        name="workspace-file",
+    ),
     path("api/sessions/<str:id>/shares/", share_api.SessionSharesView.as_view()),
     path("api/sessions/<str:id>/shares/<int:share_id>/", share_api.SessionShareView.as_view()),
     path(
@@ -58,6 +66,13 @@ urlpatterns = [
         name="shared-file-thumb",
     ),
     path("s/<str:token>", share_api.shared_page, name="shared-page"),
+    # The person's kept exports (docs/design.md §31), there after the session's delete too.
+    path("api/me/exports/", exports_api.KeptExportsView.as_view(), name="kept-exports"),
+    path(
+        "api/me/exports/<str:filename>/",
+        exports_api.KeptExportView.as_view(),
+        name="kept-export",
+    ),
     path("api/", include(router.urls)),
     # Before notices_app's: its `me/` view, extended with DELETE (the account).
     path("api/", include("accounts_app.urls")),

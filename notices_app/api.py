@@ -19,8 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import ViewSet
 
-from jarvis_site.shared.errors import Code, status_of
-from jarvis_site.shared.outbound_urls import OutboundUrlRefused
+from jarvis_site.shared.errors import Code
 from notices_app import goals, me, preferences, schedules, serializers
 from sessions_app.web.serializers import ErrorOutput
 
@@ -38,26 +37,6 @@ def _parse(serializer_class, data):
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
-
-
-class TooManySchedulesError(exceptions.APIException):
-    status_code = status_of(Code.TOO_MANY_SCHEDULES)
-    default_code = Code.TOO_MANY_SCHEDULES
-
-
-class TooManyGoalsError(exceptions.APIException):
-    status_code = status_of(Code.TOO_MANY_GOALS)
-    default_code = Code.TOO_MANY_GOALS
-
-
-class TooManySubscriptionsError(exceptions.APIException):
-    status_code = status_of(Code.TOO_MANY_SUBSCRIPTIONS)
-    default_code = Code.TOO_MANY_SUBSCRIPTIONS
-
-
-class UrlNotAllowed(exceptions.APIException):
-    status_code = status_of(Code.URL_NOT_ALLOWED)
-    default_code = Code.URL_NOT_ALLOWED
 
 
 def _not_found(what: str) -> Response:
@@ -101,8 +80,6 @@ class ScheduleViewSet(ViewSet):
             schedule = schedules.schedule_create(owner_id=request.user.id, **data)
         except schedules.ScheduleInvalid as error:
             raise exceptions.ValidationError({"schedule": [str(error)]}) from error
-        except schedules.TooManySchedules as error:
-            raise TooManySchedulesError(str(error)) from error
         return Response(schedules.schedule_to_api(schedule), status=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -143,8 +120,6 @@ class GoalViewSet(ViewSet):
             goal = goals.goal_create(owner_id=request.user.id, **data)
         except goals.GoalInvalid as error:
             raise exceptions.ValidationError({"goal": [str(error)]}) from error
-        except goals.TooManyGoals as error:
-            raise TooManyGoalsError(str(error)) from error
         return Response(goals.goal_to_api(goal), status=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -225,13 +200,10 @@ class MeView(APIView):
             raise exceptions.ValidationError(
                 {name: ["not a setting that can be changed"] for name in unknown}
             )
-        try:
-            # All sections or none: a refused field leaves every setting as it was.
-            with transaction.atomic():
-                for section, data in changes:
-                    section.update(request.user, data)
-        except OutboundUrlRefused as refused:
-            raise UrlNotAllowed(str(refused)) from refused
+        # All sections or none: a refused field leaves every setting as it was.
+        with transaction.atomic():
+            for section, data in changes:
+                section.update(request.user, data)
         return Response(_me(request.user))
 
 
@@ -264,12 +236,8 @@ class PushSubscriptionViewSet(ViewSet):
             subscription, created = preferences.push_subscription_add(
                 owner_id=request.user.id, endpoint=data["endpoint"], **data["keys"]
             )
-        except OutboundUrlRefused as refused:
-            raise UrlNotAllowed(str(refused)) from refused
         except preferences.PushSubscriptionInvalid as error:
             raise exceptions.ValidationError({"keys": [str(error)]}) from error
-        except preferences.TooManyPushSubscriptions as error:
-            raise TooManySubscriptionsError(str(error)) from error
         return Response(
             {"id": subscription.id},
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,

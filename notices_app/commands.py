@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from jarvis_site.shared.errors import Code
 from notices_app.goals import (
-    GoalInvalid,
     GoalNotFound,
-    TooManyGoals,
     goal_create,
     goal_describe,
     goal_list,
@@ -35,10 +33,7 @@ def goal_command(*, session_id: str, owner_id: int | None, text: str) -> Command
     notices conversation)."""
     if not text:
         raise CommandRefused(Code.BAD_REQUEST, "/goal needs a text: /goal <what to work on>")
-    try:
-        goal = goal_create(owner_id=_owner(owner_id), text=text, set_in=session_id)
-    except (GoalInvalid, TooManyGoals) as refused:
-        raise CommandRefused(refused.code, str(refused)) from refused
+    goal = goal_create(owner_id=_owner(owner_id), text=text, set_in=session_id)
     where = "here" if goal.report_to else "to your notices conversation"
     return CommandReply(
         f"Goal set: {goal_describe(goal)}. Its notes and result will be reported {where}.",
@@ -67,6 +62,4 @@ def goals_command(*, session_id: str, owner_id: int | None, text: str) -> Comman
         goal = goal_set_status(goal_id=goal_id, owner_id=owner_id, status=STATUS_OF[words[0]])
     except GoalNotFound as missing:
         raise CommandRefused(Code.NOT_FOUND, f"you have no goal #{goal_id}") from missing
-    except GoalInvalid as refused:
-        raise CommandRefused(refused.code, str(refused)) from refused
     return CommandReply(goal_describe(goal), {"goal": goal_to_api(goal)})

@@ -34,7 +34,7 @@ from django.db import transaction
 from django.db.models import Case, IntegerField, Q, Value, When
 from django.utils import timezone
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from jarvis_site.shared.markdown import markdown_literal
 from notices_app.delivery import notices_conversation, notices_kept_inside
 from notices_app.models import Goal, GoalNote
@@ -82,19 +82,19 @@ SETTABLE = (Goal.ACTIVE, Goal.PAUSED, Goal.CANCELLED)
 FINISHED = (Goal.DONE, Goal.EXHAUSTED, Goal.FAILED, Goal.CANCELLED)
 
 
-class GoalInvalid(ValueError):
+class GoalInvalid(DomainError, ValueError):
     """Bad input for a goal (the API answers 400 invalid)."""
 
     code = Code.INVALID
 
 
-class GoalNotFound(LookupError):
+class GoalNotFound(DomainError, LookupError):
     """No such goal of this user (404, for another user's too)."""
 
     code = Code.NOT_FOUND
 
 
-class TooManyGoals(Exception):
+class TooManyGoals(DomainError):
     """The user already has MAX_ACTIVE_GOALS_PER_USER open goals (429 too_many_goals)."""
 
     code = Code.TOO_MANY_GOALS

@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from jarvis_site.shared.outbound_urls import outbound_url_check
 from notices_app.models import NoticeOutbox, NoticeSettings, PushSubscription
 from notices_app.vapid import b64url_decode
@@ -19,11 +19,13 @@ P256DH_BYTES = 65
 AUTH_BYTES = 16
 
 
-class PushSubscriptionInvalid(ValueError):
+class PushSubscriptionInvalid(DomainError, ValueError):
     """Keys that are not a browser's push subscription keys (400)."""
 
+    code = Code.INVALID
 
-class TooManyPushSubscriptions(Exception):
+
+class TooManyPushSubscriptions(DomainError):
     """The user already has MAX_PUSH_SUBSCRIPTIONS_PER_USER browsers subscribed (429
     too_many_subscriptions): each one is a push per notice."""
 
@@ -36,8 +38,10 @@ class TooManyPushSubscriptions(Exception):
         )
 
 
-class PushSubscriptionNotFound(LookupError):
+class PushSubscriptionNotFound(DomainError, LookupError):
     """No such subscription of this user (404, for another user's too)."""
+
+    code = Code.NOT_FOUND
 
 
 def notice_settings_of(user) -> NoticeSettings:

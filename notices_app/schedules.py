@@ -28,6 +28,7 @@ from django.db.models import Case, IntegerField, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from jarvis_site.shared.errors import Code, DomainError
 from jarvis_site.shared.markdown import markdown_cut, markdown_literal
 from notices_app.delivery import schedule_target_session
 from notices_app.models import Schedule, ScheduleRun
@@ -73,16 +74,22 @@ SCHEDULE_PAGE_MAX = 200
 SCHEDULE_OFFSET_MAX = 1_000_000_000
 
 
-class ScheduleInvalid(ValueError):
+class ScheduleInvalid(DomainError, ValueError):
     """Bad input for a schedule (the API answers 400 invalid)."""
 
+    code = Code.INVALID
 
-class ScheduleNotFound(LookupError):
+
+class ScheduleNotFound(DomainError, LookupError):
     """No such schedule of this user (the API answers 404, for another user's too)."""
 
+    code = Code.NOT_FOUND
 
-class TooManySchedules(Exception):
+
+class TooManySchedules(DomainError):
     """The user already has MAX_SCHEDULES_PER_USER active schedules (429 too_many_schedules)."""
+
+    code = Code.TOO_MANY_SCHEDULES
 
     def __init__(self, limit: int):
         super().__init__(

@@ -16,6 +16,7 @@ class SessionsAppConfig(AppConfig):
         # before any module that touches a model may be imported.
         from sessions_app.core import signals
         from sessions_app.runtime.mcp.config import mcp_servers
+        from sessions_app.runtime.sandbox.run_code import RUN_CODE_TOOL
         from sessions_app.runtime.tools.registry import tool_register
         from sessions_app.runtime.turn.agents import agent_registry
         from sessions_app.runtime.turn.approvals import approval_decisions_poll
@@ -27,6 +28,7 @@ class SessionsAppConfig(AppConfig):
 
         # Before the agents are checked: the main agent must hold `delegate`.
         tool_register(DELEGATE_TOOL)
+        tool_register(RUN_CODE_TOOL)
         agent_registry()  # a broken JARVIS_AGENTS_FILE stops start-up with what is wrong
         mcp_servers()  # and so does a broken MCP_SERVERS_FILE
         # A decision on a tool approval may be written by any worker: the lease keeper,

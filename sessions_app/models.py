@@ -348,7 +348,10 @@ class Blob(models.Model):
     IMAGE = "image"
     TEXT = "text"
     PDF = "pdf"
-    KINDS = [(IMAGE, "image"), (TEXT, "text"), (PDF, "PDF")]
+    # Any other file a sandbox run wrote in its workspace (docs/design.md §28): kept and
+    # downloadable, never sent to a model as its content.
+    DATA = "data"
+    KINDS = [(IMAGE, "image"), (TEXT, "text"), (PDF, "PDF"), (DATA, "other data")]
 
     sha256 = models.CharField(primary_key=True, max_length=64)
     size = models.PositiveBigIntegerField()

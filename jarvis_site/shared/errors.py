@@ -3,9 +3,11 @@ the slash commands answer with is a member of `Code`, and its HTTP status and th
 person reads when the caller has nothing more precise to say are in `TABLE` (docs/design.md
 §7, §8; docs/api.md lists them for clients).
 
-No code is typed as a string anywhere else: a domain exception names its code here
-(`code = Code.NOT_FOUND`), the API's exception handler takes the status from the table, and a
-consumer or a command passes the member. `tests/sessions_app/core/test_errors.py` reads every
+No code is typed as a string anywhere else: a domain exception derives from `DomainError` and
+names its code here (`code = Code.NOT_FOUND`). Each door maps a `DomainError` once, the same way
+for every one of them: the API's exception handler answers the table's status with
+{"code", "detail"}, the WebSocket consumer sends an `error` frame {code, message}, and a slash
+command's refusal is that frame too; so the same mistake has the same code through every door. `tests/sessions_app/core/test_errors.py` reads every
 module for a code written as a string in an error's place and fails on it.
 
 `Code` is a `StrEnum`: a member is the plain string on the wire (`json.dumps`, DRF, frames).
@@ -137,3 +139,16 @@ def status_of(code: Code) -> int:
 
 def detail_of(code: Code) -> str:
     return TABLE[code].detail
+
+
+class DomainError(Exception):
+    """A request the domain refuses, carrying its code (a member of `Code`).
+
+    `detail` is what the person reads: the exception's own text, or the table's when it was
+    raised with none (or with only an id, as `SessionNotFound` is)."""
+
+    code: Code = Code.INVALID
+
+    @property
+    def detail(self) -> str:
+        return str(self) or detail_of(self.code)

@@ -32,6 +32,8 @@ import httpx
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from jarvis_site.shared.errors import Code, DomainError
+
 DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_URL_CHARS = 2000
 # Possessive runs: a label never gives characters back, so a long entry that does not match
@@ -42,8 +44,10 @@ _HOST_PATTERN = re.compile(r"(\*\.)?+([a-z0-9-]++(?:\.[a-z0-9-]++)*+)(?::(\d{1,5
 _UNSAFE_CHARS = frozenset([chr(code) for code in range(0x21)] + ["\x7f", "\\"])
 
 
-class OutboundUrlRefused(ValueError):
+class OutboundUrlRefused(DomainError, ValueError):
     """A URL the server will not send to (the API answers 400 `url_not_allowed`)."""
+
+    code = Code.URL_NOT_ALLOWED
 
 
 @dataclass(frozen=True)

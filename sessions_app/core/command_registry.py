@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from jarvis_site.shared.errors import DomainError
+
 
 @dataclass(frozen=True)
 class CommandReply:
@@ -19,7 +21,7 @@ class CommandReply:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-class CommandRefused(Exception):
+class CommandRefused(DomainError):
     """The command cannot run as typed; `code` is from the project's one error table."""
 
     def __init__(self, code: str, message: str):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import mimetypes
 import warnings
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -21,7 +22,7 @@ from django.conf import settings
 from PIL import Image, UnidentifiedImageError
 
 from jarvis_site.shared.bounded import Limits, run_bounded
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 
 # Pillow's names of the formats a model can be shown, and the type each is sent as.
 IMAGE_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
@@ -30,16 +31,18 @@ PDF_MAGIC = b"%PDF-"
 # (runtime/context/attachments.py), and a page count is the budget before the work.
 PDF_MAX_PAGES = 500
 THUMB_MAX_PX = 256
+# Text a file's name may say it is, beside text/*.
+TEXT_TYPES = {"application/json", "application/xml", "application/javascript", "application/x-sh"}
 TEXT_CHUNK_BYTES = 1024 * 1024
 
 
-class UnsupportedFile(ValueError):
+class UnsupportedFile(DomainError, ValueError):
     """Not an image, a text or a PDF (415 unsupported_file)."""
 
     code = Code.UNSUPPORTED_FILE
 
 
-class ImageTooManyPixels(ValueError):
+class ImageTooManyPixels(DomainError, ValueError):
     """An image over Pillow's decompression-bomb limit (400 image_too_large)."""
 
     code = Code.IMAGE_TOO_LARGE
@@ -70,6 +73,25 @@ def file_type_of(file: BinaryIO) -> FileType:
     if _is_text(file):
         return FileType(kind="text", mime="text/plain")
     raise UnsupportedFile("the file is not an image (PNG, JPEG, GIF, WebP), a text or a PDF")
+
+
+def workspace_file_type(file: BinaryIO, *, name: str) -> FileType:
+    """The type of a file a sandbox run wrote (docs/design.md §28): an image or a text as an
+    upload's would be, anything else kept as data typed by its name. A PDF is not parsed
+    here: its text is read only when a person uploads one."""
+    file.seek(0)
+    try:
+        image = _image(file)
+    except ImageTooManyPixels:
+        image = None
+    if image is not None:
+        return image
+    guessed = mimetypes.guess_type(name)[0] or ""
+    file.seek(0)
+    if guessed != "application/pdf" and _is_text(file):
+        textual = guessed.startswith("text/") or guessed in TEXT_TYPES
+        return FileType(kind="text", mime=guessed if textual else "text/plain")
+    return FileType(kind="data", mime=guessed or "application/octet-stream")
 
 
 def _image(file: BinaryIO) -> FileType | None:
@@ -152,7 +174,7 @@ LIMIT_WORDS = {
 }
 
 
-class NoPreview(LookupError):
+class NoPreview(DomainError, LookupError):
     """An image too large (or too odd) to scale within the limits (404 not_found)."""
 
     code = Code.NOT_FOUND

@@ -16,7 +16,7 @@ import time
 
 from django.conf import settings
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 
 SESSION_ID_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,200}")
 SAFE_FILENAME_RE = re.compile(r"[^A-Za-z0-9_\-]")
@@ -25,7 +25,7 @@ SAFE_FILENAME_RE = re.compile(r"[^A-Za-z0-9_\-]")
 SUBAGENT_PREFIX = "agent_"
 
 
-class InvalidSessionId(ValueError):
+class InvalidSessionId(DomainError, ValueError):
     """The id breaks docs/design.md §6; the API answers 400, the WebSocket closes with 4400."""
 
     code = Code.BAD_ID

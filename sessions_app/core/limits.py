@@ -18,7 +18,7 @@ import re
 from itertools import accumulate, count
 from typing import Any
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 
 PROMPT_MAX_CHARS = 100_000
 NOTICE_MAX_CHARS = 20_000
@@ -37,7 +37,7 @@ _JSON_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 _JSON_STEPS_BLOCK = 65_536
 
 
-class InputInvalid(ValueError):
+class InputInvalid(DomainError, ValueError):
     """Input outside the limits: 400 `invalid` on HTTP, an `error` frame on the WebSocket."""
 
     code = Code.INVALID

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.store import NewEntry
 
 # The width of the columns an import fills with ids from the file (ImportedSession.source_id,
@@ -29,7 +29,7 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _EPOCH = datetime.fromtimestamp(0, tz=UTC)
 
 
-class ForeignFormatInvalid(ValueError):
+class ForeignFormatInvalid(DomainError, ValueError):
     """The file cannot be imported as it is; nothing was imported."""
 
     code = Code.IMPORT_REFUSED

@@ -17,6 +17,15 @@ from sessions_app.selectors.files import (
     file_open,
     file_thumbnail,
 )
+from sessions_app.selectors.kept_exports import (
+    EXPORT_FORMATS,
+    KeptExport,
+    export_url,
+    exports_dir,
+    kept_export,
+    kept_exports,
+    kept_exports_of_session,
+)
 from sessions_app.selectors.search import (
     SEARCH_OFFSET_MAX,
     SEARCH_PAGE_DEFAULT,
@@ -57,10 +66,13 @@ from sessions_app.selectors.turns import (
     turn_requests,
     turn_timeline,
 )
+from sessions_app.selectors.workspace import workspace_file_open, workspace_get
 from sessions_app.store import EntryRecord, Notice, SessionMeta, SessionNotFound
 
 __all__ = [
     "FileNotFound",
+    "workspace_file_open",
+    "workspace_get",
     "blob_chunks",
     "blobs_of_sessions",
     "file_get",
@@ -73,6 +85,8 @@ __all__ = [
     "ENTRY_API_FIELDS",
     "MAX_ENTRIES_PAGE",
     "SEARCH_OFFSET_MAX",
+    "EXPORT_FORMATS",
+    "KeptExport",
     "SEARCH_PAGE_DEFAULT",
     "SEARCH_PAGE_MAX",
     "SEARCH_QUERY_MAX_CHARS",
@@ -83,6 +97,11 @@ __all__ = [
     "entry_to_api",
     "export_json",
     "export_markdown",
+    "export_url",
+    "exports_dir",
+    "kept_export",
+    "kept_exports",
+    "kept_exports_of_session",
     "notice_to_api",
     "notices_of_sockets",
     "request_header_of",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import BinaryIO
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.core.file_types import thumbnail_png
 from sessions_app.models import Blob
 from sessions_app.selectors.sessions import session_get
@@ -19,7 +19,7 @@ from sessions_app.store.blobs import (  # noqa: F401 - blob_chunks, blobs_of_ses
 )
 
 
-class FileNotFound(LookupError):
+class FileNotFound(DomainError, LookupError):
     """No such file in the caller's session (404 not_found)."""
 
     code = Code.NOT_FOUND

@@ -14,7 +14,7 @@ import hashlib
 from dataclasses import replace
 from typing import Any
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.models import ShareLink
 from sessions_app.store import EntryRecord, SessionMeta, get_store
 from sessions_app.store.share_links import share_live_by_hash
@@ -24,7 +24,7 @@ from sessions_app.store.share_links import share_live_by_hash
 TOKEN_MAX_CHARS = 100
 
 
-class ShareNotFound(Exception):
+class ShareNotFound(DomainError):
     """No such share: unknown, revoked and expired alike (404 not_found)."""
 
     code = Code.NOT_FOUND

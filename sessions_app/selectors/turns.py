@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.runtime.providers import ToolSpec, provider_for
 from sessions_app.selectors.sessions import session_get
 from sessions_app.store import EntryRecord, SessionMeta, get_store
@@ -18,7 +18,7 @@ from sessions_app.store.base import ENTRY_VERSIONS_KNOWN
 from sessions_app.store.request_headers import header_get
 
 
-class TurnNotFound(LookupError):
+class TurnNotFound(DomainError, LookupError):
     """No turn with this id in the caller's session (404 not_found)."""
 
     code = Code.NOT_FOUND

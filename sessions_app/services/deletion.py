@@ -5,14 +5,12 @@ Every write is a service (docs/design.md §16: one module per action family)."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.core.ids import (
-    safe_filename,
     validate_session_id,
 )
 from sessions_app.core.signals import session_deleted
@@ -20,7 +18,7 @@ from sessions_app.runtime.turn import turns
 from sessions_app.runtime.turn.agents import per_parent_session_ids
 from sessions_app.runtime.turn.lease import SessionBusy, TurnLease, lease_acquire
 from sessions_app.runtime.turn.queue import queue_clear
-from sessions_app.services.sessions import EXPORT_FORMATS, SIGNAL_SENDER, session_locked
+from sessions_app.services.sessions import SIGNAL_SENDER, session_locked
 from sessions_app.store import (
     SessionMeta,
     SessionNotFound,
@@ -32,7 +30,7 @@ from sessions_app.store.blobs import blob_links_remove
 logger = logging.getLogger(__name__)
 
 
-class SessionConnected(Exception):
+class SessionConnected(DomainError):
     """Delete refused: a WebSocket is attached to the session (409 session_connected)."""
 
     code = Code.SESSION_CONNECTED
@@ -64,8 +62,10 @@ def session_delete(*, session_id: str, owner_id: int) -> bool:
        `session_deleted` (memory_app purges — before anything goes, so a failing receiver
        rolls everything back), then remove the session and all it has in the store
        (`store.delete`: rows or files, its connection rows and approval requests).
-    4. after the commit, its export files (`_export_files_remove`) and its
-       per_parent_session sub-agent sessions (`session_delete_subagents`).
+    4. after the commit, its per_parent_session sub-agent sessions
+       (`session_delete_subagents`).
+    Its export files stay: they are the person's copy ("export before you delete",
+    docs/design.md §31), kept until the account goes or EXPORT_RETENTION_DAYS pass.
     A jsonl session's files are removed inside the transaction, while the lock is held:
     removing them after commit would let a reconnect recreate the session first and then
     lose its files.
@@ -92,26 +92,8 @@ def session_delete(*, session_id: str, owner_id: int) -> bool:
     finally:
         lease.release()
     logger.info("session %s deleted by user %s", session_id, owner_id)
-    transaction.on_commit(
-        lambda: _export_files_remove(store, session_id=session_id, owner_id=owner_id)
-    )
     session_delete_subagents(parent_id=session_id, owner_id=owner_id)
     return True
-
-
-def _export_files_remove(store, *, session_id: str, owner_id: int) -> None:
-    """Remove the export files (`session_export`) of a deleted session: a copy of the
-    conversation must not outlive it. Safe names collide across ids ("a.1", "a_1"): while
-    another session of the owner has the same name, the files may be its and stay."""
-    name = safe_filename(session_id)
-    owner_dir = Path(settings.EXPORTS_DIR) / str(owner_id)
-    paths = [owner_dir / f"{name}.{fmt}" for fmt in EXPORT_FORMATS]
-    if not any(path.exists() for path in paths):
-        return
-    if any(safe_filename(meta.id) == name for meta in store.list(owner_id=owner_id)):
-        return
-    for path in paths:
-        path.unlink(missing_ok=True)
 
 
 def session_delete_subagents(*, parent_id: str, owner_id: int | None) -> list[str]:

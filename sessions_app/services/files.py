@@ -11,11 +11,17 @@ from typing import Any, BinaryIO
 
 from django.conf import settings
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app import selectors
 from sessions_app.core import limits
-from sessions_app.core.file_types import ImageTooManyPixels, UnsupportedFile, file_type_of
+from sessions_app.core.file_types import (
+    ImageTooManyPixels,
+    UnsupportedFile,
+    file_type_of,
+    workspace_file_type,
+)
 from sessions_app.store.blobs import (
+    BLOB_NAME_CHARS,
     StoredFile,
     blob_chunks,
     blob_link,
@@ -35,13 +41,13 @@ NAME_MAX_CHARS = 255
 HASH_CHUNK_BYTES = 1024 * 1024
 
 
-class UploadTooLarge(ValueError):
+class UploadTooLarge(DomainError, ValueError):
     """A file over UPLOAD_MAX_BYTES (413 too_large)."""
 
     code = Code.TOO_LARGE
 
 
-class QuotaExceeded(ValueError):
+class QuotaExceeded(DomainError, ValueError):
     """The owner's files would take more than USER_STORAGE_QUOTA_BYTES (413 quota_exceeded)."""
 
     code = Code.QUOTA_EXCEEDED
@@ -97,7 +103,7 @@ def file_upload(
     )
 
 
-class AttachmentUnknown(LookupError):
+class AttachmentUnknown(DomainError, LookupError):
     """A prompt's attachment that is no file of its session (404 unknown_attachment: the
     file named is not there, as a missing session is 404)."""
 
@@ -187,8 +193,15 @@ def files_restore(
             if digest.hexdigest() != sha256:
                 notes.append(f"file {sha256} does not hold the bytes its name says; left out")
                 continue
+            name = str(ref.get("name") or "file")
             try:
-                file_type = file_type_of(file)
+                if ref.get("workspace"):
+                    # A file a sandbox run wrote: kept whatever its type, as the run kept it.
+                    file_type = workspace_file_type(file, name=name)
+                    name = name[-BLOB_NAME_CHARS:]
+                else:
+                    file_type = file_type_of(file)
+                    name = file_name_check(name)
             except (UnsupportedFile, ImageTooManyPixels) as error:
                 notes.append(f"file {sha256}: {error}; left out")
                 continue
@@ -199,6 +212,6 @@ def files_restore(
                 file_type=file_type,
                 session_id=session_id,
                 owner_id=owner_id,
-                name=file_name_check(str(ref.get("name") or "file")),
+                name=name,
             )
     return notes

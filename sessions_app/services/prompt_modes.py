@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import connections
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app import selectors
 from sessions_app.core import limits
 from sessions_app.core.owners import may_act_on
@@ -50,7 +50,7 @@ _last_sweep = [0.0]
 _watchers: dict[str, tuple[Callable[[dict], object], str | None]] = {}
 
 
-class BadMode(ValueError):
+class BadMode(DomainError, ValueError):
     """A prompt's `mode` is none of MODES (400 / error `bad_request`)."""
 
     code = Code.BAD_REQUEST

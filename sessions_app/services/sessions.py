@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app import selectors
 from sessions_app.core.ids import (
     is_reserved,
@@ -49,11 +49,10 @@ from sessions_app.store.usage_ledger import usage_ledger_copy
 # The sender of the signals sent here: receivers go by the kwargs, never by the sender.
 SIGNAL_SENDER = "sessions_app.services"
 
+EXPORT_FORMATS = selectors.EXPORT_FORMATS
 
-EXPORT_FORMATS = ("md", "json")
 
-
-class SessionIdUnavailable(Exception):
+class SessionIdUnavailable(DomainError):
     """The id belongs to another user, or a branch asked for an id already taken (409)."""
 
     code = Code.ID_UNAVAILABLE
@@ -241,7 +240,8 @@ def session_turn_running(*, session_id: str) -> bool:
 
 
 def session_export(*, session_id: str, owner_id: OwnerId, fmt: str) -> ExportFile:
-    """Render the session as md or json and also write it to EXPORTS_DIR/<owner>/<safe id>.<fmt>.
+    """Render the session as md or json and also write it to EXPORTS_DIR/<owner>/<safe id>.<fmt>,
+    where it is kept for its owner, after the session's delete too (selectors.kept_exports).
 
     Steps: check the session is the caller's (SessionNotFound otherwise; OPERATOR exports
     anyone's, into its owner's directory); render; write a temp file with a name of its own
@@ -266,9 +266,7 @@ def session_export(*, session_id: str, owner_id: OwnerId, fmt: str) -> ExportFil
         content_type = "application/json"
     content = text.encode("utf-8")
     filename = f"{safe_filename(session_id)}.{fmt}"
-    owner_dir = Path(settings.EXPORTS_DIR) / (
-        str(meta.owner_id) if meta.owner_id is not None else "system"
-    )
+    owner_dir = selectors.exports_dir(meta.owner_id)
     owner_dir.mkdir(parents=True, exist_ok=True)
     path = owner_dir / filename
     descriptor, tmp_name = tempfile.mkstemp(dir=owner_dir, prefix=f".{filename}.", suffix=".tmp")
@@ -282,7 +280,7 @@ def session_export(*, session_id: str, owner_id: OwnerId, fmt: str) -> ExportFil
     return ExportFile(filename=filename, content_type=content_type, content=content, path=path)
 
 
-class NothingToCompact(ValueError):
+class NothingToCompact(DomainError, ValueError):
     """Fewer than two turns in the model's context (409 / error `nothing_to_compact`)."""
 
     code = Code.NOTHING_TO_COMPACT

@@ -37,6 +37,7 @@ from sessions_app.runtime.context.history import (
     validate_anthropic,
     validate_openai,
 )
+from sessions_app.runtime.sandbox.workspace import workspace_changes
 from sessions_app.services.files import files_export, files_restore
 from sessions_app.store import AgentMismatch, NewEntry, get_store
 from sessions_app.store.base import record_from_fields
@@ -91,12 +92,16 @@ FILES_DIR = "files"
 
 
 def _attachment_refs(entries: Sequence[NewEntry]) -> list[dict]:
-    """Every file the entries' user messages carry, once each."""
+    """Every file the entries' user messages carry, and every version of every workspace
+    file their runs wrote (docs/design.md §28, marked `workspace`), once each."""
     refs: dict[str, dict] = {}
     for entry in entries:
         for ref in (entry.data or {}).get("attachments") or () if entry.role == "user" else ():
             if isinstance(ref, dict) and isinstance(ref.get("id"), str):
                 refs.setdefault(ref["id"], ref)
+        for path, sha256 in workspace_changes(entry).items():
+            if isinstance(sha256, str):
+                refs.setdefault(sha256, {"id": sha256, "name": path, "workspace": True})
     return list(refs.values())
 
 

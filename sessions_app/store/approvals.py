@@ -16,7 +16,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.models import ToolApproval
 from sessions_app.store.rows import delete_rows_of_session
 from sessions_app.store.workers import current_worker_id, dead_workers
@@ -31,13 +31,13 @@ INTERRUPTED = ToolApproval.INTERRUPTED
 CALL_ID_MAX_CHARS = ToolApproval._meta.get_field("call_id").max_length
 
 
-class ApprovalNotFound(Exception):
+class ApprovalNotFound(DomainError):
     """No approval request with this call id in this session (404 not_found)."""
 
     code = Code.NOT_FOUND
 
 
-class ApprovalClosed(Exception):
+class ApprovalClosed(DomainError):
     """The request was already answered, or ended without an answer (409 approval_closed)."""
 
     code = Code.APPROVAL_CLOSED

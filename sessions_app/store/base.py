@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError, detail_of
 from sessions_app.core.ids import InvalidSessionId  # re-exported: stores raise it for bad ids
 from sessions_app.store.search import SearchHit  # re-exported: what `search` returns
 
@@ -57,13 +57,17 @@ class StoreError(Exception):
     """Base of every error a store raises on purpose."""
 
 
-class SessionNotFound(StoreError):
+class SessionNotFound(StoreError, DomainError):
     """No such session, or not the caller's: the same answer (404 not_found)."""
 
     code = Code.NOT_FOUND
 
+    @property
+    def detail(self) -> str:
+        return detail_of(self.code)  # raised with the id alone, which the caller knows
 
-class AgentMismatch(StoreError):
+
+class AgentMismatch(StoreError, DomainError):
     """`create` of an existing id with another agent (the API answers 409 agent_mismatch)."""
 
     code = Code.AGENT_MISMATCH

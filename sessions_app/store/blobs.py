@@ -40,6 +40,10 @@ def is_file_id(file_id: str) -> bool:
     return FILE_ID.fullmatch(file_id) is not None
 
 
+# The longest name a link keeps (models.BlobLink.name); a longer workspace path keeps its end.
+BLOB_NAME_CHARS = 255
+
+
 @dataclass(frozen=True)
 class StoredFile:
     """A file of a session, as the API and the projection see it."""
@@ -108,6 +112,20 @@ def owner_usage(owner_id: int | None) -> int:
 def owner_links(*, owner_id: int | None, sha256: str) -> bool:
     """Whether the owner already has this blob (an upload of it again costs no quota)."""
     return BlobLink.objects.filter(owner_id=owner_id, blob_id=sha256).exists()
+
+
+def owner_links_many(*, owner_id: int, sha256s: list[str]) -> set[str]:
+    """Which of these blobs the owner already has (storing them again costs no quota)."""
+    return set(
+        BlobLink.objects.filter(owner_id=owner_id, blob_id__in=sha256s).values_list(
+            "blob_id", flat=True
+        )
+    )
+
+
+def blobs_described(sha256s: Iterable[str]) -> dict[str, Blob]:
+    """The rows of these blobs (type, size, an image's size), by id; missing ones left out."""
+    return {blob.sha256: blob for blob in Blob.objects.filter(sha256__in=list(sha256s))}
 
 
 def _put(storage, name: str, content: BinaryIO | str) -> None:

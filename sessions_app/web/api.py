@@ -25,10 +25,8 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
-from jarvis_site.shared.errors import Code, detail_of, status_of
+from jarvis_site.shared.errors import Code, DomainError, status_of
 from sessions_app import selectors
-from sessions_app.core import file_types, limits
-from sessions_app.core.ids import ReservedSessionId
 from sessions_app.core.throttles import (
     BranchRateThrottle,
     ImportRateThrottle,
@@ -36,59 +34,19 @@ from sessions_app.core.throttles import (
     TurnRateThrottle,
 )
 from sessions_app.formats import SQLITE_MAGIC
-from sessions_app.runtime.context.history import HistoryInvalid
-from sessions_app.runtime.loop.drain import Draining
-from sessions_app.runtime.providers import BadModel
-from sessions_app.runtime.turn.agents import UnknownAgent
-from sessions_app.runtime.turn.approvals import ApprovalClosed, ApprovalNotFound
-from sessions_app.runtime.turn.queue import QueuedPromptNotFound, QueueFull
-from sessions_app.runtime.turn.turns import SessionBusy, TooManyTurns
-from sessions_app.selectors.shares import ShareNotFound
 from sessions_app.services import approvals as approval_services
-from sessions_app.services import deletion, files, notices, organize, prompt_modes, sessions
+from sessions_app.services import deletion, notices, organize, prompt_modes, sessions
 from sessions_app.services import turns as turn_services
 from sessions_app.services.foreign_import import (
     ForeignFormatInvalid,
     ImportTooLarge,
     history_import,
 )
-from sessions_app.store import AgentMismatch, InvalidSessionId, SessionNotFound
+from sessions_app.store import InvalidSessionId
 from sessions_app.web import serializers
 from sessions_app.web.parsers import too_large
 
 logger = logging.getLogger(__name__)
-
-# The exceptions of the services and the store a client is told about. Each names its code
-# (the one the WebSocket's `error` frames carry too); the error table gives the status.
-DOMAIN_ERRORS: tuple[type[Exception], ...] = (
-    ReservedSessionId,
-    InvalidSessionId,
-    UnknownAgent,
-    BadModel,
-    SessionNotFound,
-    AgentMismatch,
-    sessions.SessionIdUnavailable,
-    deletion.SessionConnected,
-    SessionBusy,
-    TooManyTurns,
-    Draining,
-    HistoryInvalid,
-    sessions.NothingToCompact,
-    limits.InputInvalid,
-    ApprovalNotFound,
-    ApprovalClosed,
-    selectors.TurnNotFound,
-    QueueFull,
-    QueuedPromptNotFound,
-    selectors.FileNotFound,
-    files.AttachmentUnknown,
-    file_types.UnsupportedFile,
-    file_types.ImageTooManyPixels,
-    file_types.NoPreview,
-    files.UploadTooLarge,
-    files.QuotaExceeded,
-    ShareNotFound,
-)
 
 
 def _flatten(detail) -> str:
@@ -122,9 +80,9 @@ def exception_handler(exc, context):
         # A form body over DATA_UPLOAD_MAX_MEMORY_SIZE (Django's check) answers as a JSON one
         # over the same limit does (sessions_app.web.parsers): 413 too_large.
         exc = too_large()
-    if isinstance(exc, DOMAIN_ERRORS):
-        detail = detail_of(Code.NOT_FOUND) if isinstance(exc, SessionNotFound) else str(exc)
-        return Response({"code": exc.code, "detail": detail}, status=status_of(exc.code))
+    if isinstance(exc, DomainError):
+        # The one mapping of a refused request on HTTP: its code, the table's status.
+        return Response({"code": exc.code, "detail": exc.detail}, status=status_of(exc.code))
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
@@ -343,7 +301,13 @@ class SessionViewSet(ViewSet):
     )
     def destroy(self, request, id=None):
         deleted = deletion.session_delete(session_id=id, owner_id=request.user.id)
-        return Response({"deleted": deleted})
+        # Its exports stay (the person's copy): the answer says where they download.
+        kept = (
+            selectors.kept_exports_of_session(owner_id=request.user.id, session_id=id)
+            if deleted
+            else []
+        )
+        return Response({"deleted": deleted, "exports": [export.to_api() for export in kept]})
 
     @extend_schema(
         parameters=[SESSION_ID, serializers.EntriesQuery],
@@ -560,6 +524,8 @@ class SessionViewSet(ViewSet):
         )
         response = HttpResponse(export.content, content_type=export.content_type)
         response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
+        # The copy kept for the person, which still downloads once the session is deleted.
+        response["Content-Location"] = selectors.export_url(export.filename)
         return response
 
     @extend_schema(parameters=[SESSION_ID], responses={200: serializers.CostOutput, **ERRORS})

@@ -11,19 +11,17 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app import selectors
 from sessions_app.core import limits
-from sessions_app.core.command_registry import REGISTERED_COMMANDS, CommandRefused
+from sessions_app.core.command_registry import REGISTERED_COMMANDS
 from sessions_app.core.throttles import branch_throttle_wait
-from sessions_app.runtime.providers import MODEL_SPEC_HELP, BadModel
+from sessions_app.runtime.providers import MODEL_SPEC_HELP
 from sessions_app.runtime.turn.agents import model_for_session
-from sessions_app.runtime.turn.lease import SessionBusy
 from sessions_app.services import cleanup, organize
 from sessions_app.services import sessions as session_services
-from sessions_app.store import InvalidSessionId, SessionNotFound
+from sessions_app.store import SessionNotFound
 from sessions_app.store.base import THINKING_LEVELS
 
 
@@ -34,8 +32,9 @@ class CommandResult:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-class CommandError(Exception):
-    """A command that cannot run as typed; sent as `error` {code, message}."""
+class CommandError(DomainError):
+    """A command that cannot run as typed; sent as `error` {code, message}. Its `code` is the
+    one the refusal carried (a `DomainError` of a service, a registered command's refusal)."""
 
     def __init__(self, code: str, message: str):
         super().__init__(message)
@@ -113,8 +112,8 @@ def _branch(ctx: _Context) -> CommandResult:
         )
     except SessionNotFound as error:
         raise CommandError(Code.NOT_FOUND, f"no session {source!r} of yours to branch") from error
-    except InvalidSessionId as error:
-        raise CommandError(Code.BAD_ID, str(error)) from error
+    except DomainError:
+        raise  # its own code, as through every door
     except ValueError as error:  # a seq outside the history
         raise CommandError(Code.BAD_REQUEST, str(error)) from error
     return CommandResult(
@@ -134,14 +133,9 @@ def _model(ctx: _Context) -> CommandResult:
         model = model_for_session(agent=meta.agent, model=meta.model)
         source = "set for this session" if meta.model else "the default"
         return CommandResult("model", f"model: {model} ({source})", {"model": model})
-    try:
-        meta = session_services.session_configure(
-            session_id=ctx.session_id, owner_id=ctx.owner_id, model=ctx.args[0]
-        )
-    except SessionBusy as error:
-        raise CommandError(Code.SESSION_BUSY, str(error)) from error
-    except BadModel as error:
-        raise CommandError(error.code, str(error)) from error
+    meta = session_services.session_configure(
+        session_id=ctx.session_id, owner_id=ctx.owner_id, model=ctx.args[0]
+    )
     return CommandResult(
         "model",
         f"model: {meta.model} from the next turn on",
@@ -156,12 +150,9 @@ def _think(ctx: _Context) -> CommandResult:
     if not ctx.args:
         meta = selectors.session_get(session_id=ctx.session_id, owner_id=ctx.owner_id)
         return CommandResult("think", f"thinking: {meta.thinking}", {"thinking": meta.thinking})
-    try:
-        meta = session_services.session_configure(
-            session_id=ctx.session_id, owner_id=ctx.owner_id, thinking=ctx.args[0]
-        )
-    except SessionBusy as error:
-        raise CommandError(Code.SESSION_BUSY, str(error)) from error
+    meta = session_services.session_configure(
+        session_id=ctx.session_id, owner_id=ctx.owner_id, thinking=ctx.args[0]
+    )
     return CommandResult(
         "think",
         f"thinking: {meta.thinking} from the next turn on",
@@ -172,10 +163,7 @@ def _think(ctx: _Context) -> CommandResult:
 def _rename(ctx: _Context) -> CommandResult:
     if not ctx.args:
         raise CommandError(Code.BAD_REQUEST, "usage: /rename <new title>")
-    try:
-        title = limits.renamed_title_check(" ".join(ctx.args))
-    except limits.InputInvalid as error:
-        raise CommandError(error.code, str(error)) from error
+    title = limits.renamed_title_check(" ".join(ctx.args))
     meta = organize.session_organize(session_id=ctx.session_id, owner_id=ctx.owner_id, title=title)
     return CommandResult(
         "rename", f"renamed: {meta.title}", {"session": selectors.session_to_api(meta)}
@@ -233,10 +221,7 @@ def _cleanup(ctx: _Context) -> CommandResult:
 
 
 def _compact(ctx: _Context) -> CommandResult:
-    try:
-        entry = session_services.session_compact(session_id=ctx.session_id, owner_id=ctx.owner_id)
-    except session_services.NothingToCompact as error:
-        raise CommandError(error.code, str(error)) from error
+    entry = session_services.session_compact(session_id=ctx.session_id, owner_id=ctx.owner_id)
     data = entry.data or {}
     return CommandResult(
         "compact",
@@ -254,7 +239,8 @@ def _export(ctx: _Context) -> CommandResult:
         session_id=ctx.session_id, owner_id=ctx.owner_id, fmt=fmt
     )
     # The page and the user get the download link; where the server keeps files is its own.
-    url = f"/api/sessions/{quote(ctx.session_id, safe=':')}/export/?format={fmt}"
+    # It is the kept file's, which stays the person's after the session's delete (§31).
+    url = selectors.export_url(export.filename)
     return CommandResult(
         "export",
         f"exported {export.filename}: download it from {url}",
@@ -315,17 +301,24 @@ COMMANDS: dict[str, tuple[Callable[[_Context], CommandResult], str, str]] = {
 def _registered(name: str, *, session_id: str, owner_id: int, line: str) -> CommandResult:
     # The text after the name as typed (its spacing kept), not the split words.
     text = line.strip().lstrip("/")[len(name) :].strip()
-    try:
-        reply = REGISTERED_COMMANDS[name].handler(
-            session_id=session_id, owner_id=owner_id, text=text
-        )
-    except CommandRefused as refused:
-        raise CommandError(refused.code, refused.message) from refused
+    reply = REGISTERED_COMMANDS[name].handler(session_id=session_id, owner_id=owner_id, text=text)
     return CommandResult(name, reply.text, reply.data)
 
 
 def command_run(*, session_id: str, owner_id: int, line: str) -> CommandResult:
-    """Run one slash command line (`/name args...`) against the caller's session."""
+    """Run one slash command line (`/name args...`) against the caller's session.
+
+    Every refusal is a CommandError: the slash commands' one mapping of a `DomainError` keeps
+    its code, the one the HTTP API and the socket answer the same mistake with."""
+    try:
+        return _command_run(session_id=session_id, owner_id=owner_id, line=line)
+    except CommandError:
+        raise
+    except DomainError as error:
+        raise CommandError(error.code, error.detail) from error
+
+
+def _command_run(*, session_id: str, owner_id: int, line: str) -> CommandResult:
     parts = line.strip().lstrip("/").split()
     if not parts:
         raise CommandError(Code.BAD_REQUEST, "a command name follows the /; /help lists them")

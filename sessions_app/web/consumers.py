@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import math
 import time
@@ -23,7 +24,7 @@ from django.conf import settings
 from django.db import connections
 
 from jarvis_site.shared import metrics
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from jarvis_site.shared.log_context import log_context_set, new_request_id
 from sessions_app import selectors
 from sessions_app.core import frames, limits
@@ -36,10 +37,7 @@ from sessions_app.runtime.loop.eager import AT_ONCE, Spacing, start_task
 from sessions_app.runtime.loop.executors import in_pool
 from sessions_app.runtime.loop.socket_writes import SEND_TEXT_NOW, WRITE_NOW
 from sessions_app.runtime.turn.agents import UnknownAgent
-from sessions_app.runtime.turn.approvals import ApprovalClosed, ApprovalNotFound
-from sessions_app.runtime.turn.queue import QueuedPromptNotFound, QueueFull
-from sessions_app.runtime.turn.turns import SessionBusy, TooManyTurns
-from sessions_app.services import approvals, files, notices, prompt_modes, turns
+from sessions_app.services import approvals, notices, prompt_modes, turns
 from sessions_app.services import connections as connection_services
 from sessions_app.store import SessionNotFound
 from sessions_app.web import commands
@@ -125,6 +123,20 @@ def group_rejoin_sec(layer) -> float:
     return getattr(layer, "group_expiry", 86400) / 2
 
 
+def _refusals_as_frames(handler):
+    """The socket's one mapping of a refused request: a `DomainError` from the frame's handler
+    becomes the `error` frame {code, message}, the code the HTTP API answers with too."""
+
+    @functools.wraps(handler)
+    async def answering(consumer, *args, **kwargs):
+        try:
+            return await handler(consumer, *args, **kwargs)
+        except DomainError as error:
+            return await consumer._error(error.code, error.detail)
+
+    return answering
+
+
 class SessionConsumer(AsyncJsonWebsocketConsumer):
     session_id: str | None = None
     registered = False
@@ -204,7 +216,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             self.registered = False
             await self.channel_layer.group_discard(self.group, self.channel_name)
             await self.accept()
-            await self._error(error.code, str(error))
+            await self._error(error.code, error.detail)
             return await self.close(code=CLOSE_BAD_ID)
         await self.accept()
         metrics.WS_CONNECTIONS.inc()
@@ -363,7 +375,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             try:
                 mode = prompt_modes.prompt_mode_check(frame.get("mode"))
             except prompt_modes.BadMode as error:
-                return await self._error(error.code, str(error))
+                return await self._error(error.code, error.detail)
             if text.lstrip().startswith("/"):
                 return self._spawn(self._command(text.strip()))
             wait = turn_throttle_wait(self.scope["user"])
@@ -445,18 +457,17 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if self._stop_on_its_way():
             await asyncio.wait({self.stopping})  # not cancelled with the receive loop
 
+    @_refusals_as_frames
     async def _abort(self):
-        try:
-            # The check and the lease mark go through the small control pool: a turn of
-            # this worker stops at once, whatever else the worker is busy with.
-            # This socket was accepted for the person's session: the Stop leaves for the
-            # worker running the turn before the session is checked again.
-            await turns.turn_abort_async(
-                session_id=self.session_id, owner_id=self.user_id, owner_known=True
-            )
-        except SessionNotFound:
-            await self._error(Code.NOT_FOUND, "the session no longer exists")
+        # The check and the lease mark go through the small control pool: a turn of this
+        # worker stops at once, whatever else the worker is busy with. This socket was
+        # accepted for the person's session: the Stop leaves for the worker running the turn
+        # before the session is checked again.
+        await turns.turn_abort_async(
+            session_id=self.session_id, owner_id=self.user_id, owner_known=True
+        )
 
+    @_refusals_as_frames
     async def _turn(self, text: str, attachments=None):
         try:
             # The turn runs on this worker's event loop: its model call holds no thread, its
@@ -467,59 +478,39 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 text=text,
                 attachments=attachments,
             )
-        except (
-            SessionBusy,
-            TooManyTurns,
-            drain.Draining,
-            limits.InputInvalid,
-            files.AttachmentUnknown,
-        ) as error:
-            await self._error(error.code, str(error))
-        except SessionNotFound:
-            await self._error(Code.NOT_FOUND, "the session no longer exists; reload to start anew")
+        except DomainError:
+            raise
         except Exception:
             logger.exception("turn failed in session %s", self.session_id)
             await self._error(Code.TURN_FAILED, "the turn failed; the error is in the server log")
 
+    @_refusals_as_frames
     async def _enqueue(self, text: str, mode: str, attachments=None):
         # Every tab, this one too, learns the prompt's place from the `queued` event.
-        try:
-            await database_sync_to_async(prompt_modes.prompt_enqueue)(
-                session_id=self.session_id,
-                owner_id=self.user_id,
-                text=text,
-                mode=mode,
-                attachments=attachments,
-            )
-        except (QueueFull, limits.InputInvalid, files.AttachmentUnknown) as error:
-            await self._error(error.code, str(error))
-        except SessionNotFound:
-            await self._error(Code.NOT_FOUND, "the session no longer exists; reload to start anew")
+        await database_sync_to_async(prompt_modes.prompt_enqueue)(
+            session_id=self.session_id,
+            owner_id=self.user_id,
+            text=text,
+            mode=mode,
+            attachments=attachments,
+        )
 
+    @_refusals_as_frames
     async def _queue_cancel(self, frame: dict):
         queue_id = frame.get("queue_id")
         if not isinstance(queue_id, str) or not queue_id:
             return await self._error(
                 Code.BAD_REQUEST, 'a queue_cancel frame has a "queue_id" string'
             )
-        try:
-            await database_sync_to_async(prompt_modes.queue_cancel)(
-                session_id=self.session_id, owner_id=self.user_id, queue_id=queue_id
-            )
-        except (QueuedPromptNotFound, limits.InputInvalid) as error:
-            await self._error(Code.NOT_FOUND, str(error))
-        except SessionNotFound:
-            await self._error(Code.NOT_FOUND, "the session no longer exists")
+        await database_sync_to_async(prompt_modes.queue_cancel)(
+            session_id=self.session_id, owner_id=self.user_id, queue_id=queue_id
+        )
 
+    @_refusals_as_frames
     async def _command(self, line: str):
-        try:
-            result = await sync_to_async(_run_in_turn_thread, thread_sensitive=False)(
-                commands.command_run, session_id=self.session_id, owner_id=self.user_id, line=line
-            )
-        except commands.CommandError as error:
-            return await self._error(error.code, error.message)
-        except SessionNotFound:
-            return await self._error(Code.NOT_FOUND, "the session no longer exists")
+        result = await sync_to_async(_run_in_turn_thread, thread_sensitive=False)(
+            commands.command_run, session_id=self.session_id, owner_id=self.user_id, line=line
+        )
         await self.send_json(
             {
                 "type": "command_result",
@@ -529,22 +520,16 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             }
         )
 
+    @_refusals_as_frames
     async def _approval(self, frame: dict):
         call_id, allow = frame.get("call_id"), frame.get("allow")
         if not isinstance(call_id, str) or not call_id or not isinstance(allow, bool):
             return await self._error(
                 Code.BAD_REQUEST, 'an approval has a "call_id" (string) and "allow" (true or false)'
             )
-        try:
-            await database_sync_to_async(approvals.approval_decide)(
-                session_id=self.session_id, owner_id=self.user_id, call_id=call_id, allow=allow
-            )
-        except (ApprovalNotFound, ApprovalClosed) as error:
-            await self._error(error.code, str(error))
-        except limits.InputInvalid as error:
-            await self._error(Code.INVALID, str(error))
-        except SessionNotFound:
-            await self._error(Code.NOT_FOUND, "the session no longer exists")
+        await database_sync_to_async(approvals.approval_decide)(
+            session_id=self.session_id, owner_id=self.user_id, call_id=call_id, allow=allow
+        )
 
     async def _error(self, code: str, message: str):
         await self.send_json({"type": "error", "code": code, "message": message})

@@ -405,8 +405,24 @@ class AbortOutput(serializers.Serializer):
     aborted = serializers.BooleanField()
 
 
+class KeptExportOutput(serializers.Serializer):
+    filename = serializers.CharField()
+    format = serializers.ChoiceField(choices=EXPORT_FORMATS)
+    size = serializers.IntegerField()
+    written_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    url = serializers.CharField(help_text="where it downloads, after the session's delete too")
+
+
+class KeptExportsOutput(serializers.Serializer):
+    exports = KeptExportOutput(many=True)
+
+
 class DeleteOutput(serializers.Serializer):
     deleted = serializers.BooleanField()
+    exports = KeptExportOutput(
+        many=True, help_text="the session's export files, kept for their owner (§31)"
+    )
 
 
 class ModelCostOutput(serializers.Serializer):
@@ -579,6 +595,20 @@ class FileUploadInput(serializers.Serializer):
         allow_empty_file=True,
         help_text="an image (PNG, JPEG, GIF, WebP), a UTF-8 text or a PDF; told by its bytes",
     )
+
+
+class WorkspaceFileOutput(serializers.Serializer):
+    path = serializers.CharField(help_text="where the file is in the workspace")
+    id = serializers.CharField(help_text="the SHA-256 of the bytes (a blob, like a file's id)")
+    mime = serializers.CharField()
+    size = serializers.IntegerField()
+
+
+class WorkspaceOutput(serializers.Serializer):
+    as_of_seq = serializers.IntegerField(
+        help_text="the seq of the entry that last changed the workspace; 0: never changed"
+    )
+    files = WorkspaceFileOutput(many=True)
 
 
 class FileOutput(serializers.Serializer):

@@ -147,9 +147,10 @@ def test_a_sub_agent_session_goes_with_its_conversation_not_before(backend, alic
     assert _ids(alice) == set()
 
 
-def test_a_swept_session_takes_its_export_files_along(
+def test_a_swept_session_leaves_its_export_files_until_export_retention_days(
     alice, settings, django_capture_on_commit_callbacks
 ):
+    settings.EXPORT_RETENTION_DAYS = 30
     _chat(alice, "test-exported")
     _chat(alice, "kept")
     for session_id in ("test-exported", "kept"):
@@ -158,5 +159,12 @@ def test_a_swept_session_takes_its_export_files_along(
 
     with django_capture_on_commit_callbacks(execute=True):
         _sweep("--as-of", (timezone.now() + timedelta(days=8)).isoformat())
+    assert _ids(alice) == {"kept"}
+    # The person's copy (docs/design.md §31): it outlives the swept session.
+    assert sorted(path.name for path in exports.iterdir()) == ["kept.md", "test-exported.md"]
 
-    assert sorted(path.name for path in exports.iterdir()) == ["kept.md"]
+    dry = _sweep("--dry-run", "--as-of", (timezone.now() + timedelta(days=31)).isoformat())
+    assert "would remove 2 export file(s) older than 30 days" in dry
+    assert len(list(exports.iterdir())) == 2
+    _sweep("--as-of", (timezone.now() + timedelta(days=31)).isoformat())
+    assert list(exports.iterdir()) == []

@@ -37,6 +37,6 @@ def test_a_socket_failed_mid_send_and_then_reset_lets_its_session_be_deleted(ali
         ws.drop()
 
         status, body = http("DELETE", f"{server}/api/sessions/{session_id}/", alice_token)
-        assert (status, body) == (200, {"deleted": True})
+        assert (status, body) == (200, {"deleted": True, "exports": []})
     assert get_store().get_meta(session_id) is None
     assert not LiveConnection.objects.filter(session_id=session_id).exists()

@@ -76,7 +76,7 @@ def test_a_socket_on_one_worker_blocks_delete_on_another(alice_token):
                 )
                 assert status == 409 and body["code"] == "session_connected", body
             status, body = await delete_until_done(worker_b, session_id, alice_token)
-            assert (status, body) == (200, {"deleted": True})
+            assert (status, body) == (200, {"deleted": True, "exports": []})
 
         asyncio.run(scenario())
     assert get_store().get_meta(session_id) is None
@@ -165,9 +165,9 @@ def test_delete_racing_a_reconnect_never_leaves_a_socket_on_a_lost_history(
                 assert len(first["entries"]) == 3 and meta.last_seq == 3
                 outcomes["refused"] += 1
             else:
-                assert (status, body) == (200, {"deleted": True})
+                assert (status, body) == (200, {"deleted": True, "exports": []})
                 assert first["entries"] == [], "the socket shows a history that was deleted"
                 assert meta.last_seq == 0
                 outcomes["deleted first"] += 1
-            assert cleanup == (200, {"deleted": True})
+            assert cleanup == (200, {"deleted": True, "exports": []})
     assert sum(outcomes.values()) == 30

@@ -65,7 +65,7 @@ def test_delete_on_one_worker_stops_an_http_turn_on_another_and_the_id_starts_cl
             what="the turn's tool calls are stored",
         )
         status, body = http("DELETE", f"{worker_b}/api/sessions/{session_id}/", alice)
-        assert (status, body) == (200, {"deleted": True})
+        assert (status, body) == (200, {"deleted": True, "exports": []})
         turn.join(GUARD_SEC)
         status, reply = answer["reply"]
         assert status == 200 and reply["status"] == "aborted", reply

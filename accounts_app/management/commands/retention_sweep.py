@@ -1,6 +1,6 @@
 """`manage.py retention_sweep [--dry-run] [--as-of ISO-DATE] [--schedule]`: delete the
-sessions past their retention policy now (docs/design.md §21), or queue the periodic sweep
-that `db_worker` runs."""
+sessions past their retention policy and the export files past EXPORT_RETENTION_DAYS now
+(docs/design.md §21, §31), or queue the periodic sweep that `db_worker` runs."""
 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
@@ -23,7 +23,10 @@ def _as_of(text: str):
 
 
 class Command(BaseCommand):
-    help = "Delete sessions idle past their retention policy, memory first."
+    help = (
+        "Delete sessions idle past their retention policy, memory first, and export files "
+        "older than EXPORT_RETENTION_DAYS."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--dry-run", action="store_true", help="report, delete nothing")

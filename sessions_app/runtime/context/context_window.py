@@ -92,9 +92,10 @@ def _encoding():
 
 
 def tokenizer_preload(label: str) -> None:
-    """Load OpenAI's tokenizer now, in a server that is starting, when `label` (the default
-    model) counts with it. Left to the first turn, its half second of loading ran on the
-    worker's event loop while every other socket of the process waited (docs/performance.md)."""
+    """Load OpenAI's tokenizer now, when `label` counts with it: as a server starts, for each
+    model it prepares (providers_preload). Left to the first turn, its half second of loading
+    ran on the worker's event loop while every other socket of the process waited
+    (docs/performance.md)."""
     if label.startswith("openai:"):
         _encoding()
 

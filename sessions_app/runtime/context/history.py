@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.store.base import ENTRY_VERSIONS_KNOWN, EntryRecord, NewEntry
 
 CRASH_RESULT_TEXT = "outcome unknown: the process stopped while this tool ran"
@@ -119,7 +119,7 @@ def bounded_result(text: str, max_chars: int) -> str:
     return text[:head] + RESULT_CUT_TEXT.format(left_out=len(text) - max_chars) + text[-tail:]
 
 
-class HistoryInvalid(ValueError):
+class HistoryInvalid(DomainError, ValueError):
     """A projected history breaks a provider's rules; the message names the offending index."""
 
     code = Code.HISTORY_INVALID
@@ -168,6 +168,19 @@ def attachments_of(entry: EntryRecord) -> list[dict]:
     """The attachments a user message keeps (ids and names, never bytes)."""
     refs = (entry.data or {}).get("attachments") if entry.role == "user" else None
     return [ref for ref in refs if isinstance(ref, dict) and ref.get("id")] if refs else []
+
+
+def result_images_of(entry: EntryRecord) -> list[dict]:
+    """The images a tool result made (`data.files`, a sandbox run's: docs/design.md §28), as
+    attachment refs: a model that sees images is shown them as it is shown uploaded ones."""
+    files = (entry.data or {}).get("files") if entry.role == "tool" else None
+    return [
+        {"id": file["id"], "name": file.get("path", "image")} | file
+        for file in files or ()
+        if isinstance(file, dict)
+        and file.get("id")
+        and str(file.get("mime", "")).startswith("image/")
+    ]
 
 
 def _context_entries(entries: Sequence[EntryRecord]) -> tuple[str | None, list[EntryRecord]]:
@@ -251,6 +264,7 @@ def _conversation(
                     )
                 )
             else:
+                images = result_images_of(result)
                 results.append(
                     _Turn(
                         role="tool",
@@ -258,6 +272,7 @@ def _conversation(
                         name=result.name or call["name"],
                         text=bounded_result(result.content, result_chars) or EMPTY_RESULT_TEXT,
                         is_error=result.is_error,
+                        parts=tuple((files or attachment_stand_ins)(images)) if images else (),
                     )
                 )
         if not calls and not entry.content.strip():
@@ -277,8 +292,13 @@ def project_openai(
     with attachments is a list of parts: each attachment (an image as an `image_url` part
     holding a data URL), then the message's text."""
     messages: list[dict] = [{"role": "system", "content": system_prompt}]
-    for turn in _conversation(entries, files):
-        if turn.role == "user" and turn.parts:
+    turns = _conversation(entries, files)
+    for index, turn in enumerate(turns):
+        if turn.role == "tool":
+            messages.append({"role": "tool", "tool_call_id": turn.call_id, "content": turn.text})
+            if index + 1 == len(turns) or turns[index + 1].role != "tool":
+                messages.extend(_openai_result_images(turns, index))
+        elif turn.role == "user" and turn.parts:
             content = [_openai_part(part) for part in turn.parts]
             messages.append({"role": "user", "content": [*content, _text(turn.text)]})
         elif turn.role == "user":
@@ -295,9 +315,22 @@ def project_openai(
                     for call in turn.calls
                 ]
             messages.append(message)
-        else:
-            messages.append({"role": "tool", "tool_call_id": turn.call_id, "content": turn.text})
     return messages
+
+
+def _openai_result_images(turns: list[_Turn], last: int) -> list[dict]:
+    """A tool message holds text only: the images the results ending at `last` made follow
+    them as one user message (its text says whose they are)."""
+    first = last
+    while first > 0 and turns[first - 1].role == "tool":
+        first -= 1
+    block = [turn for turn in turns[first : last + 1] if turn.parts]
+    parts = [part for turn in block for part in turn.parts if part["type"] == "image"]
+    if not parts:
+        return []
+    names = ", ".join(dict.fromkeys(turn.name for turn in block))
+    text = _text(f"[the images {names} made, shown to you]")
+    return [{"role": "user", "content": [*(_openai_part(part) for part in parts), text]}]
 
 
 def _text(text: str) -> dict:
@@ -369,7 +402,11 @@ def project_anthropic(
             ]
             add("assistant", blocks)
         else:
-            block = {"type": "tool_result", "tool_use_id": turn.call_id, "content": turn.text}
+            content = turn.text
+            if turn.parts:
+                # A result's images go inside its block, after its text.
+                content = [_text(turn.text), *(_anthropic_part(part) for part in turn.parts)]
+            block = {"type": "tool_result", "tool_use_id": turn.call_id, "content": content}
             if turn.is_error:
                 block["is_error"] = True
             if previous_role == "tool":

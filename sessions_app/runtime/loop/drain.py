@@ -16,7 +16,7 @@ from collections import Counter
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 
 # How often a drain looks at the turns still running. Only a draining worker polls, for the
 # few seconds its last turns take.
@@ -31,7 +31,7 @@ _sockets: set = set()
 _inside_turn: ContextVar[bool] = ContextVar("inside_turn", default=False)
 
 
-class Draining(Exception):
+class Draining(DomainError):
     """This worker is shutting down: the request should go to another one (HTTP 503)."""
 
     code = Code.DRAINING

@@ -1,10 +1,12 @@
 """Model providers: `offline` (default, no network), `openai:<model>`, `anthropic:<model>`."""
 
+import logging
+from collections.abc import Iterable
 from functools import lru_cache
 
 from django.conf import settings
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.runtime.providers.base import ModelReply, Provider, ProviderError, ToolSpec
 from sessions_app.runtime.providers.offline import OfflineProvider
 
@@ -19,10 +21,12 @@ __all__ = [
     "providers_preload",
 ]
 
+logger = logging.getLogger(__name__)
+
 MODEL_SPEC_HELP = "offline, openai:<model> or anthropic:<model>"
 
 
-class BadModel(ValueError):
+class BadModel(DomainError, ValueError):
     """Not a model a turn can use: the same answer through /model and PATCH."""
 
     code = Code.BAD_MODEL
@@ -55,15 +59,29 @@ def provider_for(spec: str | None = None) -> Provider:
     return _provider(spec, "", None)
 
 
-def providers_preload() -> None:
-    """Build the default model's provider now, in a server that is starting.
+def providers_preload(specs: Iterable[str] = ()) -> None:
+    """Prepare JARVIS_MODEL and every model of `specs` now, in a server that is starting.
 
     Importing an SDK costs about a second of CPU. Left to the first turn, it runs on the
     worker's event loop while every other socket of the process waits; so does building the
-    first async client (SdkProvider.preload).
+    first async client, and a storm of a model's first requests each asked the platform in
+    a thread (SdkProvider.preload). Every model the deployment names is prepared the same
+    way, so a session's own model is as fast as the default (docs/design.md §30).
     """
-    provider = provider_for()
-    preload = getattr(provider, "preload", None)
+    _preload(settings.JARVIS_MODEL)
+    for spec in dict.fromkeys(specs):
+        if spec == settings.JARVIS_MODEL:
+            continue
+        try:
+            _preload(spec)
+        except Exception:
+            # The server still starts: a turn of that model fails with the provider's own
+            # words (a missing key), as it would have unprepared.
+            logger.warning("could not prepare the model %s", spec, exc_info=True)
+
+
+def _preload(spec: str) -> None:
+    preload = getattr(provider_for(spec), "preload", None)
     if preload is not None:
         preload()
 

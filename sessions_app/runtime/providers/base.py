@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import logging
 import sys
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -18,6 +21,8 @@ from sessions_app.runtime.loop.beside import (
 )
 from sessions_app.runtime.loop.eager import request_bodies_sent_at_once
 from sessions_app.store.base import EntryRecord
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -140,6 +145,11 @@ class SdkProvider(ABC):
         self._async_clients: dict = {}  # loop -> (client, its closer)
         # Built by `preload`, not yet bound to a loop: the worker's, and the side loop's.
         self._spare_clients: list = []
+        # Set once `preload` ran: at a server's start (every configured model), else at the
+        # model's first async call, in a thread (`_ready`).
+        self._prepared = False
+        self._preparing: concurrent.futures.Future | None = None
+        self._preparing_lock = threading.Lock()
 
     @abstractmethod
     def _make_client(self, **options):
@@ -171,6 +181,34 @@ class SdkProvider(ABC):
         except RuntimeError:
             anyio.run(anyio.sleep, 0)
         # else: imported from code that runs on a loop (a test's), which has its backend.
+        self._prepared = True
+
+    async def _ready(self) -> None:
+        """`preload`, once, for a model the server did not prepare at start (one typed into
+        the picker): in a thread of its own, every call that meets the model meanwhile
+        waiting for that one preparation. Unprepared, a storm of its first calls built the
+        client on the worker's loop and asked the platform in a thread per request (docs/
+        design.md §30). A preparation that fails leaves the calls to build what they need."""
+        with self._preparing_lock:
+            if self._preparing is None:
+                self._preparing = concurrent.futures.Future()
+                threading.Thread(
+                    target=self._prepare_into,
+                    args=(self._preparing,),
+                    name="jarvis-model-prepare",
+                    daemon=True,
+                ).start()
+            preparing = self._preparing
+        await asyncio.wrap_future(preparing)
+
+    def _prepare_into(self, done: concurrent.futures.Future) -> None:
+        try:
+            self.preload()
+        except Exception:
+            logger.exception("preparing %s failed; its calls build their own clients", self.label)
+            self._prepared = True
+        finally:
+            done.set_result(None)
 
     async def _aconnect(self):
         # One async client per event loop: its connection pool belongs to the loop that made it.
@@ -242,6 +280,8 @@ class SdkProvider(ABC):
     async def acomplete(
         self, *, entries, system_prompt, tools, on_delta, abort, parameters=None
     ) -> ModelReply:
+        if not self._prepared:
+            await self._ready()
         request = self.request_body(
             entries=entries, system_prompt=system_prompt, tools=tools, parameters=parameters
         )

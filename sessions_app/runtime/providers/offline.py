@@ -89,6 +89,9 @@ UNSCHEDULE_TEXT = re.compile(
     r"|stop reminding me (?:to |about |of )?)(?P<text>.+)"
 )
 # A goal's check-in tools (docs/design.md §25).
+# The sandbox's tool: runtime.sandbox.base takes its name from here (the providers are
+# below the sandbox, which runs a turn's tools).
+RUN_CODE = "run_code"
 GOAL_DONE = "goal_done"
 GOAL_UPDATE = "goal_update"
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -115,10 +118,32 @@ def _delegation_targets(tools: Sequence[ToolSpec]) -> dict[str, str]:
     return {}
 
 
+def code_to_run(text: str) -> dict | None:
+    """`run python: <code>` / `run bash: <code>` (docs/design.md §28): run_code's arguments —
+    the rest of the message, a Markdown fence around it taken off — or None."""
+    stripped = text.lstrip()
+    for language in ("python", "bash"):
+        prefix = f"run {language}:"
+        if stripped[: len(prefix)].lower() == prefix:
+            return {"language": language, "code": _unfenced(stripped[len(prefix) :])}
+    return None
+
+
+def _unfenced(code: str) -> str:
+    lines = code.strip().splitlines()
+    if len(lines) >= 2 and lines[0].startswith("```") and lines[-1].strip() == "```":
+        lines = lines[1:-1]
+    return "\n".join(lines).strip("\n") + "\n"
+
+
 def _intents(
     text: str, offered: set[str], agents: dict[str, str] | None = None
 ) -> list[tuple[int, str, dict]]:
     """(position, tool, arguments) for every request in the text, in reading order."""
+    code = code_to_run(text)
+    if code is not None:
+        # The whole message is the program: its digits are not arithmetic to do here.
+        return [(0, RUN_CODE, code)] if RUN_CODE in offered else []
     lowered = text.lower()
     found: list[tuple[int, str, dict]] = []
     taken: list[tuple[int, int]] = []
@@ -229,9 +254,29 @@ def _unschedule_arguments(text: str, match: re.Match) -> dict:
     return {"text": text[match.start("text") : match.end("text")].strip().rstrip(".!? ")}
 
 
+def _run_sentence(result: str) -> str:
+    """A run's JSON result (runtime.sandbox.run_code) in a few words and its output."""
+    try:
+        run = json.loads(result)
+    except ValueError:
+        return f"run_code: {result}"
+    if run.get("killed"):
+        said = f"The run was stopped ({run['killed']})."
+    else:
+        said = f"The code ran (exit code {run.get('exit_code')})."
+    output = (run.get("stdout") or "") + (run.get("stderr") or "")
+    if output.strip():
+        said += f"\n\n```\n{output.strip()}\n```"
+    if run.get("files"):
+        said += "\n\nFiles: " + ", ".join(file["path"] for file in run["files"]) + "."
+    return said
+
+
 def _sentence_for(name: str, arguments: dict, result: str, is_error: bool) -> str:
     if is_error:
         return f"The {name} tool failed: {result}"
+    if name == RUN_CODE:
+        return _run_sentence(result)
     if name == "calculator":
         return f"{arguments.get('expression', '?')} = {result}."
     if name == "clock":
@@ -402,10 +447,11 @@ class OfflineProvider:
         sentences = []
         for block in results:
             use = calls.get(block["tool_use_id"], {"name": "tool", "input": {}})
+            content = block["content"]
+            if isinstance(content, list):  # a result with images: its text comes first
+                content = " ".join(part["text"] for part in content if part["type"] == "text")
             sentences.append(
-                _sentence_for(
-                    use["name"], use["input"], str(block["content"]), block.get("is_error", False)
-                )
+                _sentence_for(use["name"], use["input"], content, block.get("is_error", False))
             )
         return " ".join(sentences)
 

@@ -9,6 +9,7 @@ import openai
 
 from sessions_app.core.ids import unique_token
 from sessions_app.runtime.context.attachments import seeing_parts
+from sessions_app.runtime.context.context_window import tokenizer_preload
 from sessions_app.runtime.context.history import project_openai, validate_openai
 from sessions_app.runtime.providers.base import (
     ModelReply,
@@ -102,6 +103,12 @@ class OpenAIProvider(SdkProvider):
         if thinking == "off":
             return self.parameters
         return {**self.parameters, "reasoning_effort": thinking}
+
+    def preload(self) -> None:
+        """Also OpenAI's tokenizer, which counts this model's requests (half a second of
+        loading that the first count would pay on the worker's loop)."""
+        super().preload()
+        tokenizer_preload(self.label)
 
     def _make_client(self, **options) -> openai.OpenAI:
         return openai.OpenAI(**options)

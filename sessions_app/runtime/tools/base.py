@@ -190,6 +190,9 @@ class ToolOutput:
     text: str
     is_error: bool = False
     files: tuple[dict, ...] = ()
+    # Other facts the result entry's `data` keeps beside `files` (a sandbox run's
+    # `workspace` changes: docs/design.md §28).
+    data: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

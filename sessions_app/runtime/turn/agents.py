@@ -32,10 +32,12 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.core.ids import SUBAGENT_PREFIX, validate_session_id
 from sessions_app.runtime.mcp.offer import mcp_tools
 from sessions_app.runtime.providers import check_model_spec
+from sessions_app.runtime.sandbox.base import RUN_CODE
+from sessions_app.runtime.sandbox.registry import sandbox_offered
 from sessions_app.runtime.tools.base import Tool
 from sessions_app.runtime.tools.registry import DELEGATE, TOOLS
 
@@ -243,7 +245,7 @@ def agent_registry() -> dict[str, AgentDefinition]:
     return _registry(str(settings.JARVIS_AGENTS_FILE or ""))
 
 
-class UnknownAgent(ValueError):
+class UnknownAgent(DomainError, ValueError):
     """A new session names an agent that is not defined (400 `unknown_agent`, close 4400)."""
 
     code = Code.UNKNOWN_AGENT
@@ -281,6 +283,10 @@ def agent_tools(agent: AgentDefinition) -> dict[str, Tool]:
         if name == DELEGATE:
             tool = _delegate_tool(tool, delegation_targets())
         tools[name] = tool
+    # Every agent that has tools may run code, where this server has a sandbox that
+    # isolates (docs/design.md §28); elsewhere the tool is not offered at all.
+    if tools and RUN_CODE in TOOLS and sandbox_offered():
+        tools[RUN_CODE] = TOOLS[RUN_CODE]
     return tools | mcp_tools()
 
 
@@ -301,6 +307,18 @@ def _delegate_tool(tool: Tool, targets: list[AgentDefinition]) -> Tool:
     return replace(
         tool, description=f"{tool.description} Agents: {listing}.", parameters=parameters
     )
+
+
+def models_configured() -> list[str]:
+    """Every model the deployment names — JARVIS_MODEL, TITLE_MODEL, each agent's and the
+    ones people pick (JARVIS_MODELS) — once each: what a starting server prepares."""
+    named = [
+        settings.JARVIS_MODEL,
+        settings.TITLE_MODEL,
+        *(agent.model for agent in agent_registry().values()),
+        *settings.JARVIS_MODELS,
+    ]
+    return [spec for spec in dict.fromkeys(named) if spec]
 
 
 def model_for_session(*, agent: str, model: str) -> str:

@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import connection
 
 from jarvis_site.shared import metrics
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.core.ids import validate_session_id
 from sessions_app.runtime.loop.executors import start_in_pool
 from sessions_app.store import get_store
@@ -55,7 +55,7 @@ def lease_poll_hook_register(hook: Callable[[], None]) -> None:
         _poll_hooks.append(hook)
 
 
-class SessionBusy(Exception):
+class SessionBusy(DomainError):
     """Another turn of this session is still running (the API answers 409 session_busy)."""
 
     code = Code.SESSION_BUSY

@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.db.models import Max, Min
 
 from jarvis_site.shared import metrics
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from sessions_app.models import QueuedPrompt
 
 QUEUE = "queue"
@@ -32,7 +32,7 @@ STEER = "steer"
 _runner: list[Callable[[str], None]] = []
 
 
-class QueueFull(Exception):
+class QueueFull(DomainError):
     """The session already holds MAX_QUEUED_PER_SESSION waiting prompts (409 queue_full)."""
 
     code = Code.QUEUE_FULL
@@ -41,7 +41,7 @@ class QueueFull(Exception):
         super().__init__(f"at most {limit} prompts can wait for this session's turn")
 
 
-class QueuedPromptNotFound(LookupError):
+class QueuedPromptNotFound(DomainError, LookupError):
     """No waiting prompt with this id in the session: it ran or was cancelled (404)."""
 
     code = Code.NOT_FOUND

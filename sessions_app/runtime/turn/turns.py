@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 
 from jarvis_site.shared import metrics
-from jarvis_site.shared.errors import Code
+from jarvis_site.shared.errors import Code, DomainError
 from jarvis_site.shared.log_context import log_context, log_context_set
 from sessions_app.core.ids import unique_token, validate_session_id
 from sessions_app.core.signals import turn_finished
@@ -123,7 +123,7 @@ def title_from_message(text: str) -> str:
     return cut.rstrip(" ,.;:") + "…"
 
 
-class TooManyTurns(Exception):
+class TooManyTurns(DomainError):
     """The user already runs MAX_TURNS_PER_USER turns (429 / error `too_many_turns`)."""
 
     code = Code.TOO_MANY_TURNS
@@ -747,7 +747,8 @@ async def _loop(
                         is_error=output.is_error,
                         turn_id=turn_id,
                         data={"tool": timing}
-                        | ({"files": list(output.files)} if output.files else {}),
+                        | ({"files": list(output.files)} if output.files else {})
+                        | output.data,
                     )
                     for call, (output, timing) in zip(calls, results, strict=True)
                 ]

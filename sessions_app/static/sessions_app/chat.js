@@ -8,6 +8,7 @@ import { attachmentsElement, setupAttachments } from "./attachments.js";
 import { $, el, icon, iconButton } from "./dom.js";
 import { setupDrawer } from "./drawer.js";
 import { setupFamilyTree } from "./family_tree.js";
+import { carriedKeptExports, carryKeptExports, keptExportsLine } from "./kept_exports.js";
 import { rowActions, setupArchivedSwitch, showingArchived } from "./list_actions.js";
 import { followSessionChanges } from "./live_list.js";
 import { renderMarkdownInto } from "./markdown.js";
@@ -68,14 +69,20 @@ const state = {
 
 // --- notices, announcements, scrolling ---------------------------------------------------
 
-function showNotice(text, kind) {
+// `content` is a text, or a node made of text and links (kept_exports.js); "" hides it.
+function showNotice(content, kind) {
   const notice = $("notice");
   notice.textContent = "";
   notice.dataset.kind = kind || "error";
-  notice.hidden = !text;
-  if (!text) return;
+  notice.hidden = !content;
+  if (!content) return;
   notice.appendChild(icon("alert"));
-  notice.appendChild(el("span", "", text));
+  notice.appendChild(typeof content === "string" ? el("span", "", content) : content);
+}
+
+// After a delete: where the session's exports still download (nothing when it had none).
+function showKeptExports(sessionId, exports) {
+  if (exports && exports.length) showNotice(keptExportsLine(sessionId, exports), "info");
 }
 
 // Screen readers hear the start and the finished text of an answer from this polite live
@@ -1387,6 +1394,7 @@ async function deleteFromList(sessionId, item) {
   if (old) old.remove();
   if (result.ok) {
     item.remove();
+    showKeptExports(sessionId, result.data.exports);
     return;
   }
   item.appendChild(el("p", "row-error", "Not deleted: " + errorText(result)));
@@ -1491,6 +1499,7 @@ async function deleteCurrent() {
   }
   const result = await deleteAfterOwnSocketClosed(state.sessionId);
   if (result.ok) {
+    carryKeptExports(state.sessionId, result.data.exports);
     window.location.href = "/?deleted=" + encodeURIComponent(state.sessionId);
     return;
   }
@@ -1548,6 +1557,8 @@ async function chooseSession() {
 }
 
 async function start() {
+  const deleted = new URLSearchParams(location.search).get("deleted");
+  const keptExports = carriedKeptExports(deleted);
   const sessionId = await chooseSession();
   if (!sessionId) {
     showNotice("Could not open a session; reload to try again.", "error");
@@ -1561,6 +1572,7 @@ async function start() {
   url.searchParams.set("session", sessionId);
   history.replaceState(null, "", url);
   $("session-id").textContent = sessionId;
+  showKeptExports(deleted, keptExports);
   connect();
   refreshSessions();
   refreshReminders();

@@ -38,7 +38,7 @@ def test_deleting_the_session_then_sweeping_removes_the_blob(backend, api, tmp_p
     upload(api, "gone", "b.png", alone)
     upload(api, "stays", "a.png", shared)
     assert "0 unlinked" in sweep()  # everything is linked
-    assert api.delete("/api/sessions/gone/").json() == {"deleted": True}
+    assert api.delete("/api/sessions/gone/").json() == {"deleted": True, "exports": []}
     assert sorted(stored_files(tmp_path)) == sorted([shared, alone])  # the sweep's job
 
     assert "1 unlinked" in sweep()
@@ -56,7 +56,7 @@ def test_a_branch_shares_its_parents_files(backend, api, tmp_path):
     )
     branch = api.post("/api/sessions/parent/branch/", {"id": "child"}, format="json")
     assert branch.status_code == 201, branch.content
-    assert api.delete("/api/sessions/parent/").json() == {"deleted": True}
+    assert api.delete("/api/sessions/parent/").json() == {"deleted": True, "exports": []}
     sweep()
     response = api.get(f"/api/sessions/child/files/{file_id}/")
     assert response.status_code == 200

@@ -131,7 +131,7 @@ def test_deleting_the_session_then_sweeping_empties_the_bucket(api, s3_blobs, s3
     assert sorted(objects) == sorted([key(kept), key(png), key(pdf), key(pdf) + ".txt"])
     assert b"zebra" in objects[key(pdf) + ".txt"]
 
-    assert api.delete("/api/sessions/gone/").json() == {"deleted": True}
+    assert api.delete("/api/sessions/gone/").json() == {"deleted": True, "exports": []}
     out = io.StringIO()
     call_command("blobs_sweep", stdout=out)
 

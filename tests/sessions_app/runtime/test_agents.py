@@ -3,6 +3,7 @@
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from sessions_app.runtime.sandbox.registry import sandbox_offered
 from sessions_app.runtime.turn import agents
 from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.selectors.turns import request_header_of
@@ -100,6 +101,8 @@ tools = ["calculator"]
     result = turn_run(session_id="test-counter", text="what is 2+3 and what time is it")
     header = request_header_of(result.entries[0])
     assert header["system"] == "You are a counter."
-    assert [tool["name"] for tool in header["tools"]] == ["calculator"]
+    # Its own tools, and the sandbox's wherever this host has one (docs/design.md §28).
+    sandbox = ["run_code"] if sandbox_offered() else []
+    assert [tool["name"] for tool in header["tools"]] == ["calculator", *sandbox]
     calls = [call["name"] for entry in result.entries for call in entry.tool_calls or ()]
     assert calls == ["calculator"], "the clock is not this agent's tool"

@@ -90,10 +90,15 @@ def server():
 @pytest.fixture(params=["openai", "anthropic"])
 def provider(request, server):
     if request.param == "openai":
-        return OpenAIProvider("gpt-4o", api_key="test", base_url=server.openai_url, max_retries=0)
-    return AnthropicProvider(
-        "claude-haiku-4-5", api_key="test", base_url=server.base_url, max_retries=0
-    )
+        model = OpenAIProvider("gpt-4o", api_key="test", base_url=server.openai_url, max_retries=0)
+    else:
+        model = AnthropicProvider(
+            "claude-haiku-4-5", api_key="test", base_url=server.base_url, max_retries=0
+        )
+    # Prepared, as a server prepares every model it names as it starts (providers_preload):
+    # a model met first in a turn is prepared in a thread, then the turn's loop goes on.
+    model.preload()
+    return model
 
 
 @pytest.mark.django_db(transaction=True)

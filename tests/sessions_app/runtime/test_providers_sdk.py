@@ -329,12 +329,14 @@ def test_the_fake_server_refuses_broken_histories_like_the_real_apis(server):
         )
 
 
-def test_a_started_servers_client_sends_its_first_requests_without_a_thread(
+def test_a_models_first_requests_go_without_a_thread_prepared_at_start_or_at_first_use(
     api, server, provider, session, monkeypatch
 ):
     """The SDK asks for the platform it reports at a client's first request, in a worker
     thread, and so does every request that starts before the first has its answer: a storm's
-    first requests were each a thread hand-off. A server starting asks it once, beforehand."""
+    first requests were each a thread hand-off. A model is prepared before its first request
+    (a server starting prepares the models it names; another is prepared at its first call)
+    and the question is asked once, then."""
     sdk = openai if api == "openai" else anthropic
     handed_off = []
     to_thread = sdk._utils._sync.to_thread
@@ -345,6 +347,14 @@ def test_a_started_servers_client_sends_its_first_requests_without_a_thread(
 
     monkeypatch.setattr(sdk._utils._sync, "to_thread", counted)
     entries = get_store().append(session, [NewEntry(role="user", content="hi")])
+    request = provider.request_body(entries=entries, system_prompt="You are Jarvis.", tools=[])
+
+    async def the_sdks_own_client():
+        client = provider._make_async_client(**provider._options)
+        async with await provider._open_stream(client, request) as stream:
+            async for _ in stream:
+                pass
+        await client.close()
 
     async def three_at_once(model):
         await asyncio.gather(
@@ -360,12 +370,13 @@ def test_a_started_servers_client_sends_its_first_requests_without_a_thread(
             )
         )
 
-    server.script(*(Reply(text="hello") for _ in range(6)))
-    not_started = type(provider)(provider.model, **provider._options)
-    asyncio.run(three_at_once(not_started))
+    server.script(*(Reply(text="hello") for _ in range(7)))
+    asyncio.run(the_sdks_own_client())
     assert handed_off, "the SDK hands the question to a thread when nobody asked it first"
 
     handed_off.clear()
+    met_first_in_a_turn = type(provider)(provider.model, **provider._options)
+    asyncio.run(three_at_once(met_first_in_a_turn))
     provider.preload()
     asyncio.run(three_at_once(provider))
     assert handed_off == []

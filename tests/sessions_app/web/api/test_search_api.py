@@ -126,7 +126,7 @@ def test_forgets_a_deleted_session(api):
     a_turn("kept", "a lighthouse postcard", "Nice.")
     assert len(found(api, "lighthouse")) == 3
 
-    assert api.delete("/api/sessions/secret/").json() == {"deleted": True}
+    assert api.delete("/api/sessions/secret/").json() == {"deleted": True, "exports": []}
 
     assert found(api, "lighthouse") == [("kept", 2)]
     # The same id made again starts empty, and so does its part of the index.

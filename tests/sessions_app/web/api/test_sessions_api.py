@@ -127,7 +127,7 @@ def test_another_users_session_is_404_everywhere(api, bob_api):
     # A delete answers exactly as for a free id: it tells nobody which ids exist.
     for taken_or_free in ("bobs", "nobody-has-this"):
         response = api.delete(f"/api/sessions/{taken_or_free}/")
-        assert (response.status_code, response.json()) == (200, {"deleted": False})
+        assert (response.status_code, response.json()) == (200, {"deleted": False, "exports": []})
     assert get_store().get_meta("bobs") is not None
     assert_error(api.get("/api/sessions/nobody-has-this/"), 404, "not_found")
 
@@ -234,13 +234,13 @@ def test_delete_removes_history_and_missing_is_200_false(api):
     a_turn("s1")
     api.post("/api/sessions/s1/proactive/", {"message_id": "m1", "content": "hi"}, format="json")
     response = api.delete("/api/sessions/s1/")
-    assert response.status_code == 200 and response.json() == {"deleted": True}
+    assert response.status_code == 200 and response.json() == {"deleted": True, "exports": []}
     assert get_store().get_meta("s1") is None
     assert get_store().get_messages("s1") == []
     assert get_store().get_proactive("s1") == []
     assert api.get("/api/sessions/s1/").status_code == 404
     again = api.delete("/api/sessions/s1/")
-    assert again.status_code == 200 and again.json() == {"deleted": False}
+    assert again.status_code == 200 and again.json() == {"deleted": False, "exports": []}
 
 
 def test_delete_while_a_websocket_is_attached_is_409(api, alice):
@@ -250,14 +250,14 @@ def test_delete_while_a_websocket_is_attached_is_409(api, alice):
     assert_error(api.delete("/api/sessions/s1/"), 409, "session_connected")
     assert len(get_store().get_messages("s1")) == 6
     connection_services.connection_close(channel_name="chan-1")
-    assert api.delete("/api/sessions/s1/").json() == {"deleted": True}
+    assert api.delete("/api/sessions/s1/").json() == {"deleted": True, "exports": []}
 
 
 def test_a_connection_whose_heartbeat_stopped_does_not_block_delete(api, alice, monkeypatch):
     api.post("/api/sessions/", {"id": "s1"}, format="json")
     connection_services.connection_open(session_id="s1", channel_name="chan-dead", user_id=alice.id)
     monkeypatch.setattr(connections, "LIVE_TIMEOUT_SEC", -1)  # every heartbeat is now too old
-    assert api.delete("/api/sessions/s1/").json() == {"deleted": True}
+    assert api.delete("/api/sessions/s1/").json() == {"deleted": True, "exports": []}
 
 
 def test_delete_leaves_branches_standing(api):

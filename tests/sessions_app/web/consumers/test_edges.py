@@ -227,7 +227,7 @@ async def test_deltas_are_coalesced_to_one_per_interval_and_flushed_before_other
 # --- /export --------------------------------------------------------------------------------
 
 
-async def test_export_answers_with_the_download_link_never_a_server_path(
+async def test_export_answers_with_a_download_link_that_outlives_the_session(
     backend, alice, alice_token, settings
 ):
     ws, _ = await open_session("/ws/sessions/rp-exp.1/", alice_token)
@@ -235,16 +235,21 @@ async def test_export_answers_with_the_download_link_never_a_server_path(
     result = await ws.receive_json_from(timeout=RECEIVE_TIMEOUT)
     await ws.disconnect()
     assert result["type"] == "command_result", result
-    url = "/api/sessions/rp-exp.1/export/?format=md"
+    url = "/api/me/exports/rp-exp_1.md/"
     assert result["data"] == {"filename": "rp-exp_1.md", "url": url}
     assert url in result["text"]
     assert str(settings.EXPORTS_DIR) not in str(result)
 
-    def download():
-        client = Client()
-        client.force_login(alice)
-        return client.get(url)
+    def client():
+        signed_in = Client()
+        signed_in.force_login(alice)
+        return signed_in
 
-    response = await sync(download)()
+    # The seed's advice: export it, then delete it. The link still downloads the export.
+    deleted = await sync(lambda: client().delete("/api/sessions/rp-exp.1/"))()
+    assert deleted.json()["deleted"] is True
+    assert [export["url"] for export in deleted.json()["exports"]] == [url]
+    response = await sync(lambda: client().get(url))()
     assert response.status_code == 200
     assert response["Content-Disposition"] == 'attachment; filename="rp-exp_1.md"'
+    assert b"rp-exp.1" in b"".join(response.streaming_content)

@@ -65,7 +65,7 @@ async def test_a_socket_whose_send_fails_mid_turn_lets_its_session_be_deleted(
 
     response = await sync(delete)(api, "s1")
     assert response.status_code == 200, response.content
-    assert response.json() == {"deleted": True}
+    assert response.json() == {"deleted": True, "exports": []}
     assert await sync(get_store().get_meta)("s1") is None
 
 
@@ -77,7 +77,7 @@ async def test_a_cancelled_socket_lets_its_session_be_deleted(backend, api, alic
 
     assert await sync(LiveConnection.objects.count)() == 0
     response = await sync(delete)(api, "s1")
-    assert (response.status_code, response.json()) == (200, {"deleted": True})
+    assert (response.status_code, response.json()) == (200, {"deleted": True, "exports": []})
 
 
 async def test_a_failed_socket_no_longer_renews_its_row(backend, alice_token, monkeypatch):

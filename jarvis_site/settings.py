@@ -203,7 +203,7 @@ REDIS_CACHE_TIMEOUT_SEC = 0.5
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "jarvis_site.shared.redis_cache.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": CACHE_KEY_PREFIX,
             "OPTIONS": {

@@ -257,7 +257,8 @@ def _unschedule_arguments(text: str, match: re.Match) -> dict:
 def _run_sentence(result: str) -> str:
     """A run's JSON result (runtime.sandbox.run_code) in a few words and its output."""
     try:
-        run = json.loads(result)
+        # The JSON comes first; a model that cannot see images has "[image: …]" after it.
+        run, _ = json.JSONDecoder().raw_decode(result)
     except ValueError:
         return f"run_code: {result}"
     if run.get("killed"):

@@ -18,6 +18,16 @@ import { refreshReminders } from "./reminders.js";
 import { refreshGoals } from "./goals.js";
 import { setupSearch } from "./search.js";
 import { setupShareDialog } from "./share_dialog.js";
+import {
+  RUN_CODE,
+  codeElement,
+  outputElement,
+  runCodeArguments,
+  runCodeSummary,
+  runFilesElement,
+  runResult,
+} from "./run_code.js";
+import { setupWorkspacePanel } from "./workspace_panel.js";
 
 const log = $("log");
 const promptBox = $("prompt");
@@ -204,9 +214,17 @@ function toolCallElement(call) {
   summary.appendChild(icon("chevron"));
   summary.appendChild(icon("tool"));
   summary.appendChild(el("span", "tool-name", call.name));
-  summary.appendChild(el("span", "tool-args", shortArguments(call.arguments)));
+  const run = call.name === RUN_CODE ? runCodeArguments(call) : null;
+  summary.appendChild(el("span", "tool-args", run ? runCodeSummary(run) : shortArguments(call.arguments)));
   summary.appendChild(el("span", "tool-state", "running…"));
   details.appendChild(summary);
+  if (run) {
+    // The code and what it printed are the point of a run: shown without a click.
+    details.open = true;
+    details.classList.add("run");
+    details.appendChild(codeElement(run));
+    return details;
+  }
   details.appendChild(el("div", "label", "Arguments"));
   details.appendChild(scrollablePre("arguments", prettyArguments(call.arguments), call.name + " arguments"));
   return details;
@@ -267,11 +285,15 @@ function renderToolResult(entry) {
     summary.appendChild(icon("tool"));
     summary.appendChild(el("span", "tool-name", entry.name + " result"));
     orphan.appendChild(summary);
-    orphan.appendChild(scrollablePre("result", entry.content, entry.name + " result"));
+    const result = entry.name === RUN_CODE ? runResult(entry) : null;
+    orphan.appendChild(result ? outputElement(result) : scrollablePre("result", entry.content, entry.name + " result"));
     // Its call may still come: scrolling back loads the entry before this one.
     orphan.dataset.resultFor = entry.tool_call_id;
     orphan.toolResult = entry;
     append(orphan);
+    const files = result && runFilesElement(state.sessionId, entry, result);
+    if (files) orphan.after(files);
+    orphan.runFiles = files;
     return;
   }
   showToolResult(details, entry);
@@ -284,8 +306,16 @@ function showToolResult(details, entry) {
     // Beside the state, so the summary reads "done · 1.2 s" (docs/design.md §20).
     details.querySelector(".tool-state").after(el("span", "tool-time", " · " + duration(timing.duration_ms)));
   }
-  details.classList.toggle("error", Boolean(entry.is_error));
   details.classList.add("finished");
+  const result = entry.name === RUN_CODE ? runResult(entry) : null;
+  if (result) {
+    details.appendChild(outputElement(result));
+    details.classList.toggle("error", Boolean(result.killed) || result.exit_code !== 0);
+    const files = runFilesElement(state.sessionId, entry, result);
+    if (files) details.after(files);
+    return;
+  }
+  details.classList.toggle("error", Boolean(entry.is_error));
   details.appendChild(el("div", "label", entry.is_error ? "Error" : "Result"));
   details.appendChild(scrollablePre("result", entry.content, (entry.name || "tool") + " result"));
 }
@@ -395,10 +425,15 @@ function renderAssistantMessage(entry, { live, placed }) {
     state.callElements.set(call.id, details);
     const orphan = placed && log.querySelector('.tool[data-result-for="' + CSS.escape(call.id) + '"]');
     if (orphan) {
-      showToolResult(details, orphan.toolResult);
-      // The orphan may be what older entries are being placed before.
-      if (state.placeBefore === orphan) state.placeBefore = orphan.nextSibling;
+      // The orphan (and the files shown under it) may be what older entries are being
+      // placed before.
+      const after = orphan.runFiles || orphan;
+      if (state.placeBefore === orphan || state.placeBefore === orphan.runFiles) {
+        state.placeBefore = after.nextSibling;
+      }
+      if (orphan.runFiles) orphan.runFiles.remove();
       orphan.remove();
+      showToolResult(details, orphan.toolResult);
     }
     const link = call.name === "delegate" ? delegateLink(call) : null;
     if (link) bubble.appendChild(link);
@@ -1108,6 +1143,7 @@ function onSessionSnapshot(event) {
   }
   showSessionMeta(event.session);
   showQueue(event.queue);
+  workspace.refresh();
   const wasAtBottom = atBottom();
   for (const entry of event.entries) renderEntry(entry);
   for (const notice of event.notices || []) renderNotice(notice);
@@ -1195,6 +1231,10 @@ function handleEvent(event) {
       break;
     case "entry":
       renderEntry(event.entry, { live: true });
+      // A run that changed files: the Workspace panel lists them now.
+      if (event.entry.role === "tool" && event.entry.name === RUN_CODE) {
+        workspace.refresh({ changed: true });
+      }
       break;
     case "compaction_start":
       announce("Compacting earlier turns so the conversation fits the model…");
@@ -1624,6 +1664,7 @@ setupSearch();
 followSessionChanges(() => refreshSessions());
 setupArchivedSwitch($("show-archived"), refreshSessions);
 setupShareDialog({ sessionId: () => state.sessionId });
+const workspace = setupWorkspacePanel({ sessionId: () => state.sessionId, announce });
 setupFamilyTree({ sessionId: () => state.sessionId, open: (sessionId) => switchSession(sessionId) });
 // Back and forward between sessions this page switched to: open the one in the URL.
 window.addEventListener("popstate", () => window.location.reload());

@@ -409,6 +409,9 @@ IMPORT_MAX_DEPTH = _positive("IMPORT_MAX_DEPTH", 20_000, cast=int)
 IMPORT_MAX_BRANCHES = _positive("IMPORT_MAX_BRANCHES", 1_000, cast=int)
 IMPORT_MAX_ENTRIES = _positive("IMPORT_MAX_ENTRIES", 200_000, cast=int)
 IMPORT_MAX_UNPACKED_BYTES = _positive("IMPORT_MAX_UNPACKED_BYTES", 200 * 1024 * 1024, cast=int)
+# JSON values (every array, object, string, number…) one import's JSON may hold, counted
+# before it is parsed: Python keeps each as an object of 50-200 bytes (413 import_too_large).
+IMPORT_MAX_JSON_VALUES = _positive("IMPORT_MAX_JSON_VALUES", 3_000_000, cast=int)
 # Reading an uploaded file with a parser that can be made slow (a PDF's text, an image's
 # thumbnail) runs in a child process with these limits (jarvis_site/shared/bounded.py):
 # CPU seconds, wall seconds and address space. Past them the child is killed and the read

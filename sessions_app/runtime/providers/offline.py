@@ -154,7 +154,7 @@ def _intents(
             taken.append((match.start(), match.end()))
 
     # First: a line `call <tool> <json arguments>` calls that tool, any the turn offers
-    # (docs/design.md §29).
+    # (docs/design.md §31).
     for span, name, arguments in _explicit_calls(text):
         add(span, name, arguments)
     # A delegated task is the sub-agent's to read, not a request to act on here.
@@ -257,7 +257,8 @@ def _unschedule_arguments(text: str, match: re.Match) -> dict:
 def _run_sentence(result: str) -> str:
     """A run's JSON result (runtime.sandbox.run_code) in a few words and its output."""
     try:
-        run = json.loads(result)
+        # The JSON comes first; a model that cannot see images has "[image: …]" after it.
+        run, _ = json.JSONDecoder().raw_decode(result)
     except ValueError:
         return f"run_code: {result}"
     if run.get("killed"):

@@ -4,7 +4,7 @@
 
 import { el, icon } from "./dom.js";
 
-const filePath = (sessionId, fileId) =>
+export const sessionFileUrl = (sessionId, fileId) =>
   "/api/sessions/" + encodeURIComponent(sessionId) + "/files/" + encodeURIComponent(fileId) + "/";
 
 function csrfToken() {
@@ -12,7 +12,7 @@ function csrfToken() {
   return match ? decodeURIComponent(match[1]) : "";
 }
 
-function sizeText(bytes) {
+export function sizeText(bytes) {
   if (bytes < 1024) return bytes + " B";
   if (bytes < 1024 * 1024) return Math.round(bytes / 1024) + " KB";
   return (bytes / 1024 / 1024).toFixed(1) + " MB";
@@ -160,7 +160,7 @@ export function setupAttachments({ sessionId, onError, announce }) {
 // What a sent message shows of its attachments: a thumbnail for an image, a chip for any
 // other file; each opens the file. `fileUrl(id)` names where a file is read (a share's page
 // reads them through its link); the session's own file routes by default.
-export function attachmentsElement(sessionId, refs, fileUrl = (id) => filePath(sessionId, id)) {
+export function attachmentsElement(sessionId, refs, fileUrl = (id) => sessionFileUrl(sessionId, id)) {
   const list = el("ul", "sent-attachments");
   list.setAttribute("aria-label", "Attached files");
   for (const ref of refs) {

@@ -71,7 +71,7 @@ def _readiness() -> JsonResponse:
             failed["redis"] = redis
     if failed:
         # The status names what is away, the database first (nothing works without it): a
-        # balancer or an operator reads it at a glance (docs/design.md §31).
+        # balancer or an operator reads it at a glance (docs/design.md §32).
         away = "database" if "database" in failed else "redis"
         return JsonResponse({"status": away, "failed": failed}, status=503)
     sandbox = sandbox_status()

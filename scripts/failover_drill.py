@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """A failover drill on a running `make cluster`: Redis, then PostgreSQL, stopped for a few
-seconds each while answers are in flight (docs/design.md §31, docs/deploy.md).
+seconds each while answers are in flight (docs/design.md §32, docs/deploy.md).
 
 For each outage, CLIENTS sessions (one user each) have a tab on every worker, opened on the
 workers' own ports so that each turn is watched from a worker that does not run it. One tab of

@@ -1,4 +1,4 @@
-"""Telling an outage from a mistake (docs/design.md §31).
+"""Telling an outage from a mistake (docs/design.md §32).
 
 An error that says Redis or PostgreSQL cannot be reached now is waited through: the worker
 keeps what it has and tries again once the server is back. Anything else (a constraint, a

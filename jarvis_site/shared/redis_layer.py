@@ -1,4 +1,4 @@
-"""The channel layer on Redis, waiting through an outage (docs/design.md §31).
+"""The channel layer on Redis, waiting through an outage (docs/design.md §32).
 
 Every socket of a worker receives through one wait on Redis (channels-redis's BRPOP of the
 process's channel). Redis going away made that wait raise in the consumer whose turn it was to

@@ -9,9 +9,10 @@ slot, so no more than `limit` are let through in any `duration`, whoever races w
 DRF's sliding window exactly — a slot is free again when the request that claimed it is
 older than `duration`.
 
-Which slot to try is a hint kept in one more key, an atomic counter: slots are claimed in
-turn, so the next one is the longest held and usually free when any is. Only when the hinted
-slot is taken (the limit is spent, or a race or an expired counter moved the hint) are all
+Which slot to try first follows the clock: the window is cut into `limit` turns of
+`duration / limit` seconds, and a request tries its turn's slot, which the request one
+window earlier claimed — free when it has expired. So requests at most as frequent as the
+rate cost one `add`; only when that slot is taken (a burst, or the limit spent) are all
 slots read at once, to find a free one or the time until the oldest frees.
 """
 
@@ -33,44 +34,21 @@ def claim_slot(cache, key: str, *, limit: int, duration: int, now: float) -> Cla
     if limit < 1:
         return Claim(False, float(duration))
     stamp = int(now * 1000)  # an int: the Redis cache stores it as is, without pickling
-    hinted = _next_hint(cache, key, duration) % limit
-    if cache.add(_slot(key, hinted), stamp, duration):
+    if cache.add(_slot(key, int(now * limit / duration) % limit), stamp, duration):
         return Claim(True)
     slots = [_slot(key, index) for index in range(limit)]
     held = cache.get_many(slots)
-    for index, slot in enumerate(slots):
+    for slot in slots:
         if slot not in held and cache.add(slot, stamp, duration):
-            # The hint follows the slot just claimed; a race over it only costs a read.
-            cache.set(_hint(key), index + 1, duration)
             return Claim(True)
     if not held:
         # Every slot was claimed between the read and the adds: they are all brand new.
         return Claim(False, float(duration))
-    oldest_slot, oldest_stamp = min(held.items(), key=lambda item: item[1])
-    # The next request tries the slot that frees first.
-    cache.set(_hint(key), slots.index(oldest_slot), duration)
+    oldest = min(held.values()) / 1000
     # Bounded both ways: a request that read the clock before a racing one claimed its slot
     # would otherwise be told a little more than `duration`.
-    return Claim(False, min(max(oldest_stamp / 1000 + duration - now, 0.0), float(duration)))
-
-
-def _next_hint(cache, key: str, duration: int) -> int:
-    """The slot to try first: each request gets the next one (an atomic increment). The
-    counter expires like a slot, so a key nobody uses any more (an address that read a
-    share once) leaves nothing behind; a counter that expires in use starts again at 0,
-    which at worst costs the next request one read of every slot."""
-    for _ in range(2):
-        try:
-            return cache.incr(_hint(key)) - 1
-        except ValueError:  # no counter yet, or it expired
-            if cache.add(_hint(key), 1, duration):
-                return 0
-    return 0  # it expired again between the add and the increment: any slot will do
+    return Claim(False, min(max(oldest + duration - now, 0.0), float(duration)))
 
 
 def _slot(key: str, index: int) -> str:
     return f"{key}:{index}"
-
-
-def _hint(key: str) -> str:
-    return f"{key}:next"

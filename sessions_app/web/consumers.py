@@ -61,7 +61,7 @@ CLOSE_TOO_LARGE = 1009
 # The worker is restarting (drain, docs/design.md §19): the client reconnects, and the proxy
 # sends it to another worker.
 CLOSE_SERVICE_RESTART = 1012
-# Redis or the database is away (docs/design.md §31): the socket cannot be opened now, and
+# Redis or the database is away (docs/design.md §32): the socket cannot be opened now, and
 # the page tries again with its backoff, as after any close it does not know to be final.
 # The HTTP status's number, as 4404 is (1013, "try again later", is refused by Daphne).
 CLOSE_TRY_AGAIN_LATER = 4503

@@ -1,4 +1,4 @@
-"""What a test takes away and gives back (docs/design.md §31): a Redis server of its own, and a
+"""What a test takes away and gives back (docs/design.md §32): a Redis server of its own, and a
 TCP cut in front of PostgreSQL.
 
 Never the machine's shared Redis or PostgreSQL: other suites use them. The Redis server runs

@@ -1,4 +1,4 @@
-"""PostgreSQL goes away while answers end (docs/design.md §31): two real Daphne workers reach
+"""PostgreSQL goes away while answers end (docs/design.md §32): two real Daphne workers reach
 the test database through a cut the test opens and closes (tests/multiprocess/outages.py), each
 runs answers watched from the other.
 

@@ -1,4 +1,4 @@
-"""Redis goes away under streaming answers (docs/design.md §31): two real Daphne workers on
+"""Redis goes away under streaming answers (docs/design.md §32): two real Daphne workers on
 PostgreSQL and a Redis server of the test's own, which the test stops and starts again.
 
 Each worker runs one answer and watches the other's. While Redis is away each answer goes on
@@ -35,7 +35,7 @@ pytestmark = [
 ]
 
 ANSWER = " ".join(f"w{n:03d}" for n in range(80))
-# What docs/design.md §31 promises once Redis is back.
+# What docs/design.md §32 promises once Redis is back.
 NEW_TURN_WITHIN_SEC = 2.0
 
 

@@ -11,7 +11,7 @@ of its events to the sockets of the session.
 - A socket that joins is registered before it reads the state (its events wait in a
   buffer), then gets the snapshot, then the buffered events newer than the state.
 - A turn keeps the frames of its events, and for RECENT_TURN_SEC after its end: a worker
-  that missed some while Redis was away replays them from here (docs/design.md §31).
+  that missed some while Redis was away replays them from here (docs/design.md §32).
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ UNSUBSCRIBE is unconfirmed is judged when the confirmation arrives: by then ever
 its own events that Redis sent back has been read (a connection's messages come in order),
 so the count less the copies it got back is what the other workers got.
 
-Redis going away (docs/design.md §31) stops nothing here: a turn's events reach this worker's
+Redis going away (docs/design.md §32) stops nothing here: a turn's events reach this worker's
 sockets without Redis, its publishes fail and are dropped meanwhile. Each line subscribes
 again when Redis is back (runtime.live.pubsub_line); once both are, the bus catches up every
 session it follows: it asks whoever runs the session's turn now (its control channel) for the
@@ -112,7 +112,7 @@ CATCH_UP_RETRY_SEC = 0.25
 
 
 class RedisAway(ConnectionError):
-    """Redis cannot be reached now (docs/design.md §31)."""
+    """Redis cannot be reached now (docs/design.md §32)."""
 
 
 class Seen(NamedTuple):
@@ -421,7 +421,7 @@ class LiveBus:
                     await self._write_batch(batch)
                 except (aioredis.RedisError, OSError):
                     # The connection may be one Redis closed in an outage now over: once
-                    # more on a new one before the batch counts as lost (§31).
+                    # more on a new one before the batch counts as lost (§32).
                     await self._connection_lost(generation)
                     generation = self.generation
                     await self._write_batch(batch)

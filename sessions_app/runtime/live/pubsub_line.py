@@ -14,7 +14,7 @@ what redis-py read to `on_message`, on the thread: the bus sets a stopped turn's
 there (runtime.turn.turns, from any thread) and hands everything else to its loop, ahead of the
 loop's waiting work (`loop_lane.call_first_threadsafe`), in the order it was read.
 
-Redis going away (docs/design.md §31): the line says so (`on_lost`), tries again every
+Redis going away (docs/design.md §32): the line says so (`on_lost`), tries again every
 RECONNECT_PAUSE_SEC, and once Redis answers subscribes again to every channel still wanted —
 those asked for while it was away too, which redis-py, whose SUBSCRIBE failed, never
 recorded — and says so (`on_back`).

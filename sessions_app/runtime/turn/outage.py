@@ -1,4 +1,4 @@
-"""A turn's writes through a database outage (docs/design.md §31).
+"""A turn's writes through a database outage (docs/design.md §32).
 
 A write that meets an unreachable database (jarvis_site.shared.outages) is tried again every
 RETRY_SEC while the turn keeps what it has — its answer, its steps, in memory — for up to

@@ -458,7 +458,7 @@ async def _run(
                     _stop_starting(session_id, abort)
                 lease.watch(on_abort=abort.set)
 
-            late: list = []  # the closing to write once the database is back (§31)
+            late: list = []  # the closing to write once the database is back (§32)
             try:
                 result, meta = await _loop(
                     session_id,
@@ -527,7 +527,7 @@ _late_closings: set[asyncio.Task] = set()
 async def _closed_and_released(lease: TurnLease, late: list) -> None:
     """Release the turn's lease and run what was queued behind it — at once, or, when the
     database is away (the turn's closing waits for it, or the release meets the outage), in
-    a task that does it once the database is back (§31): the turn has ended for everyone."""
+    a task that does it once the database is back (§32): the turn has ended for everyone."""
     if not late:
         try:
             if await in_pool("store", _release, lease):
@@ -675,7 +675,7 @@ async def _loop(
 
     system_prompt, plan, (meta, owner_id, history, turn_entries) = await take(prompt_and_begin)
     held()
-    # The turn's writes wait through a database outage (runtime.turn.outage, §31); what a
+    # The turn's writes wait through a database outage (runtime.turn.outage, §32); what a
     # write could not store before the hold ran out is stored with the turn's closing.
     hold = WriteHold(turn_id=turn_id, still_ours=still_ours)
     unstored: list[NewEntry] = []
@@ -898,7 +898,7 @@ async def _loop(
             "last_seq": turn_entries[-1].seq,
         }
         # What went wrong, on every tab: a turn that could not store its end has no
-        # `turn_end` entry to say it (§31).
+        # `turn_end` entry to say it (§32).
         | ({"error": error, "code": code or Code.TURN_FAILED} if status == "error" else {})
     )
     return TurnResult(

@@ -9,7 +9,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.core.cache import cache
 
-from sessions_app.core.rate_slots import claim_slot
 from sessions_app.core.throttles import TurnRateThrottle, turn_throttle_wait
 from tests.helpers import GUARD_SEC
 from tests.multiprocess.redis_layer import TEST_REDIS_URL, requires_redis
@@ -23,7 +22,7 @@ BURST = 50
 def redis_cache(url: str, prefix: str) -> dict:
     return {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "jarvis_site.shared.redis_cache.RedisCache",
             "LOCATION": url,
             "KEY_PREFIX": prefix,
             "OPTIONS": {"socket_timeout": 0.5, "socket_connect_timeout": 0.5},
@@ -70,12 +69,8 @@ def test_prompts_go_on_while_the_cache_s_redis_is_away(
     assert "Redis unreachable" in caplog.text
 
 
-def test_the_limit_holds_when_the_slot_hint_expires_in_use():
-    """The counter that says which slot to try first expires on its own; the next request
-    then reads every slot, and still neither more nor fewer than the limit get through."""
-    key = "throttle_test_hint"
-    allowed = [claim_slot(cache, key, limit=5, duration=60, now=1000.0).allowed for _ in range(3)]
-    cache.delete(f"{key}:next")
-    allowed += [claim_slot(cache, key, limit=5, duration=60, now=1001.0).allowed for _ in range(4)]
+def test_the_embedded_servers_own_memory_counts_the_same_window(alice, five_turns_a_minute):
+    waits = [turn_throttle_wait(alice) for _ in range(7)]
 
-    assert allowed == [True] * 5 + [False] * 2
+    assert waits[:5] == [None] * 5
+    assert all(55 < wait <= 60 for wait in waits[5:])

@@ -242,7 +242,7 @@ if TITLE_MODEL and not (
         f"TITLE_MODEL must be empty, 'offline', 'openai:<model>' or 'anthropic:<model>', not {TITLE_MODEL!r}"
     )
 # Models people pick for their sessions (the picker, `PATCH model`, `/model`), comma-separated:
-# every worker prepares them at start as it does JARVIS_MODEL (docs/design.md §30), so a
+# every worker prepares them at start as it does JARVIS_MODEL (docs/design.md §31), so a
 # session on one of them starts as fast. A model named nowhere is prepared at its first turn.
 JARVIS_MODELS = [spec.strip() for spec in env.list("JARVIS_MODELS", default=[]) if spec.strip()]
 for _spec in JARVIS_MODELS:
@@ -297,7 +297,7 @@ MAX_QUEUED_PER_SESSION = _positive("MAX_QUEUED_PER_SESSION", 20, cast=int)
 QUEUE_SWEEP_SEC = _positive("QUEUE_SWEEP_SEC", 15.0)
 # How long a tool call that needs the person's approval waits for a yes or no.
 APPROVAL_TIMEOUT_SEC = _positive("APPROVAL_TIMEOUT_SEC", 300.0)
-# The operator's MCP servers (docs/design.md §29): a TOML file; none when empty.
+# The operator's MCP servers (docs/design.md §31): a TOML file; none when empty.
 MCP_SERVERS_FILE = env.str("MCP_SERVERS_FILE", default="")
 CONSOLIDATE_IDLE_SEC = _positive("CONSOLIDATE_IDLE_SEC", 180.0)
 # Daphne sends and receives WebSocket messages of at most 1 MiB (its
@@ -409,6 +409,9 @@ IMPORT_MAX_DEPTH = _positive("IMPORT_MAX_DEPTH", 20_000, cast=int)
 IMPORT_MAX_BRANCHES = _positive("IMPORT_MAX_BRANCHES", 1_000, cast=int)
 IMPORT_MAX_ENTRIES = _positive("IMPORT_MAX_ENTRIES", 200_000, cast=int)
 IMPORT_MAX_UNPACKED_BYTES = _positive("IMPORT_MAX_UNPACKED_BYTES", 200 * 1024 * 1024, cast=int)
+# JSON values (every array, object, string, number…) one import's JSON may hold, counted
+# before it is parsed: Python keeps each as an object of 50-200 bytes (413 import_too_large).
+IMPORT_MAX_JSON_VALUES = _positive("IMPORT_MAX_JSON_VALUES", 3_000_000, cast=int)
 # Reading an uploaded file with a parser that can be made slow (a PDF's text, an image's
 # thumbnail) runs in a child process with these limits (jarvis_site/shared/bounded.py):
 # CPU seconds, wall seconds and address space. Past them the child is killed and the read

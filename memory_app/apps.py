@@ -26,9 +26,9 @@ class MemoryAppConfig(AppConfig):
         signals.session_compacted.connect(
             receivers.on_session_compacted, dispatch_uid="memory_compacted"
         )
-        signals.working_memory_count_requested.connect(
-            receivers.on_working_memory_count_requested, dispatch_uid="memory_stm_count"
+        signals.working_memory_orphans_requested.connect(
+            receivers.on_working_memory_orphans_requested, dispatch_uid="memory_stm_orphans"
         )
-        signals.working_memory_clear_requested.connect(
-            receivers.on_working_memory_clear_requested, dispatch_uid="memory_stm_clear"
+        signals.working_memory_orphan_clear_requested.connect(
+            receivers.on_working_memory_orphan_clear_requested, dispatch_uid="memory_stm_clear"
         )

@@ -98,6 +98,17 @@ class WorkingMemory(models.Model):
     """The agent's per-session scratchpad, written by the `remember` tool."""
 
     session_id = models.CharField(max_length=SESSION_ID_LENGTH)
+    # Whose session it was written in: once the session is gone (a crash between its delete
+    # and the purge, a sub-agent that died), this is how `/cleanup stm` knows whose leftover
+    # it is. Null for rows of ownerless sessions and rows written before it was kept: only
+    # the operator's cleanup (`--all-users`) removes those.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="working_memory",
+    )
     key = models.CharField(max_length=200)
     value = models.TextField()
     created_at = models.DateTimeField(default=timezone.now)

@@ -4,8 +4,8 @@ from memory_app.services import (
     compaction_summary_record,
     episode_record_for_turn,
     memory_purge_for_session,
-    working_memory_clear,
-    working_memory_counts,
+    working_memory_clear_orphan,
+    working_memory_orphans,
 )
 from memory_app.tasks import memory_consolidate_enqueue
 
@@ -40,9 +40,15 @@ def on_session_compacted(
     )
 
 
-def on_working_memory_count_requested(sender, *, session_ids, **kwargs) -> dict[str, int]:
-    return working_memory_counts(session_ids=session_ids)
+def on_working_memory_orphans_requested(
+    sender, *, owner_id, live_session_ids, **kwargs
+) -> dict[str, int]:
+    return working_memory_orphans(owner_id=owner_id, live_session_ids=live_session_ids)
 
 
-def on_working_memory_clear_requested(sender, *, session_id, **kwargs) -> int:
-    return working_memory_clear(session_id=session_id)
+def on_working_memory_orphan_clear_requested(
+    sender, *, session_id, owner_id, written_before, **kwargs
+) -> int:
+    return working_memory_clear_orphan(
+        session_id=session_id, owner_id=owner_id, written_before=written_before
+    )

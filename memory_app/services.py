@@ -9,7 +9,7 @@ it would make a circle (docs/design.md §16).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -29,7 +29,7 @@ from memory_app.models import (
     WorkingMemory,
 )
 from sessions_app.core.ids import is_test_session
-from sessions_app.selectors import EntryRecord
+from sessions_app.selectors import EntryRecord, session_find
 from sessions_app.services.extensions import CONSOLIDATION, model_calls_counted, usage_ledger_add
 
 logger = logging.getLogger(__name__)
@@ -181,15 +181,26 @@ def _working_memory_key(key: str) -> str:
     return key
 
 
-def working_memory_remember(*, session_id: str, key: str, value: str) -> None:
-    """Store `value` under `key` for this session; a key remembered again is overwritten."""
+def working_memory_remember(
+    *, session_id: str, key: str, value: str, owner_id: int | None = None
+) -> None:
+    """Store `value` under `key` for this session; a key remembered again is overwritten.
+    `owner_id` is the session's owner (the tool knows it; looked up when not given)."""
     key = _working_memory_key(key)
+    if owner_id is None:
+        meta = session_find(session_id=session_id)
+        owner_id = meta.owner_id if meta is not None else None
     now = timezone.now()
     WorkingMemory.objects.update_or_create(
         session_id=session_id,
         key=key,
-        defaults={"value": str(value), "updated_at": now},
-        create_defaults={"value": str(value), "created_at": now, "updated_at": now},
+        defaults={"value": str(value), "updated_at": now, "owner_id": owner_id},
+        create_defaults={
+            "value": str(value),
+            "owner_id": owner_id,
+            "created_at": now,
+            "updated_at": now,
+        },
     )
 
 
@@ -207,20 +218,34 @@ def working_memory_forget(*, session_id: str, key: str) -> bool:
     return bool(WorkingMemory.objects.filter(session_id=session_id, key=key).delete()[0])
 
 
-def working_memory_counts(*, session_ids: Sequence[str]) -> dict[str, int]:
-    """How many keys each of these sessions keeps in working memory (sessions with none left out)."""
+def _of_owner(owner_id: int | None):
+    rows = WorkingMemory.objects.all()
+    return rows if owner_id is None else rows.filter(owner_id=owner_id)
+
+
+def working_memory_orphans(
+    *, owner_id: int | None, live_session_ids: Collection[str]
+) -> dict[str, int]:
+    """Working memory that belongs to no live session: {session id: keys} of `owner_id`'s rows
+    (None: every owner's, for the operator) whose session is not in `live_session_ids`."""
     rows = (
-        WorkingMemory.objects.filter(session_id__in=list(session_ids))
+        _of_owner(owner_id)
         .values("session_id")
         .annotate(keys=Count("id"))
         .values_list("session_id", "keys")
     )
-    return dict(rows)
+    # Compared here, not in SQL: the live sessions can be more than a query may list.
+    return {session_id: keys for session_id, keys in rows if session_id not in live_session_ids}
 
 
-def working_memory_clear(*, session_id: str) -> int:
-    """Forget everything this session's working memory keeps; returns how many keys went."""
-    return WorkingMemory.objects.filter(session_id=session_id).delete()[0]
+def working_memory_clear_orphan(
+    *, session_id: str, owner_id: int | None, written_before: datetime
+) -> int:
+    """Forget `owner_id`'s working memory (None: anyone's) of a session found gone at
+    `written_before`; how many keys went. A row written since then is left: its session
+    is there again (the id was taken anew) and it is live working memory."""
+    rows = _of_owner(owner_id).filter(session_id=session_id, updated_at__lt=written_before)
+    return rows.delete()[0]
 
 
 # --- the delete cascade ------------------------------------------------------------------

@@ -22,7 +22,9 @@ def _remember(context: ToolContext, arguments: dict) -> str:
     if not key:
         raise ValueError("remember needs a key")
     with context.fenced():
-        working_memory_remember(session_id=context.session_id, key=key, value=value)
+        working_memory_remember(
+            session_id=context.session_id, key=key, value=value, owner_id=context.owner_id
+        )
     return f"remembered: {key} = {value}"
 
 

@@ -33,10 +33,12 @@ session_retitled = Signal()
 # it commits with it.
 notice_added = Signal()
 
-# kwargs: session_ids. Each receiver answers {session id: working-memory keys it keeps},
-# leaving out sessions with none. Sent by cleanup to plan its `stm` category.
-working_memory_count_requested = Signal()
+# kwargs: owner_id (a user's id, or None for every owner's), live_session_ids. Each receiver
+# answers {session id: working-memory keys} of the owner's working memory whose session is
+# not among the live ones (left by a session that is gone). Sent by cleanup to plan `stm`.
+working_memory_orphans_requested = Signal()
 
-# kwargs: session_id. Each receiver forgets that session's working memory and answers how
-# many keys went. Sent by cleanup's `stm` category, one session at a time.
-working_memory_clear_requested = Signal()
+# kwargs: session_id, owner_id (as above), written_before. Each receiver forgets the owner's
+# working memory of that gone session written before that moment, and answers how many keys
+# went. Sent by cleanup's `stm` category, one session at a time.
+working_memory_orphan_clear_requested = Signal()

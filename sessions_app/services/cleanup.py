@@ -4,7 +4,10 @@ Categories:
 - `agents`: sub-agent sessions whose calling session is gone, or idle CLEANUP_AGENT_DAYS;
   never per_agent sessions (they are kept across conversations on purpose);
 - `tests`: test sessions (ids starting with a TEST_SESSION_PREFIXES prefix);
-- `stm`: working memory (the `remember` scratchpad) of the sessions;
+- `stm`: working memory (the `remember` scratchpad) that no longer belongs to a live
+  session — left by a session that is gone (a crash between its delete and the purge, a
+  sub-agent that died, an old test session). The working memory of an existing session is
+  never touched: it is what the person told Jarvis to remember (docs/design.md §29);
 - `connections`: live-connection rows of workers that died without closing them.
 Sessions go one at a time through `session_delete`, which purges a session's memory before
 it erases the session, in one transaction: a run cut short by a crash leaves whole sessions,
@@ -23,8 +26,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from sessions_app.core.ids import is_test_session
-from sessions_app.core.owners import OwnerId, owner_filter
-from sessions_app.core.signals import working_memory_clear_requested, working_memory_count_requested
+from sessions_app.core.owners import OwnerId, may_act_on, owner_filter
+from sessions_app.core.signals import (
+    working_memory_orphan_clear_requested,
+    working_memory_orphans_requested,
+)
 from sessions_app.runtime.turn.agents import is_per_agent_session
 from sessions_app.runtime.turn.lease import SessionBusy
 from sessions_app.services import deletion
@@ -37,7 +43,7 @@ CATEGORIES = ("agents", "tests", "stm", "connections")
 class CleanupPlan:
     agents: list[SessionMeta]
     tests: list[SessionMeta]
-    stm: dict[str, int]  # session id -> working-memory keys
+    stm: dict[str, int]  # gone session's id -> working-memory keys left
     connections: int
 
     def size(self, category: str) -> int:
@@ -72,7 +78,7 @@ def cleanup_plan(*, owner_id: OwnerId, now: datetime | None = None) -> CleanupPl
     return CleanupPlan(
         agents=agents,
         tests=[meta for meta in metas if is_test_session(meta.id)],
-        stm=_working_memory_counts(sorted(known)),
+        stm=_working_memory_orphans(owner_id=owner_id, live=known),
         connections=connections.stale_count(owner_id=owner_filter(owner_id)),
     )
 
@@ -100,9 +106,19 @@ def cleanup_run(
     if category == "stm":
         total = len(plan.stm)
         for index, session_id in enumerate(sorted(plan.stm), start=1):
-            keys = _working_memory_clear(session_id)
+            step = f"[{index}/{total}] {session_id}"
+            # Looked at again just before: a session of the caller's made with that id since
+            # the plan is live, and so is every row written after this look. (Another
+            # person's session with that id never had these rows: they are the caller's.)
+            looked_at = timezone.now()
+            meta = get_store().get_meta(session_id)
+            if meta is not None and may_act_on(meta.owner_id, owner_id):
+                report.skipped.append((session_id, "its session exists again"))
+                on_progress(f"{step}: skipped, its session exists again")
+                continue
+            keys = _working_memory_clear(session_id, owner_id=owner_id, written_before=looked_at)
             report.removed.append(session_id)
-            on_progress(f"[{index}/{total}] {session_id}: forgot {keys} working-memory key(s)")
+            on_progress(f"{step}: forgot {keys} working-memory key(s) of a session that is gone")
         return report
     doomed = getattr(plan, category)
     for index, meta in enumerate(doomed, start=1):
@@ -127,19 +143,25 @@ def cleanup_run(
     return report
 
 
-def _working_memory_counts(session_ids: list[str]) -> dict[str, int]:
-    """Working-memory keys per session, as the apps that keep working memory count them."""
+def _working_memory_orphans(*, owner_id: OwnerId, live: set[str]) -> dict[str, int]:
+    """Working-memory keys per gone session, as the apps that keep working memory count
+    them: the owner's (every owner's for the operator) whose session is not live."""
     counts: Counter[str] = Counter()
-    for _receiver, answer in working_memory_count_requested.send(
-        sender=__name__, session_ids=session_ids
+    for _receiver, answer in working_memory_orphans_requested.send(
+        sender=__name__, owner_id=owner_filter(owner_id), live_session_ids=live
     ):
         counts.update(answer)
     return dict(counts)
 
 
-def _working_memory_clear(session_id: str) -> int:
-    """Forget the session's working memory; how many keys went."""
-    answers = working_memory_clear_requested.send(sender=__name__, session_id=session_id)
+def _working_memory_clear(session_id: str, *, owner_id: OwnerId, written_before: datetime) -> int:
+    """Forget the owner's working memory of a gone session; how many keys went."""
+    answers = working_memory_orphan_clear_requested.send(
+        sender=__name__,
+        session_id=session_id,
+        owner_id=owner_filter(owner_id),
+        written_before=written_before,
+    )
     return sum(keys for _receiver, keys in answers)
 
 
@@ -153,17 +175,24 @@ def plan_text(plan: CleanupPlan, how: str = "/cleanup") -> str:
     )
     lines.append(f"  tests: {len(plan.tests)} test session(s){_ids(plan.tests)}")
     keys = sum(plan.stm.values())
-    lines.append(f"  stm: {keys} working-memory key(s) in {len(plan.stm)} session(s)")
+    lines.append(
+        f"  stm: {keys} working-memory key(s) left by {len(plan.stm)} session(s) that are gone"
+        f"{_names(sorted(plan.stm))} (live sessions' working memory is kept)"
+    )
     lines.append(f"  connections: {plan.connections} stale connection row(s)")
     lines.append(f"Remove one with: {how} <{'|'.join(CATEGORIES)}> confirm")
     return "\n".join(lines)
 
 
 def _ids(metas: list[SessionMeta], shown: int = 10) -> str:
-    if not metas:
+    return _names([meta.id for meta in metas], shown)
+
+
+def _names(ids: list[str], shown: int = 10) -> str:
+    if not ids:
         return ""
-    names = ", ".join(meta.id for meta in metas[:shown])
-    more = f" and {len(metas) - shown} more" if len(metas) > shown else ""
+    names = ", ".join(ids[:shown])
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
     return f": {names}{more}"
 
 

@@ -94,7 +94,8 @@ def test_cleanup_lists_first_and_removes_only_what_is_confirmed(backend, alice, 
     orphans_and_tests(alice, bob)
 
     listing = run(alice, "/cleanup")
-    assert listing.data["would_remove"] == {"agents": 2, "tests": 2, "stm": 2, "connections": 0}
+    # Working memory of live sessions (chat-1's, test-one's) is nobody's leftover.
+    assert listing.data["would_remove"] == {"agents": 2, "tests": 2, "stm": 0, "connections": 0}
     assert "agent_researcher__gone" in listing.text and "test-one" in listing.text
     assert f"agent_librarian:{alice.id}" not in listing.text, "per_agent sessions are kept"
     unconfirmed = run(alice, "/cleanup tests")
@@ -113,9 +114,8 @@ def test_cleanup_lists_first_and_removes_only_what_is_confirmed(backend, alice, 
     assert get_store().get_meta(f"agent_librarian:{alice.id}") is not None
 
     stm = run(alice, "/cleanup stm confirm")
-    assert stm.data["removed"] == ["chat-1"]
-    assert not WorkingMemory.objects.exists()
-    assert get_store().get_meta("chat-1") is not None, "stm forgets memory, keeps sessions"
+    assert stm.data["removed"] == []
+    assert list(WorkingMemory.objects.values_list("session_id", "key")) == [("chat-1", "color")]
 
     assert run(alice, "/cleanup").data["would_remove"] == {
         "agents": 0,

@@ -242,7 +242,7 @@ if TITLE_MODEL and not (
         f"TITLE_MODEL must be empty, 'offline', 'openai:<model>' or 'anthropic:<model>', not {TITLE_MODEL!r}"
     )
 # Models people pick for their sessions (the picker, `PATCH model`, `/model`), comma-separated:
-# every worker prepares them at start as it does JARVIS_MODEL (docs/design.md §30), so a
+# every worker prepares them at start as it does JARVIS_MODEL (docs/design.md §31), so a
 # session on one of them starts as fast. A model named nowhere is prepared at its first turn.
 JARVIS_MODELS = [spec.strip() for spec in env.list("JARVIS_MODELS", default=[]) if spec.strip()]
 for _spec in JARVIS_MODELS:
@@ -297,7 +297,7 @@ MAX_QUEUED_PER_SESSION = _positive("MAX_QUEUED_PER_SESSION", 20, cast=int)
 QUEUE_SWEEP_SEC = _positive("QUEUE_SWEEP_SEC", 15.0)
 # How long a tool call that needs the person's approval waits for a yes or no.
 APPROVAL_TIMEOUT_SEC = _positive("APPROVAL_TIMEOUT_SEC", 300.0)
-# The operator's MCP servers (docs/design.md §29): a TOML file; none when empty.
+# The operator's MCP servers (docs/design.md §31): a TOML file; none when empty.
 MCP_SERVERS_FILE = env.str("MCP_SERVERS_FILE", default="")
 CONSOLIDATE_IDLE_SEC = _positive("CONSOLIDATE_IDLE_SEC", 180.0)
 # Daphne sends and receives WebSocket messages of at most 1 MiB (its

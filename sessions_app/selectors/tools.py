@@ -1,5 +1,5 @@
 """Every tool a turn may offer, built in and from MCP servers (`GET /api/tools/`, docs/design.md
-§29)."""
+§31)."""
 
 from __future__ import annotations
 

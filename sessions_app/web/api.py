@@ -598,7 +598,7 @@ class SearchViewSet(ViewSet):
 @extend_schema(tags=["tools"])
 class ToolsViewSet(ViewSet):
     """`GET /api/tools/`: every tool a turn may offer — built in and from the operator's MCP
-    servers — with `needs_approval`, and the MCP servers' state (docs/design.md §29)."""
+    servers — with `needs_approval`, and the MCP servers' state (docs/design.md §31)."""
 
     authentication_classes = [TokenAuthentication, SessionAuthentication]
 

@@ -1,4 +1,4 @@
-"""MCP servers' tools as the tools of a turn (docs/design.md §29).
+"""MCP servers' tools as the tools of a turn (docs/design.md §31).
 
 `mcp_ready()` is awaited before a turn's plan is made: every server whose tools this process
 has not listed yet (or whose listing went stale) is connected and listed, side by side, each

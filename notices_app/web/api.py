@@ -26,7 +26,7 @@ from notices_app.web import serializers
 from sessions_app.web.serializers import ErrorOutput
 
 AUTHENTICATION = [TokenAuthentication, SessionAuthentication]
-SERVICE_WORKER = Path(__file__).parent / "static" / "notices_app" / "sw.js"
+SERVICE_WORKER = Path(__file__).parent.parent / "static" / "notices_app" / "sw.js"
 
 ERRORS = {
     400: OpenApiResponse(ErrorOutput, description="bad input"),

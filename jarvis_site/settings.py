@@ -109,6 +109,11 @@ if not _database_url:
     _database_url = f"sqlite:///{VAR_DIR / 'jarvis.sqlite3'}"
 DATABASES = {"default": env.db_url_config(_database_url)}
 DATABASE_VENDOR = "postgresql" if "postgresql" in DATABASES["default"]["ENGINE"] else "sqlite"
+if DATABASE_VENDOR == "postgresql":
+    # A server that is unreachable (not refusing) must fail a connection in seconds, not hold
+    # a worker's thread for the kernel's minutes: a turn waits through an outage by trying
+    # again (docs/design.md §32).
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
 if DATABASE_VENDOR == "sqlite":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
@@ -164,7 +169,8 @@ REDIS_CONNECTION_OPTIONS = {"driver_info": None}
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # channels-redis's layer, whose sockets outlast a Redis outage (§32).
+            "BACKEND": "jarvis_site.shared.redis_layer.OutlastingRedisChannelLayer",
             # redis-py 8 caps a pool at 100 connections (7 had no cap): a worker with a
             # couple of hundred sockets ran out, and its group sends failed.
             "CONFIG": {
@@ -691,6 +697,10 @@ SERVE_STATIC = env.bool("SERVE_STATIC", default=True)
 # --- Operations (docs/deploy.md) -----------------------------------------------------------
 # A worker sent SIGTERM gives its running turns this long to finish, then aborts them.
 DRAIN_TIMEOUT_SEC = _positive("DRAIN_TIMEOUT_SEC", 30.0)
+# How long a running turn waits for an unreachable database to store what it has (its answer,
+# its steps) before it ends `error` (docs/design.md §32); what it holds is stored once the
+# database is back even so.
+DB_OUTAGE_HOLD_SEC = _positive("DB_OUTAGE_HOLD_SEC", 30.0)
 # /metrics answers loopback without a token; anyone else needs `Authorization: Bearer` it.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 # Shared by every process of a host so /metrics sums them (jarvis_site.shared.metrics); unset, each

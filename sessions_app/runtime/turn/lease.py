@@ -137,6 +137,11 @@ class TurnLease:
         self.backend.release()
         self.held = False
 
+    def unwatch(self) -> None:
+        """Stop renewing the lease without releasing it (it could not be): it lapses after
+        its time to live, and the session's next turn takes it."""
+        _keeper.discard(self)
+
 
 class _LeaseKeeper:
     """One thread per process renews every lease the process holds and looks for abort

@@ -1294,6 +1294,8 @@ function handleEvent(event) {
       state.liveTurn = null;
       removeLive();
       setBusy(false);
+      // A turn that could not store its end (the database was away) says why here only.
+      if (event.code === "database_unavailable") showNotice(event.error, "error");
       if (event.last_seq) resyncUpTo(event.last_seq);
       refreshCost();
       refreshSessions();

@@ -98,7 +98,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 # vapid_public_key: the page's applicationServerKey for Web Push.
-                "notices_app.context_processors.web_push",
+                "notices_app.web.context_processors.web_push",
             ],
         },
     },

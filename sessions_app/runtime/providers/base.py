@@ -188,7 +188,7 @@ class SdkProvider(ABC):
         the picker): in a thread of its own, every call that meets the model meanwhile
         waiting for that one preparation. Unprepared, a storm of its first calls built the
         client on the worker's loop and asked the platform in a thread per request (docs/
-        design.md §30). A preparation that fails leaves the calls to build what they need."""
+        design.md §26). A preparation that fails leaves the calls to build what they need."""
         with self._preparing_lock:
             if self._preparing is None:
                 self._preparing = concurrent.futures.Future()

@@ -1,4 +1,4 @@
-"""Every model on the fast path (docs/design.md §30): a session's own model, picked as the
+"""Every model on the fast path (docs/design.md §26): a session's own model, picked as the
 picker does (`PATCH model`, the `session_configure` service), runs on clients prepared before
 its turns — at a server's start for every model the deployment names, else once at its first
 turn, in a thread — never on clients its turns build, nor with the SDK asking the platform

@@ -79,6 +79,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A request its client left takes the file readers it started with it (§27).
+    "jarvis_site.shared.bounded.RequestChildrenMiddleware",
 ]
 
 ROOT_URLCONF = "jarvis_site.urls"
@@ -96,7 +98,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 # vapid_public_key: the page's applicationServerKey for Web Push.
-                "notices_app.context_processors.web_push",
+                "notices_app.web.context_processors.web_push",
             ],
         },
     },

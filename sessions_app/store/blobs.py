@@ -247,6 +247,15 @@ def blob_thumbnail(sha256: str, make: Callable[[bytes], bytes]) -> bytes:
     return png
 
 
+def blob_local_path(sha256: str) -> str | None:
+    """The blob's file on this machine's disk, when the storage is a directory (None for a
+    bucket): a sandbox run copies it with one system call instead of through a stream."""
+    try:
+        return blob_storage().path(blob_name(sha256))
+    except NotImplementedError:
+        return None
+
+
 def blob_read(sha256: str) -> bytes:
     with blob_open(sha256) as file:
         return file.read()

@@ -23,7 +23,7 @@ Each of `one` and `two` runs twice, each time on a fresh database and fresh work
 with every session on `JARVIS_MODEL`, once (the `jarvis, session model` row) with every
 session's own model chosen as the picker does (`PATCH /api/sessions/<id>/ {"model":
 "openai:<another>"}`) before the storm, that model listed in `JARVIS_MODELS` — docs/design.md
-§30 wants both on the same path, and the two rows side by side show whether they are.
+§26 wants both on the same path, and the two rows side by side show whether they are.
 
 The `single` row is one client on one worker (SQLite, offline model): "what is 2+3" turns,
 one after another, timed from the prompt frame to `agent_end`.
@@ -990,7 +990,7 @@ def run_config(config: str, scratch: Path, args) -> list[dict]:
                     database_url,
                     JARVIS_MODEL=f"openai:{MODEL}",
                     # The model the sessions of the second run pick, offered as a deployment
-                    # offers its models: every worker prepares it at start (docs/design.md §30).
+                    # offers its models: every worker prepares it at start (docs/design.md §26).
                     JARVIS_MODELS=f"openai:{SESSION_MODEL}",
                     OPENAI_BASE_URL=model_url,
                     # Turns against turns: the peer does not name its conversations, and a

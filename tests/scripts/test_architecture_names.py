@@ -40,7 +40,9 @@ def defines(module: Path, name: str) -> bool:
     """`name` is a function, class, assignment, import or submodule of the module."""
     if module.name == "__init__.py" and module_path(module.parent, [name]):
         return True
-    pattern = rf"^\s*(async def|def|class) {name}\b|^\s*{name}\s*[:=]|^\s*{name},$|import .*\b{name}\b"
+    pattern = (
+        rf"^\s*(async def|def|class) {name}\b|^\s*{name}\s*[:=]|^\s*{name},$|import .*\b{name}\b"
+    )
     return re.search(pattern, module.read_text(), re.M) is not None
 
 

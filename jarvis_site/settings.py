@@ -79,6 +79,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A request its client left takes the file readers it started with it (§27).
+    "jarvis_site.shared.bounded.RequestChildrenMiddleware",
 ]
 
 ROOT_URLCONF = "jarvis_site.urls"

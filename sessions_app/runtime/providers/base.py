@@ -192,6 +192,9 @@ class SdkProvider(ABC):
         with self._preparing_lock:
             if self._preparing is None:
                 self._preparing = concurrent.futures.Future()
+                # Running, so that it cannot be cancelled: a turn stopped while it waits
+                # cancels its own wait, not the preparation the others wait for.
+                self._preparing.set_running_or_notify_cancel()
                 threading.Thread(
                     target=self._prepare_into,
                     args=(self._preparing,),

@@ -20,8 +20,8 @@ from accounts_app.serializers import (
     MeWithRetentionPatchInput,
 )
 from jarvis_site.shared.errors import Code, status_of
-from notices_app.api import AUTHENTICATION, ERRORS
-from notices_app.api import MeView as SettingsView
+from notices_app.web.api import AUTHENTICATION, ERRORS
+from notices_app.web.api import MeView as SettingsView
 from sessions_app.core.throttles import ExportRateThrottle
 from sessions_app.web.serializers import ErrorOutput
 

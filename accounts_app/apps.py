@@ -15,7 +15,7 @@ class AccountsAppConfig(AppConfig):
     def ready(self):
         # Imported here: an AppConfig module is loaded before the models are ready.
         from accounts_app.settings_section import MEMORY_SECTION, RETENTION_SECTION
-        from notices_app.me import settings_section_register
+        from notices_app.services.me import settings_section_register
 
         settings_section_register(RETENTION_SECTION)
         settings_section_register(MEMORY_SECTION)

@@ -25,8 +25,8 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from memory_app.services import memory_export_for_owner
-from notices_app.goals import goals_export_for_owner
-from notices_app.schedules import schedules_export_for_owner
+from notices_app.services.goals import goals_export_for_owner
+from notices_app.services.schedules import schedules_export_for_owner
 from sessions_app import selectors
 from sessions_app.core.ids import safe_filename
 

@@ -17,9 +17,9 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
 from memory_app.services import memory_purge_for_owner
-from notices_app.goals import goals_purge_for_owner
-from notices_app.preferences import notice_channels_purge_for_owner
-from notices_app.schedules import schedules_purge_for_owner
+from notices_app.channels.preferences import notice_channels_purge_for_owner
+from notices_app.services.goals import goals_purge_for_owner
+from notices_app.services.schedules import schedules_purge_for_owner
 from sessions_app import selectors
 from sessions_app.services.deletion import sessions_delete_for_owner
 from sessions_app.services.extensions import SessionBusy

@@ -3,7 +3,7 @@ for the OpenAPI description: the answers are built by the services and settings 
 
 from rest_framework import serializers
 
-from notices_app.serializers import MeOutput, MePatchInput
+from notices_app.web.serializers import MeOutput, MePatchInput
 
 
 class MeWithRetentionOutput(MeOutput):

@@ -1,5 +1,5 @@
 """`retention_days` (docs/design.md §21) and `memory_in_context` (§22) in `GET/PATCH
-/api/me/`, as settings sections of notices_app.me."""
+/api/me/`, as settings sections of notices_app.services.me."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rest_framework import serializers
 from accounts_app.retention import retention_days_of, retention_days_set
 from memory_app.context import memory_in_context_of
 from memory_app.services import memory_in_context_set
-from notices_app.me import OnOff, SettingsSection
+from notices_app.services.me import OnOff, SettingsSection
 
 
 class RetentionPatchInput(serializers.Serializer):

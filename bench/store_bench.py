@@ -54,7 +54,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PG_SERVER_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432")
 PG_BENCH_DB = "jarvis_bench"
-CONFIGS = ("sqlite", "postgres", "jsonl")
+CONFIGS = ("sqlite", "postgres", "jsonl", "sandbox")
+# `print(1)` runs of the sandbox (bench/sandbox_bench.py) per workspace size.
+SANDBOX_RUNS = 30
 
 TURNS = 500
 LOADS = 20
@@ -121,11 +123,12 @@ def postgres_drop() -> None:
         db.execute(f"DROP DATABASE IF EXISTS {PG_BENCH_DB} WITH (FORCE)")
 
 
-def run_config(config: str, scratch: Path) -> dict | None:
+def run_config(config: str, scratch: Path, sandbox_runs: int = SANDBOX_RUNS) -> dict | None:
     env = dict(os.environ)
     env.pop("REDIS_URL", None)
     env["DJANGO_SETTINGS_MODULE"] = "jarvis_site.settings"
     env["SESSIONS_DIR"] = str(scratch / "sessions")
+    env["BLOB_STORAGE_URL"] = f"file://{scratch / 'blobs'}"
     # Every configuration gets a database of its own; jsonl keeps only its connection rows,
     # approval requests and lock anchors there.
     env["DATABASE_URL"] = f"sqlite:///{scratch / 'bench.sqlite3'}"
@@ -137,7 +140,14 @@ def run_config(config: str, scratch: Path) -> dict | None:
         env["DATABASE_URL"] = url
     try:
         child = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), "--child", config],
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--child",
+                config,
+                "--sandbox-runs",
+                str(sandbox_runs),
+            ],
             cwd=REPO,
             env=env,
             stdout=subprocess.PIPE,
@@ -185,15 +195,15 @@ def _ms(value) -> str:
     return f"{value:.3f}"
 
 
-def parent() -> int:
+def parent(configs: list[str], sandbox_runs: int) -> int:
     started = time.monotonic()
     results = []
     with tempfile.TemporaryDirectory(prefix="jarvis-bench-") as scratch_root:
-        for config in CONFIGS:
+        for config in configs:
             scratch = Path(scratch_root) / config
             scratch.mkdir()
             log(f"== {config}")
-            result = run_config(config, scratch)
+            result = run_config(config, scratch, sandbox_runs)
             if result is not None:
                 results.append(result)
     print()
@@ -1018,7 +1028,7 @@ def turn_start_row() -> dict:
     return row
 
 
-def child(config: str) -> int:
+def child(config: str, sandbox_runs: int) -> int:
     sys.path.insert(0, str(REPO))  # run as a script, bench/ is first on the path
     import django
 
@@ -1033,6 +1043,13 @@ def child(config: str) -> int:
 
     log(f"{config}: migrating the scratch database")
     call_command("migrate", verbosity=0, interactive=False)
+    if config == "sandbox":
+        # The sandbox's rows stand apart from the store's: a run on the SQLite database.
+        from sandbox_bench import sandbox_rows
+
+        log(f"sandbox: print(1) runs, {sandbox_runs} per workspace size, beside bare bwrap")
+        print(json.dumps({"config": config, "rows": sandbox_rows(sandbox_runs)}))
+        return 0
     store = get_store()
     if config == "jsonl":
         raw = RawJsonl(Path(settings.SESSIONS_DIR))
@@ -1191,8 +1208,25 @@ def spy_on_opened_paths(call) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", choices=CONFIGS, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--configs",
+        default=",".join(CONFIGS),
+        help=f"which to run, comma-separated (default: all of {', '.join(CONFIGS)})",
+    )
+    parser.add_argument(
+        "--sandbox-runs",
+        type=int,
+        default=SANDBOX_RUNS,
+        help="print(1) runs per workspace size (fewer on a shared machine)",
+    )
     args = parser.parse_args()
-    return child(args.child) if args.child else parent()
+    if args.child:
+        return child(args.child, args.sandbox_runs)
+    configs = [config for config in args.configs.split(",") if config]
+    unknown = set(configs) - set(CONFIGS)
+    if unknown:
+        parser.error(f"unknown configuration: {', '.join(sorted(unknown))}")
+    return parent(configs, args.sandbox_runs)
 
 
 if __name__ == "__main__":

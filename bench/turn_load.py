@@ -19,11 +19,11 @@ openai-agents' `Runner` with its `SQLiteSession` (one) or `SQLAlchemySession` on
 (two), at the same concurrency against the same fake (bench/peer_load.py, in its own
 virtualenv).
 
-Each of `one` and `two` runs twice on fresh workers: once with every session on
-`JARVIS_MODEL`, once (the `jarvis, session model` row) with every session's own model chosen
-as the picker does (`PATCH /api/sessions/<id>/ {"model": "openai:<another>"}`) before the
-storm — docs/design.md §30 wants both on the same path, and the two rows side by side show
-whether they are.
+Each of `one` and `two` runs twice, each time on a fresh database and fresh workers: once
+with every session on `JARVIS_MODEL`, once (the `jarvis, session model` row) with every
+session's own model chosen as the picker does (`PATCH /api/sessions/<id>/ {"model":
+"openai:<another>"}`) before the storm, that model listed in `JARVIS_MODELS` — docs/design.md
+§26 wants both on the same path, and the two rows side by side show whether they are.
 
 The `single` row is one client on one worker (SQLite, offline model): "what is 2+3" turns,
 one after another, timed from the prompt frame to `agent_end`.
@@ -961,60 +961,61 @@ def merge_peer(results: list[dict], args) -> dict:
 
 def run_config(config: str, scratch: Path, args) -> list[dict]:
     workers = WORKERS[config]
+    on_sqlite = config in ("one", "storm-one")
     extra = {}
-    if config in ("one", "storm-one"):
-        database_url = f"sqlite:///{scratch / 'app.sqlite3'}"
-    else:
+    if not on_sqlite:
         if not redis_reachable():
             return []
-        database_url = postgres_create()
-        if database_url is None:
-            return []
         extra["REDIS_URL"] = REDIS_URL
+    # The storms run once; `one` and `two` once per model setup, each on a fresh database and
+    # fresh workers, so that neither run finds what the other left.
+    runs = [("jarvis", None)]
+    if not config.startswith("storm"):
+        runs.append(("jarvis, session model", f"openai:{SESSION_MODEL}"))
     rows = []
+    used_postgres = False
     try:
         with fake_model(args.latency, args.chunks) as model:
             model_url = model.url
-            env = app_env(
-                scratch,
-                database_url,
-                JARVIS_MODEL=f"openai:{MODEL}",
-                # The model the sessions of the second run pick, offered as a deployment
-                # offers its models: every worker prepares it at start (docs/design.md §30).
-                JARVIS_MODELS=f"openai:{SESSION_MODEL}",
-                OPENAI_BASE_URL=model_url,
-                # Turns against turns: the peer does not name its conversations, and a title
-                # written by the model is one more 2 s stream per new conversation (docs/
-                # performance.md). Here every session is new, so titles keep the first words.
-                TITLE_MODEL="offline",
-                **extra,
-            )
-            log(f"  migrating and creating {args.sessions + 1} users")
-            tokens = prepare(env, args.sessions + 1)
-            if config.startswith("storm"):
-                with contextlib.ExitStack() as stack:
-                    running = [
-                        stack.enter_context(daphne(env, scratch / f"daphne-{index}.log"))
-                        for index in range(workers)
-                    ]
-                    return [
-                        {
-                            "config": config,
-                            "system": "jarvis",
-                            **asyncio.run(run_storm(running, tokens, args)),
-                        }
-                    ]
-            for system, session_model in (
-                ("jarvis", None),
-                ("jarvis, session model", f"openai:{SESSION_MODEL}"),
-            ):
+            for number, (system, session_model) in enumerate(runs):
+                if on_sqlite:
+                    database_url = f"sqlite:///{scratch / f'app-{number}.sqlite3'}"
+                else:
+                    database_url = postgres_create()
+                    if database_url is None:
+                        return rows
+                    used_postgres = True
+                env = app_env(
+                    scratch,
+                    database_url,
+                    JARVIS_MODEL=f"openai:{MODEL}",
+                    # The model the sessions of the second run pick, offered as a deployment
+                    # offers its models: every worker prepares it at start (docs/design.md §26).
+                    JARVIS_MODELS=f"openai:{SESSION_MODEL}",
+                    OPENAI_BASE_URL=model_url,
+                    # Turns against turns: the peer does not name its conversations, and a
+                    # title written by the model is one more 2 s stream per new conversation
+                    # (docs/performance.md). Every session is new: titles keep the first words.
+                    TITLE_MODEL="offline",
+                    **extra,
+                )
                 if session_model is not None:
-                    log(f"  again on fresh workers, every session on {session_model}")
+                    log(f"  again, every session on {session_model}")
+                log(f"  migrating and creating {args.sessions + 1} users")
+                tokens = prepare(env, args.sessions + 1)
                 with contextlib.ExitStack() as stack:
                     running = [
                         stack.enter_context(daphne(env, scratch / f"daphne-{index}.log"))
                         for index in range(workers)
                     ]
+                    if config.startswith("storm"):
+                        return [
+                            {
+                                "config": config,
+                                "system": system,
+                                **asyncio.run(run_storm(running, tokens, args)),
+                            }
+                        ]
                     result = asyncio.run(run_load(running, tokens, args, session_model))
                 if (
                     result["open_failures"]
@@ -1031,9 +1032,9 @@ def run_config(config: str, scratch: Path, args) -> list[dict]:
                 rows.append(
                     {"config": config, "system": system, "fake": model.lateness(), **result}
                 )
-            if database_url is not None and not database_url.startswith("sqlite"):
+            if used_postgres:
                 postgres_drop()
-                database_url = None
+                used_postgres = False
             log("  the peer, same workload")
             peer = run_peer(config, model_url, scratch, args)
             if peer is not None:
@@ -1041,7 +1042,7 @@ def run_config(config: str, scratch: Path, args) -> list[dict]:
                     {"config": config, "system": "openai-agents", "fake": model.lateness(), **peer}
                 )
     finally:
-        if database_url is not None and not database_url.startswith("sqlite"):
+        if used_postgres:
             postgres_drop()
     return rows
 

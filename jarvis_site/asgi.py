@@ -33,7 +33,7 @@ from sessions_app.runtime.turn.agents import models_configured  # noqa: E402
 from sessions_app.web.consumers import UnknownPathConsumer  # noqa: E402
 from sessions_app.web.origins import OriginCheck  # noqa: E402
 
-# Every model the deployment names, so a session's own is as fast as JARVIS_MODEL (§30).
+# Every model the deployment names, so a session's own is as fast as JARVIS_MODEL (docs/design.md §26).
 providers_preload(models_configured())
 
 application = ProtocolTypeRouter(

@@ -4,8 +4,9 @@ They are answered by a middleware placed first, before the Host check, sessions 
 a load balancer probes a worker by its address, and a probe must neither need a session nor
 make one. `/healthz` says the process answers; `/readyz` says it should get traffic (database
 reachable and migrated, Redis reachable when configured, not draining, and — with
-OVERLOADED_LOOP_LAG_SEC — its event loop not running later than that; its `details` say why
-when the sandbox's `run_code` is not offered); `/metrics` is the
+OVERLOADED_LOOP_LAG_SEC — its event loop not running later than that; a 503 names what is
+away: `database`, `redis`, `draining`, `overloaded`; its `details` say why when the sandbox's
+`run_code` is not offered); `/metrics` is the
 Prometheus text of every process sharing PROMETHEUS_MULTIPROC_DIR. None of them shows data.
 """
 
@@ -69,7 +70,10 @@ def _readiness() -> JsonResponse:
         if redis:
             failed["redis"] = redis
     if failed:
-        return JsonResponse({"status": "unavailable", "failed": failed}, status=503)
+        # The status names what is away, the database first (nothing works without it): a
+        # balancer or an operator reads it at a glance (docs/design.md §32).
+        away = "database" if "database" in failed else "redis"
+        return JsonResponse({"status": away, "failed": failed}, status=503)
     sandbox = sandbox_status()
     if not sandbox.offered:
         # Ready all the same; the details say why run_code is not offered (docs/design.md §28).

@@ -79,6 +79,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A request its client left takes the file readers it started with it (§27).
+    "jarvis_site.shared.bounded.RequestChildrenMiddleware",
 ]
 
 ROOT_URLCONF = "jarvis_site.urls"
@@ -96,7 +98,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 # vapid_public_key: the page's applicationServerKey for Web Push.
-                "notices_app.context_processors.web_push",
+                "notices_app.web.context_processors.web_push",
             ],
         },
     },
@@ -109,6 +111,11 @@ if not _database_url:
     _database_url = f"sqlite:///{VAR_DIR / 'jarvis.sqlite3'}"
 DATABASES = {"default": env.db_url_config(_database_url)}
 DATABASE_VENDOR = "postgresql" if "postgresql" in DATABASES["default"]["ENGINE"] else "sqlite"
+if DATABASE_VENDOR == "postgresql":
+    # A server that is unreachable (not refusing) must fail a connection in seconds, not hold
+    # a worker's thread for the kernel's minutes: a turn waits through an outage by trying
+    # again (docs/design.md §32).
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
 if DATABASE_VENDOR == "sqlite":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
@@ -164,7 +171,8 @@ REDIS_CONNECTION_OPTIONS = {"driver_info": None}
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # channels-redis's layer, whose sockets outlast a Redis outage (§32).
+            "BACKEND": "jarvis_site.shared.redis_layer.OutlastingRedisChannelLayer",
             # redis-py 8 caps a pool at 100 connections (7 had no cap): a worker with a
             # couple of hundred sockets ran out, and its group sends failed.
             "CONFIG": {
@@ -242,7 +250,7 @@ if TITLE_MODEL and not (
         f"TITLE_MODEL must be empty, 'offline', 'openai:<model>' or 'anthropic:<model>', not {TITLE_MODEL!r}"
     )
 # Models people pick for their sessions (the picker, `PATCH model`, `/model`), comma-separated:
-# every worker prepares them at start as it does JARVIS_MODEL (docs/design.md §30), so a
+# every worker prepares them at start as it does JARVIS_MODEL (docs/design.md §31), so a
 # session on one of them starts as fast. A model named nowhere is prepared at its first turn.
 JARVIS_MODELS = [spec.strip() for spec in env.list("JARVIS_MODELS", default=[]) if spec.strip()]
 for _spec in JARVIS_MODELS:
@@ -297,7 +305,7 @@ MAX_QUEUED_PER_SESSION = _positive("MAX_QUEUED_PER_SESSION", 20, cast=int)
 QUEUE_SWEEP_SEC = _positive("QUEUE_SWEEP_SEC", 15.0)
 # How long a tool call that needs the person's approval waits for a yes or no.
 APPROVAL_TIMEOUT_SEC = _positive("APPROVAL_TIMEOUT_SEC", 300.0)
-# The operator's MCP servers (docs/design.md §29): a TOML file; none when empty.
+# The operator's MCP servers (docs/design.md §31): a TOML file; none when empty.
 MCP_SERVERS_FILE = env.str("MCP_SERVERS_FILE", default="")
 CONSOLIDATE_IDLE_SEC = _positive("CONSOLIDATE_IDLE_SEC", 180.0)
 # Daphne sends and receives WebSocket messages of at most 1 MiB (its
@@ -409,6 +417,9 @@ IMPORT_MAX_DEPTH = _positive("IMPORT_MAX_DEPTH", 20_000, cast=int)
 IMPORT_MAX_BRANCHES = _positive("IMPORT_MAX_BRANCHES", 1_000, cast=int)
 IMPORT_MAX_ENTRIES = _positive("IMPORT_MAX_ENTRIES", 200_000, cast=int)
 IMPORT_MAX_UNPACKED_BYTES = _positive("IMPORT_MAX_UNPACKED_BYTES", 200 * 1024 * 1024, cast=int)
+# JSON values (every array, object, string, number…) one import's JSON may hold, counted
+# before it is parsed: Python keeps each as an object of 50-200 bytes (413 import_too_large).
+IMPORT_MAX_JSON_VALUES = _positive("IMPORT_MAX_JSON_VALUES", 3_000_000, cast=int)
 # Reading an uploaded file with a parser that can be made slow (a PDF's text, an image's
 # thumbnail) runs in a child process with these limits (jarvis_site/shared/bounded.py):
 # CPU seconds, wall seconds and address space. Past them the child is killed and the read
@@ -688,6 +699,10 @@ SERVE_STATIC = env.bool("SERVE_STATIC", default=True)
 # --- Operations (docs/deploy.md) -----------------------------------------------------------
 # A worker sent SIGTERM gives its running turns this long to finish, then aborts them.
 DRAIN_TIMEOUT_SEC = _positive("DRAIN_TIMEOUT_SEC", 30.0)
+# How long a running turn waits for an unreachable database to store what it has (its answer,
+# its steps) before it ends `error` (docs/design.md §32); what it holds is stored once the
+# database is back even so.
+DB_OUTAGE_HOLD_SEC = _positive("DB_OUTAGE_HOLD_SEC", 30.0)
 # /metrics answers loopback without a token; anyone else needs `Authorization: Bearer` it.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 # Shared by every process of a host so /metrics sums them (jarvis_site.shared.metrics); unset, each

@@ -8,7 +8,7 @@ from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from notices_app.api import GoalViewSet, ScheduleViewSet, service_worker
+from notices_app.web.api import GoalViewSet, ScheduleViewSet, service_worker
 from sessions_app.web import exports_api, share_api, shared_files_api
 from sessions_app.web.api import HistoryImportView, SearchViewSet, SessionViewSet, ToolsViewSet
 from sessions_app.web.files_api import FileThumbView, FileUploadView, FileView
@@ -76,7 +76,7 @@ urlpatterns = [
     path("api/", include(router.urls)),
     # Before notices_app's: its `me/` view, extended with DELETE (the account).
     path("api/", include("accounts_app.urls")),
-    path("api/", include("notices_app.urls")),
+    path("api/", include("notices_app.web.urls")),
     path("api/", include("memory_app.urls")),
     path("sw.js", service_worker, name="service-worker"),
     path("", chat_page, name="chat"),

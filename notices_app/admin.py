@@ -5,7 +5,6 @@ from urllib.parse import urlsplit
 
 from django.contrib import admin
 
-from notices_app.goals import goal_set_status
 from notices_app.models import (
     Goal,
     GoalNote,
@@ -15,7 +14,8 @@ from notices_app.models import (
     Schedule,
     ScheduleRun,
 )
-from notices_app.schedules import schedule_cancel
+from notices_app.services.goals import goal_set_status
+from notices_app.services.schedules import schedule_cancel
 from sessions_app.core.admin_mixins import ReadOnlyAdminMixin
 
 

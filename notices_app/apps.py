@@ -22,13 +22,11 @@ class NoticesAppConfig(AppConfig):
             allowed_hosts,
             outbound_target,
         )
-        from notices_app import (
-            receivers,
-            tasks,  # noqa: F401 - importing it registers the tasks by name
-        )
-        from notices_app.commands import goal_command, goals_command
-        from notices_app.tools import GOAL_TOOLS, SCHEDULE_TOOLS
-        from notices_app.vapid import vapid_keys
+        from notices_app import tasks  # noqa: F401 - importing it registers the tasks by name
+        from notices_app.core.vapid import vapid_keys
+        from notices_app.extensions import receivers
+        from notices_app.extensions.commands import goal_command, goals_command
+        from notices_app.extensions.tools import GOAL_TOOLS, SCHEDULE_TOOLS
         from sessions_app.core import signals
         from sessions_app.core.command_registry import command_register
         from sessions_app.services.extensions import tool_register

@@ -37,14 +37,14 @@ from django.utils import timezone
 from jarvis_site.shared.metrics import NOTICE_DELIVERIES
 from notices_app.channels import CHANNELS
 from notices_app.channels.base import OutboundNotice, SendResult
-from notices_app.models import NoticeOutbox
-from notices_app.task_queue import (
+from notices_app.core.task_queue import (
     FAN_OUT_NOTICE,
     RUNNING_STALE_SEC,
     SEND_NOTICE,
     task_enqueue,
     task_is_waiting,
 )
+from notices_app.models import NoticeOutbox
 from sessions_app import selectors
 from sessions_app.core.ids import is_test_session
 from sessions_app.selectors import Notice

@@ -14,16 +14,16 @@ from datetime import datetime
 
 from django_tasks import task
 
-from notices_app.delivery import notice_fan_out, notice_send
-from notices_app.goals import goal_check_in
-from notices_app.schedules import schedule_fire
-from notices_app.task_queue import (
+from notices_app.core.task_queue import (
     CHECK_IN_GOAL,
     FAN_OUT_NOTICE,
     FIRE_SCHEDULE,
     SEND_NOTICE,
     task_register,
 )
+from notices_app.delivery import notice_fan_out, notice_send
+from notices_app.services.goals import goal_check_in
+from notices_app.services.schedules import schedule_fire
 
 
 @task()

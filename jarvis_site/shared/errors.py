@@ -60,6 +60,7 @@ class Code(StrEnum):
     TOO_MANY_SUBSCRIPTIONS = "too_many_subscriptions"
     SERVER_ERROR = "server_error"
     DRAINING = "draining"
+    DATABASE_UNAVAILABLE = "database_unavailable"
     # A turn's outcome, not a refused request: the answer is 200 (or a `turn_end` frame) whose
     # status is `error` and whose `code` says why.
     TURN_FAILED = "turn_failed"
@@ -113,6 +114,7 @@ TABLE: dict[Code, Rule] = {
     Code.TOO_MANY_SUBSCRIPTIONS: Rule(429, "too many push subscriptions"),
     Code.SERVER_ERROR: Rule(500, "the server failed; the error is in its log"),
     Code.DRAINING: Rule(503, "this worker is restarting; send it again"),
+    Code.DATABASE_UNAVAILABLE: Rule(503, "the database cannot be reached now; try again shortly"),
     Code.TURN_FAILED: Rule(200, "the turn failed; the error is in the server log"),
     Code.CONTEXT_TOO_LONG: Rule(200, "the conversation is longer than the model can read"),
 }

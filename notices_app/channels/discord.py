@@ -11,7 +11,7 @@ from django.conf import settings
 
 from jarvis_site.shared.outbound_urls import OutboundUrlRefused, outbound_target
 from notices_app.channels.base import Channel, OutboundNotice, SendResult, http_post
-from notices_app.preferences import notice_settings_of
+from notices_app.channels.preferences import notice_settings_of
 
 # Discord refuses a message over 2,000 characters.
 MAX_CONTENT_CHARS = 2000

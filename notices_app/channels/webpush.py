@@ -16,9 +16,9 @@ from django.conf import settings
 
 from jarvis_site.shared.outbound_urls import OutboundTarget, OutboundUrlRefused, outbound_target
 from notices_app.channels.base import Channel, OutboundNotice, SendResult, http_post
+from notices_app.channels.preferences import notice_settings_of
+from notices_app.core.vapid import vapid_keys
 from notices_app.models import PushSubscription
-from notices_app.preferences import notice_settings_of
-from notices_app.vapid import vapid_keys
 
 # A VAPID token may live at most 24 hours (RFC 8292); push services refuse longer ones.
 TOKEN_LIFETIME_SEC = 12 * 3600

@@ -1,7 +1,7 @@
 """Rate limits per user, shared by every door that leads to the same cost.
 
 Each is a scope of REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], counted in Django's cache — on
-Redis when REDIS_URL is set, so every worker spends from one budget (docs/design.md §30), in
+Redis when REDIS_URL is set, so every worker spends from one budget (docs/design.md §12), in
 slots claimed atomically (core/rate_slots.py), so a burst spread over workers gets no more:
 - `turns` (TURN_THROTTLE_RATE): turns cost model calls — HTTP messages and WebSocket prompts;
 - `branches` (BRANCH_THROTTLE_RATE): every branch is a new session holding a copy of a whole
@@ -55,7 +55,7 @@ class SharedRateThrottle(UserRateThrottle):
             )
         except RedisError as error:
             # A limit that cannot be counted does not stop the work it guards: while Redis
-            # is away the person's request goes on (docs/design.md §30).
+            # is away the person's request goes on (docs/design.md §12).
             logger.warning("throttle %s not counted, Redis unreachable: %s", self.scope, error)
             return True
         self._wait = claim.wait

@@ -58,6 +58,7 @@ class ImportLimits:
     branches: int  # branch sessions made
     entries: int  # entries written, a branch's copy of its shared prefix included
     unpacked_bytes: int  # bytes read out of a zip or a database
+    json_values: int  # JSON values in the file, counted before it is parsed (JsonBudget)
 
     @classmethod
     def from_settings(cls) -> ImportLimits:
@@ -67,7 +68,37 @@ class ImportLimits:
             branches=settings.IMPORT_MAX_BRANCHES,
             entries=settings.IMPORT_MAX_ENTRIES,
             unpacked_bytes=settings.IMPORT_MAX_UNPACKED_BYTES,
+            json_values=settings.IMPORT_MAX_JSON_VALUES,
         )
+
+
+# Python keeps each parsed JSON value as an object of 50-200 bytes: 100 MB of `[[],[],…]`
+# became 33 million lists and 5 GB. So a file's values are counted before `json.loads` sees
+# them, against IMPORT_MAX_JSON_VALUES (3 million by default: a few hundred MB parsed at
+# most).
+_JSON_VALUE_MARKS = (b",", b"[", b"{")
+
+
+class JsonBudget:
+    """The JSON values of a file, counted as its bytes arrive (a zip's as they unpack):
+    every value but the first of an array or an object follows a comma, and every array or
+    object opens with a bracket. Commas and brackets inside strings count too — an estimate
+    from above, a few C scans of each chunk, nothing copied."""
+
+    def __init__(self, limits: ImportLimits, what: str):
+        self.limit = limits.json_values
+        self.what = what
+        self.counted = 0
+
+    def take(self, chunk: bytes | bytearray | str) -> None:
+        if isinstance(chunk, str):
+            self.counted += chunk.count(",") + chunk.count("[") + chunk.count("{")
+        else:
+            self.counted += sum(chunk.count(mark) for mark in _JSON_VALUE_MARKS)
+        if self.counted > self.limit:
+            raise ImportTooLarge(
+                f"{self.what} holds more than IMPORT_MAX_JSON_VALUES ({self.limit}) JSON values"
+            )
 
 
 @dataclass

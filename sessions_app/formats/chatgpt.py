@@ -9,7 +9,8 @@ Linear in the file: each node is checked and made into a message once; the tree 
 once from its roots (parents as the nodes name them: a node in a cycle is never reached);
 each branch's entries cost its path's length, counted against the file's entry budget, and
 branches over it are left out and counted. A zip is read as a stream, stopped at the
-unpacked-size and compression-ratio caps.
+unpacked-size and compression-ratio caps and at the JSON values the file may hold, which are
+counted before the parser builds one (base.JsonBudget).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from sessions_app.formats.base import (
     ForeignFile,
     ImportLimits,
     ImportTooLarge,
+    JsonBudget,
     NotAChatGptExport,
     kind_of,
     moment,
@@ -85,9 +87,11 @@ def _unzipped(raw: bytes, limits: ImportLimits) -> bytearray:
             if member is None:
                 raise NotAChatGptExport("the zip has no conversations.json")
             ratio_cap = ZIP_MAX_RATIO * member.compress_size + ZIP_RATIO_SLACK
+            values = JsonBudget(limits, member.filename)
             out = bytearray()
             with archive.open(member) as stream:
                 while chunk := stream.read(_ZIP_CHUNK):
+                    values.take(chunk)
                     out += chunk
                     if len(out) > limits.unpacked_bytes:
                         raise ImportTooLarge(
@@ -112,6 +116,7 @@ def _conversation_list(raw: bytes, limits: ImportLimits) -> list:
         raise ImportTooLarge(
             f"the file is larger than IMPORT_MAX_UNPACKED_BYTES ({limits.unpacked_bytes} bytes)"
         )
+    JsonBudget(limits, "the file").take(raw)
     return _parsed(raw)
 
 

@@ -5,7 +5,9 @@ row.
 The file comes from someone else, and SQLite runs what a schema says: a view, a trigger or a
 generated column can make a few KiB cost minutes and gigabytes. So it is opened read-only
 and immutable, with `trusted_schema` off (the schema may call no function with side
-effects), only real tables are read (an `agent_messages` view is refused), every value is
+effects), only real tables and plain columns are read (an `agent_messages` view, or a
+generated `message_data`, is refused), the items' JSON values are counted before any is
+parsed (base.JsonBudget), every value is
 capped at IMPORT_MAX_UNPACKED_BYTES, rows and bytes are counted against the budget as they
 arrive, and a progress handler stops the reading after STEPS_PER_ROW virtual-machine steps
 per row the budget allows.
@@ -28,6 +30,7 @@ from sessions_app.formats.base import (
     ForeignFile,
     ImportLimits,
     ImportTooLarge,
+    JsonBudget,
     NotAnOpenAIAgentsDatabase,
     moment,
     storable,
@@ -184,6 +187,33 @@ def _item(data: Any, dropped: Dropped) -> dict | None:
     return item
 
 
+# What `PRAGMA table_xinfo` says of a column in its `hidden` field: 0 for a plain one, 1 for
+# a virtual table's hidden column, 2 and 3 for a generated one (computed when read, or when
+# written by whoever wrote the file).
+PLAIN_COLUMN = 0
+READ_COLUMNS = {
+    "agent_sessions": ("session_id", "created_at"),
+    "agent_messages": ("id", "session_id", "message_data"),
+}
+
+
+def _plain_columns_only(connection: sqlite3.Connection) -> None:
+    """Refuse a file whose columns read here are not plain stored values: a generated
+    column is an expression SQLite evaluates on every read (a 20 KB file whose
+    `message_data` was one expanded into gigabytes)."""
+    for table, columns in READ_COLUMNS.items():
+        hidden = {
+            name: flag
+            for _, name, _, _, _, _, flag in connection.execute(f"PRAGMA table_xinfo({table})")
+        }
+        for column in columns:
+            if hidden.get(column, PLAIN_COLUMN) != PLAIN_COLUMN:
+                raise NotAnOpenAIAgentsDatabase(
+                    f"{table}.{column} is a generated column; an SQLiteSession database "
+                    "stores its values"
+                )
+
+
 def openai_agents_read(path: Path, limits: ImportLimits) -> ForeignFile:
     """Every session of an openai-agents SQLiteSession database (default table names);
     NotAnOpenAIAgentsDatabase for any other file, ImportTooLarge past the budget."""
@@ -195,6 +225,7 @@ def openai_agents_read(path: Path, limits: ImportLimits) -> ForeignFile:
     except sqlite3.Error as error:
         raise NotAnOpenAIAgentsDatabase(f"unreadable: {error}") from error
     budget = _Budget(limits)
+    values = JsonBudget(limits, "agent_messages")
     try:
         # A virtual table is listed as a table too; its module, not rows, answers a read.
         kinds = {
@@ -212,6 +243,7 @@ def openai_agents_read(path: Path, limits: ImportLimits) -> ForeignFile:
                     "an SQLiteSession database has the tables agent_sessions and "
                     f"agent_messages; {table} is {found}"
                 )
+        _plain_columns_only(connection)
         sessions = []
         for session_id, created_at in connection.execute(
             "SELECT session_id, created_at FROM agent_sessions ORDER BY created_at, session_id"
@@ -225,6 +257,8 @@ def openai_agents_read(path: Path, limits: ImportLimits) -> ForeignFile:
             "SELECT session_id, message_data FROM agent_messages ORDER BY session_id, id"
         ):
             budget.take(data)
+            if isinstance(data, str | bytes):
+                values.take(data)
             if (held := items.get(str(session_id))) is not None:
                 held.append(data)
     except sqlite3.OperationalError as error:

@@ -1,14 +1,16 @@
 """Every tool a turn may offer, built in and from MCP servers (`GET /api/tools/`, docs/design.md
-§29)."""
+§31)."""
 
 from __future__ import annotations
 
 from sessions_app.runtime.mcp.offer import mcp_offered, mcp_ready_blocking, mcp_servers_status
+from sessions_app.runtime.sandbox.registry import sandbox_status
 from sessions_app.runtime.tools.registry import TOOLS
 
 
 def tools_offered() -> dict:
-    """Tools (built-in first, by name; then MCP tools by server) and the MCP servers' state.
+    """Tools (built-in first, by name; then MCP tools by server), the MCP servers' state and
+    the sandbox's.
     MCP servers not yet listed by this process are listed now, each within its timeout."""
     mcp_ready_blocking()
     tools = [
@@ -33,4 +35,5 @@ def tools_offered() -> dict:
         }
         for item in mcp_offered()
     ]
-    return {"tools": tools, "servers": mcp_servers_status()}
+    # Whether run_code is offered here, and why not (docs/design.md §28): the page says it.
+    return {"tools": tools, "servers": mcp_servers_status(), "sandbox": sandbox_status().to_api()}

@@ -20,6 +20,8 @@ from sessions_app.core.file_types import (
     file_type_of,
     workspace_file_type,
 )
+from sessions_app.services.sessions import session_locked
+from sessions_app.store import SessionNotFound, get_store
 from sessions_app.store.blobs import (
     BLOB_NAME_CHARS,
     StoredFile,
@@ -28,6 +30,7 @@ from sessions_app.store.blobs import (
     blobs_of_sessions,
     is_file_id,
     owner_links,
+    owner_lock,
     owner_usage,
     session_files,
 )
@@ -73,9 +76,10 @@ def file_upload(
     hash the bytes (their SHA-256 is the id); tell their type from the content
     (UnsupportedFile, ImageTooManyPixels); check the owner's quota, where bytes the owner
     already has cost nothing (QuotaExceeded); store them once and link them to the session
-    (store/blobs.py).
+    (store/blobs.py), checking the session and the quota again in the link's transaction
+    (`_link_check`).
     """
-    selectors.session_get(session_id=session_id, owner_id=owner_id)
+    meta = selectors.session_get(session_id=session_id, owner_id=owner_id)
     if size > settings.UPLOAD_MAX_BYTES:
         raise upload_too_large()
     name = file_name_check(name)
@@ -85,13 +89,23 @@ def file_upload(
         digest.update(chunk)
     sha256 = digest.hexdigest()
     file_type = file_type_of(file)
-    if not owner_links(owner_id=owner_id, sha256=sha256):
-        used = owner_usage(owner_id)
-        if used + size > settings.USER_STORAGE_QUOTA_BYTES:
-            raise QuotaExceeded(
-                f"your files take {used} bytes; this one ({size} bytes) would pass "
-                f"USER_STORAGE_QUOTA_BYTES ({settings.USER_STORAGE_QUOTA_BYTES})"
-            )
+    # A first look, before the bytes are written: most refusals cost no write.
+    _quota_check(owner_id=owner_id, sha256=sha256, size=size)
+
+    def _link_check() -> None:
+        """Run in the link's transaction, before the link is made. The session's lock is the
+        one `session_delete` holds while it removes the session's links: a delete that came
+        first leaves no session here (nothing is linked to its id for whoever makes it
+        next), one that comes second waits and removes this link with the others. The
+        owner's row lock then makes uploads of one person check and charge the quota one at
+        a time."""
+        with session_locked(session_id, agent=meta.agent, owner_id=owner_id):
+            current = get_store().get_meta(session_id)
+        if current is None or current.owner_id != owner_id:
+            raise SessionNotFound(session_id)
+        owner_lock(owner_id)
+        _quota_check(owner_id=owner_id, sha256=sha256, size=size)
+
     return blob_link(
         file=file,
         sha256=sha256,
@@ -100,7 +114,19 @@ def file_upload(
         session_id=session_id,
         owner_id=owner_id,
         name=name,
+        check=_link_check,
     )
+
+
+def _quota_check(*, owner_id: int, sha256: str, size: int) -> None:
+    if owner_links(owner_id=owner_id, sha256=sha256):
+        return  # bytes the owner already has cost nothing
+    used = owner_usage(owner_id)
+    if used + size > settings.USER_STORAGE_QUOTA_BYTES:
+        raise QuotaExceeded(
+            f"your files take {used} bytes; this one ({size} bytes) would pass "
+            f"USER_STORAGE_QUOTA_BYTES ({settings.USER_STORAGE_QUOTA_BYTES})"
+        )
 
 
 class AttachmentUnknown(DomainError, LookupError):

@@ -32,6 +32,7 @@ from sessions_app.formats.seed_files import (
 from sessions_app.models import ImportedSession
 from sessions_app.runtime.context.history import (
     HistoryInvalid,
+    calls_made,
     project_anthropic,
     project_openai,
     validate_anthropic,
@@ -153,32 +154,29 @@ class Repair:
 def repair_history(entries: Sequence[NewEntry]) -> Repair:
     """The entries with §5's pairing restored anywhere in the history, not only at its end.
 
-    Steps, in one pass: calls of an assistant message still without a result when the next
-    user or assistant message or turn marker comes get an error result right before it (in
-    call order, so results stay contiguous); a `turn_start` while a turn is open first closes
-    that turn with `turn_end` `interrupted`; at the end, the same for what is still open.
-    Only messages and turn markers count: other kinds are facts that no model sees.
+    Calls still without a result when the next user or assistant message or turn marker comes
+    (history.calls_made, the pairing the turn and the projection read too) get an error result
+    right before it, in call order, so results stay contiguous; a `turn_start` while a turn is
+    open first closes that turn with `turn_end` `interrupted`; at the end, the same for what is
+    still open.
     """
     repair = Repair(entries=[])
     out = repair.entries
-    waiting: list[dict] = []
-    waiting_turn = ""
-    open_turn: str | None = None
-
-    def answer_waiting() -> None:
-        out.extend(
+    answers: dict[int, list[NewEntry]] = {}
+    for made in calls_made(entries):
+        missing = made.unanswered()
+        answers.setdefault(made.until, []).extend(
             NewEntry(
                 role="tool",
                 tool_call_id=call["id"],
                 name=call["name"],
                 content=IMPORT_RESULT_TEXT,
                 is_error=True,
-                turn_id=waiting_turn,
+                turn_id=entries[made.at].turn_id,
             )
-            for call in waiting
+            for call in missing
         )
-        repair.results_added += len(waiting)
-        waiting.clear()
+        repair.results_added += len(missing)
 
     def close_turn(turn_id: str) -> None:
         out.append(
@@ -190,25 +188,17 @@ def repair_history(entries: Sequence[NewEntry]) -> Repair:
         )
         repair.turns_closed += 1
 
-    for entry in entries:
-        is_message = entry.kind == "message"
-        if is_message and entry.role == "tool":
-            answered = next((c for c in waiting if c["id"] == entry.tool_call_id), None)
-            if answered is not None:
-                waiting.remove(answered)
-        elif is_message or entry.kind in {"turn_start", "turn_end"}:
-            answer_waiting()
-            if entry.kind == "turn_start" and open_turn is not None:
-                close_turn(open_turn)
-        out.append(entry)
+    open_turn: str | None = None
+    for index, entry in enumerate(entries):
+        out.extend(answers.pop(index, ()))
         if entry.kind == "turn_start":
+            if open_turn is not None:
+                close_turn(open_turn)
             open_turn = entry.turn_id
         elif entry.kind == "turn_end":
             open_turn = None
-        elif is_message and entry.role == "assistant" and entry.tool_calls:
-            waiting = list(entry.tool_calls)
-            waiting_turn = entry.turn_id
-    answer_waiting()
+        out.append(entry)
+    out.extend(answers.pop(len(entries), ()))
     if open_turn is not None:
         close_turn(open_turn)
     return repair

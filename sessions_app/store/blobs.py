@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from django.contrib.auth import get_user_model
 from django.core.files import File
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
@@ -109,6 +110,11 @@ def owner_usage(owner_id: int | None) -> int:
     return int(total or 0)
 
 
+def owner_lock(owner_id: int) -> None:
+    """Lock the owner's user row until the transaction ends (a quota's check and charge)."""
+    list(get_user_model().objects.select_for_update().filter(pk=owner_id).values_list("pk"))
+
+
 def owner_links(*, owner_id: int | None, sha256: str) -> bool:
     """Whether the owner already has this blob (an upload of it again costs no quota)."""
     return BlobLink.objects.filter(owner_id=owner_id, blob_id=sha256).exists()
@@ -153,11 +159,13 @@ def blob_link(
     session_id: str,
     owner_id: int | None,
     name: str,
+    check: Callable[[], None] | None = None,
 ) -> StoredFile:
     """Store the bytes (once) and link them to the session; the file as the session has it.
 
     Steps: write the file (and a PDF's text) unless already there — outside any lock, as the
-    write may be slow; then in one transaction lock the blob's row (or create it), link it
+    write may be slow; then in one transaction run `check` (the caller's last word, under
+    the locks it takes: it raises to refuse), lock the blob's row (or create it), link it
     to the session (the first name stays), and write the file again if a concurrent sweep
     removed it before the lock was ours.
     """
@@ -166,6 +174,8 @@ def blob_link(
     if file_type.text is not None:
         _put(storage, text_name(sha256), file_type.text)
     with transaction.atomic():
+        if check is not None:
+            check()
         blob = _blob_locked(sha256, size=size, file_type=file_type)
         link, _ = BlobLink.objects.get_or_create(
             session_id=session_id,
@@ -235,6 +245,15 @@ def blob_thumbnail(sha256: str, make: Callable[[bytes], bytes]) -> bytes:
     png = make(blob_read(sha256))
     _put(storage, name, io.BytesIO(png))
     return png
+
+
+def blob_local_path(sha256: str) -> str | None:
+    """The blob's file on this machine's disk, when the storage is a directory (None for a
+    bucket): a sandbox run copies it with one system call instead of through a stream."""
+    try:
+        return blob_storage().path(blob_name(sha256))
+    except NotImplementedError:
+        return None
 
 
 def blob_read(sha256: str) -> bytes:

@@ -178,6 +178,20 @@ class DbTurnLease(TurnLeaseBackend):
                 rows.update((row[0], (row[1], bool(row[2]))) for row in cursor.fetchall())
         return rows
 
+    def renew(self):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {_session_table()} SET lease_expires_at = %s"  # noqa: S608 - quoted name, bound values
+                " WHERE id = %s AND lease_holder IN (%s, %s)",
+                [
+                    connection.ops.adapt_datetimefield_value(_expiry()),
+                    self.session_id,
+                    self.holder,
+                    self.holder + ABORT_MARK,
+                ],
+            )
+            return cursor.rowcount == 1
+
     def release(self):
         with connection.cursor() as cursor:
             cursor.execute(

@@ -51,3 +51,10 @@ class TurnLeaseBackend(ABC):
     @abstractmethod
     def release(self) -> None:
         """Give the lease up (only if it is still ours)."""
+
+    def renew(self) -> bool:
+        """Renew the lease now if it is still ours (an abort asked for leaves it ours); False
+        when another holder has it. After a database outage a turn asks this before it
+        writes again (docs/design.md §32). A lease that lasts as long as its process holds
+        it (an flock) is always still ours."""
+        return True

@@ -25,7 +25,8 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.viewsets import ViewSet
 
-from jarvis_site.shared.errors import Code, DomainError, status_of
+from jarvis_site.shared.errors import Code, DomainError, detail_of, status_of
+from jarvis_site.shared.outages import database_away
 from sessions_app import selectors
 from sessions_app.core.throttles import (
     BranchRateThrottle,
@@ -83,6 +84,10 @@ def exception_handler(exc, context):
     if isinstance(exc, DomainError):
         # The one mapping of a refused request on HTTP: its code, the table's status.
         return Response({"code": exc.code, "detail": exc.detail}, status=status_of(exc.code))
+    if database_away(exc):
+        # Not a server error: the request can be sent again once the database is back (§32).
+        code = Code.DATABASE_UNAVAILABLE
+        return Response({"code": code, "detail": detail_of(code)}, status=status_of(code))
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
@@ -598,7 +603,7 @@ class SearchViewSet(ViewSet):
 @extend_schema(tags=["tools"])
 class ToolsViewSet(ViewSet):
     """`GET /api/tools/`: every tool a turn may offer — built in and from the operator's MCP
-    servers — with `needs_approval`, and the MCP servers' state (docs/design.md §29)."""
+    servers — with `needs_approval`, and the MCP servers' state (docs/design.md §31)."""
 
     authentication_classes = [TokenAuthentication, SessionAuthentication]
 

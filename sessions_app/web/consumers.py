@@ -24,8 +24,9 @@ from django.conf import settings
 from django.db import connections
 
 from jarvis_site.shared import metrics
-from jarvis_site.shared.errors import Code, DomainError
+from jarvis_site.shared.errors import Code, DomainError, detail_of
 from jarvis_site.shared.log_context import log_context_set, new_request_id
+from jarvis_site.shared.outages import database_away, redis_away
 from sessions_app import selectors
 from sessions_app.core import frames, limits
 from sessions_app.core.ids import InvalidSessionId, group_name, validate_session_id
@@ -60,6 +61,10 @@ CLOSE_TOO_LARGE = 1009
 # The worker is restarting (drain, docs/design.md §19): the client reconnects, and the proxy
 # sends it to another worker.
 CLOSE_SERVICE_RESTART = 1012
+# Redis or the database is away (docs/design.md §32): the socket cannot be opened now, and
+# the page tries again with its backoff, as after any close it does not know to be final.
+# The HTTP status's number, as 4404 is (1013, "try again later", is refused by Daphne).
+CLOSE_TRY_AGAIN_LATER = 4503
 # A received frame this long is parsed and checked in the `sockets` pool, not on the event
 # loop: the checks are linear, but a megabyte still takes tens of milliseconds of CPU, which
 # on the loop every other socket and turn of the worker would wait through (§27).
@@ -145,11 +150,28 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     send_failure: BaseException | None = None
     lane: FrameLane | None = None
     stopping: asyncio.Task | None = None  # a Stop the frame lane started, on its way
+    accepted = False
     let_go = False
     live_socket: live.LiveSocket | None = None
 
     # --- lifecycle ------------------------------------------------------------------
     async def connect(self):
+        try:
+            await self._connect()
+        except Exception as error:
+            if not (redis_away(error) or database_away(error)):
+                raise
+            # What this socket had joined is left by `_let_go` once it closes.
+            logger.warning("socket of session %s refused for now: %s", self.session_id, error)
+            if not self.accepted:
+                await self.accept()
+            await self.close(code=CLOSE_TRY_AGAIN_LATER)
+
+    async def accept(self, subprotocol=None, headers=None):
+        self.accepted = True
+        await super().accept(subprotocol, headers)
+
+    async def _connect(self):
         loop_lag.watch()  # the worker's loop, measured once sockets use it (§26)
         # Queues this process runs for synchronous callers (the API) and channel-layer sends
         # from synchronous code go to this loop.
@@ -480,7 +502,13 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             )
         except DomainError:
             raise
-        except Exception:
+        except Exception as error:
+            if database_away(error):
+                # Nothing was stored: the prompt can be sent again once the database is back.
+                logger.warning("turn refused in session %s: %s", self.session_id, error)
+                return await self._error(
+                    Code.DATABASE_UNAVAILABLE, detail_of(Code.DATABASE_UNAVAILABLE)
+                )
             logger.exception("turn failed in session %s", self.session_id)
             await self._error(Code.TURN_FAILED, "the turn failed; the error is in the server log")
 

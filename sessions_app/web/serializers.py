@@ -551,10 +551,19 @@ class McpServerOutput(serializers.Serializer):
     error = serializers.CharField(allow_blank=True, help_text="why it last could not be reached")
 
 
+class SandboxStatusOutput(serializers.Serializer):
+    backend = serializers.CharField(help_text="bwrap or none (SANDBOX_BACKEND)")
+    run_code = serializers.BooleanField(help_text="whether turns are offered run_code")
+    reason = serializers.CharField(
+        required=False, help_text="why run_code is not offered (absent when it is)"
+    )
+
+
 @extend_schema_serializer(many=False)
 class ToolsOutput(serializers.Serializer):
     tools = ToolOutput(many=True)
     servers = McpServerOutput(many=True)
+    sandbox = SandboxStatusOutput()
 
 
 class HistoryImportInput(serializers.Serializer):

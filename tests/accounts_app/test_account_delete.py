@@ -12,8 +12,8 @@ from django.db import models
 
 from accounts_app.retention import retention_days_set
 from memory_app.services import memory_consolidate
-from notices_app.preferences import notice_settings_update, push_subscription_add
-from notices_app.schedules import schedule_create
+from notices_app.channels.preferences import notice_settings_update, push_subscription_add
+from notices_app.services.schedules import schedule_create
 from sessions_app.runtime.turn.lease import TurnLease
 from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.services import notices, sessions

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.http import StreamingHttpResponse
 
 from memory_app.services import memory_consolidate
-from notices_app.schedules import schedule_create
+from notices_app.services.schedules import schedule_create
 from sessions_app.core.throttles import ExportRateThrottle
 from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.services import sessions as session_services

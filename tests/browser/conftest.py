@@ -5,10 +5,11 @@ import pytest
 
 from tests.browser.helpers import CHROMIUM, LAUNCH_ARGS, TIMEOUT_MS
 from tests.fakes.llm_server import FakeLLMServer
+from tests.fakes.mcp_servers import servers_file, stdio_table
 from tests.multiprocess.servers import daphne
 
 # The servers a browser test may ask for, by fixture name.
-SERVER_FIXTURES = ("offline_server", "model_server")
+SERVER_FIXTURES = ("offline_server", "model_server", "mcp_offline_server")
 
 
 @pytest.fixture
@@ -40,6 +41,19 @@ def browser(alice, monkeypatch, request):
 def offline_server(alice):
     """The app with its default offline model."""
     with daphne() as base:
+        yield base
+
+
+@pytest.fixture
+def mcp_offline_server(alice, tmp_path):
+    """The offline model with the fake MCP server (tests/fakes/mcp_server.py) over stdio as
+    `fake`: `red_square` trusted, every other tool asks first."""
+    directory = tmp_path / "mcp"
+    directory.mkdir()
+    servers = servers_file(
+        tmp_path / "mcp.toml", fake=stdio_table(directory, trusted_tools=["red_square"])
+    )
+    with daphne(MCP_SERVERS_FILE=str(servers)) as base:
         yield base
 
 

@@ -2,8 +2,8 @@
 `/goal` in the chat appears in the Goals panel, and its result arrives as a 🔔 notice in that
 conversation and in the panel; pause, resume and cancel from the panel."""
 
-from notices_app.goals import goal_create
 from notices_app.models import Goal
+from notices_app.services.goals import goal_create
 from tests.browser.helpers import browser_test, in_thread, new_page, session_of, sign_in
 from tests.multiprocess.servers import daphne
 from tests.multiprocess.test_schedule_delivery import db_worker

@@ -6,8 +6,8 @@ import json
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from notices_app.core.vapid import private_key_text, public_key_text
 from notices_app.models import NoticeSettings
-from notices_app.vapid import private_key_text, public_key_text
 from tests.browser.helpers import browser_test, in_thread, new_page, sign_in
 from tests.helpers import GUARD_SEC, eventually
 from tests.multiprocess.servers import daphne

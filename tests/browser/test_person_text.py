@@ -5,7 +5,7 @@ list stays inside the sidebar on a laptop and on a phone."""
 import pytest
 from playwright.sync_api import expect
 
-from notices_app.goals import goal_create, goal_finish
+from notices_app.services.goals import goal_create, goal_finish
 from sessions_app.services import sessions as session_services
 from tests.browser.helpers import browser_test, in_thread, new_page, sign_in
 

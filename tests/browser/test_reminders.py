@@ -3,8 +3,8 @@ the chat comes back as a 🔔 notice in that conversation; the card lists what i
 cancels it; a conversation that got a notice while it was not open carries a badge until it
 is opened."""
 
-from notices_app import schedules
 from notices_app.models import Schedule
+from notices_app.services import schedules
 from sessions_app.store import get_store
 from tests.browser.helpers import ask, browser_test, in_thread, new_page, session_of, sign_in
 from tests.helpers import eventually

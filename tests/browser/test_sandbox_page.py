@@ -98,3 +98,22 @@ def test_a_plot_of_an_attached_csv_shows_inline_and_in_the_workspace(
     page.locator("#connection[data-state=open]").wait_for()
     page.wait_for_function(IMAGE_LOADED, arg="spending.png")
     expect(page.locator("details.tool.run pre.stdout")).to_have_text("total 361.75\n")
+
+
+@pytest.fixture
+def no_sandbox_server(alice):
+    with daphne(SANDBOX_BACKEND="none") as base:
+        yield base
+
+
+def test_where_no_code_runs_the_workspace_panel_says_why(no_sandbox_server, browser):
+    from playwright.sync_api import expect
+
+    page = new_page(browser)
+    sign_in(page, no_sandbox_server)
+    page.get_by_role("button", name=re.compile(r"^Files")).click()
+    panel = page.get_by_role("region", name="Workspace")
+    expect(panel).to_contain_text(
+        "Code cannot run on this server: SANDBOX_BACKEND is none: this server runs no code."
+    )
+    expect(panel).to_contain_text("No files yet.")

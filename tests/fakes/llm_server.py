@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import re
 import threading
 import time
 import uuid
@@ -259,6 +260,45 @@ def openai_parameters_check(body: dict) -> None:
                 }
             }
         )
+
+
+# Both APIs' rule for a tool's name (OpenAI: 64 characters at most, Anthropic: 1-64).
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+def openai_tools_check(body: dict) -> None:
+    """Chat Completions' check of the tools' names, with its real error body."""
+    for index, tool in enumerate(body.get("tools") or []):
+        name = tool.get("function", {}).get("name", "")
+        if not TOOL_NAME.fullmatch(name):
+            raise HistoryRefused(
+                {
+                    "error": {
+                        "message": f"Invalid 'tools[{index}].function.name': string does not "
+                        "match pattern. Expected a string that matches the pattern "
+                        "'^[a-zA-Z0-9_-]+$'.",
+                        "type": "invalid_request_error",
+                        "param": f"tools[{index}].function.name",
+                        "code": "invalid_value",
+                    }
+                }
+            )
+
+
+def anthropic_tools_check(body: dict) -> None:
+    """The Messages API's check of the tools' names, with its real error body."""
+    for index, tool in enumerate(body.get("tools") or []):
+        if not TOOL_NAME.fullmatch(tool.get("name", "")):
+            raise HistoryRefused(
+                {
+                    "type": "error",
+                    "error": {
+                        "type": "invalid_request_error",
+                        "message": f"tools.{index}.custom.name: String should match pattern "
+                        "'^[a-zA-Z0-9_-]{1,64}$'",
+                    },
+                }
+            )
 
 
 def anthropic_thinking(body: dict) -> bool:
@@ -551,6 +591,7 @@ class FakeLLMServer:
     def _openai(self, handler, body, size):
         try:
             openai_parameters_check(body)
+            openai_tools_check(body)
             openai_check(body["messages"])
             openai_content_check(body["messages"])
         except HistoryRefused as refused:
@@ -667,6 +708,7 @@ class FakeLLMServer:
     def _anthropic(self, handler, body, size):
         try:
             thinking = anthropic_thinking(body)
+            anthropic_tools_check(body)
             anthropic_check(body["messages"], thinking=thinking)
             anthropic_content_check(body["messages"])
         except HistoryRefused as refused:

@@ -1,4 +1,4 @@
-"""A real MCP server for the tests, written with the official `mcp` SDK (docs/design.md §29).
+"""A real MCP server for the tests, written with the official `mcp` SDK (docs/design.md §31).
 
 Run as `python mcp_server.py stdio` (the client starts it) or `python mcp_server.py http
 PORT` (streamable HTTP on 127.0.0.1:PORT, path /mcp). `FAKE_MCP_DIR` names a directory where
@@ -61,6 +61,11 @@ async def slow(seconds: float) -> str:
 @server.tool(description="Always fails.")
 def broken() -> str:
     raise ValueError("the disk is on fire")
+
+
+@server.tool(name="find.notes", description="A name the providers refuse as it is.")
+def find_notes(query: str) -> str:
+    return f"no notes about {query}"
 
 
 @server.tool(description="This server process's id.")

@@ -42,7 +42,7 @@ def test_readyz_names_an_unreachable_redis(settings):
     settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
     response = Client().get("/readyz")
     assert response.status_code == 503
-    assert response.json() == {"status": "unavailable", "failed": {"redis": "unreachable"}}
+    assert response.json() == {"status": "redis", "failed": {"redis": "unreachable"}}
 
 
 def test_readyz_fails_on_a_database_that_was_never_migrated(tmp_path):
@@ -54,6 +54,7 @@ def test_readyz_fails_on_a_database_that_was_never_migrated(tmp_path):
     )
     status, body = probe.stdout.strip().split(" ", 1)
     assert status == "503", probe.stderr
+    assert json.loads(body)["status"] == "database"
     assert json.loads(body)["failed"]["database"].endswith("migrations not applied")
 
 

@@ -52,6 +52,7 @@ def start_django(**env) -> subprocess.CompletedProcess:
         ("NUM_PROXIES", "-1", "NUM_PROXIES must be 0 or more"),
         ("MAX_PERSON_SOCKETS_PER_USER", "0", "MAX_PERSON_SOCKETS_PER_USER must be positive"),
         ("THUMB_DECODE_MAX_BYTES", "0", "THUMB_DECODE_MAX_BYTES must be positive"),
+        ("IMPORT_MAX_JSON_VALUES", "0", "IMPORT_MAX_JSON_VALUES must be positive"),
         ("FILE_READ_WALL_SEC", "2", "FILE_READ_WALL_SEC (2.0) must be at least FILE_READ_CPU_SEC"),
     ],
 )

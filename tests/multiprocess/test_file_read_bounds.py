@@ -130,3 +130,26 @@ def test_a_pdf_of_pages_sharing_one_heavy_stream_is_done_with_in_seconds(alice):
         idle = cpu_seconds(server.process.pid) - spent
         print(f"the worker's CPU 5 s later: {idle:.2f} s in 1 s")
         assert idle < 0.2
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of the process and of its children, live or reaped."""
+    return cpu_seconds(pid) + sum(cpu_seconds(child) for child in children_of(pid))
+
+
+def test_the_pdf_reader_dies_with_the_request_its_client_left(alice):
+    sessions.session_create(owner_id=alice.id, session_id="docs")
+    token = token_of(alice)
+    pdf = shared_stream_pdf(pages=100, operators=300_000)
+    with daphne(serve=True) as server:
+        with pytest.raises(TimeoutError):
+            upload(server, token, "docs", pdf, "report.pdf", timeout=1)  # the client leaves
+        # Without the request's end the reader would burn a core until its CPU limit
+        # (FILE_READ_CPU_SEC, 4 s); a second after the client left it is gone.
+        time.sleep(1)
+        assert children_of(server.process.pid) == []
+        spent = tree_cpu_seconds(server.process.pid)
+        time.sleep(1)
+        busy = tree_cpu_seconds(server.process.pid) - spent
+        print(f"CPU of the worker and its children 1-2 s after the client left: {busy:.2f} s")
+        assert busy < 0.2

@@ -9,8 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.db import connections, transaction
 
-from notices_app.goals import goal_create
 from notices_app.models import Goal
+from notices_app.services.goals import goal_create
 from sessions_app.models import Session
 from sessions_app.services import sessions
 from sessions_app.store import get_store

@@ -1,4 +1,4 @@
-"""Rate limits hold across workers (docs/design.md §30): behind a proxy that spreads a
+"""Rate limits hold across workers (docs/design.md §12): behind a proxy that spreads a
 person's requests over two workers, the person gets the limit once, not once per worker."""
 
 import asyncio

@@ -3,9 +3,9 @@ user's secrets (the Discord webhook token, a push endpoint's path)."""
 
 import pytest
 
+from notices_app.channels.preferences import notice_settings_update, push_subscription_add
 from notices_app.models import NoticeOutbox, NoticeSettings, PushSubscription, Schedule
-from notices_app.preferences import notice_settings_update, push_subscription_add
-from notices_app.schedules import schedule_create
+from notices_app.services.schedules import schedule_create
 from sessions_app.services import notices, sessions
 
 from .channels.conftest import PushBrowser

@@ -7,8 +7,8 @@ import html
 import pytest
 from markdown_it import MarkdownIt
 
-from notices_app.goals import goal_create, goal_finish, goal_note_add
-from notices_app.schedules import schedule_create
+from notices_app.services.goals import goal_create, goal_finish, goal_note_add
+from notices_app.services.schedules import schedule_create
 from sessions_app.services import sessions
 from sessions_app.store import get_store
 from tests.notices_app.schedules.conftest import make_due, run_due_tasks

@@ -6,7 +6,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.exceptions import ImproperlyConfigured
 
-from notices_app.vapid import private_key_text, public_key_text, vapid_keys, vapid_public_key
+from notices_app.core.vapid import private_key_text, public_key_text, vapid_keys, vapid_public_key
 from tests.jarvis_site.test_settings import start_django
 
 

@@ -8,7 +8,7 @@ pushes signed with its private key only; a new pair means every browser subscrib
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.management.base import BaseCommand
 
-from notices_app.vapid import private_key_text, public_key_text
+from notices_app.core.vapid import private_key_text, public_key_text
 
 
 class Command(BaseCommand):

@@ -11,8 +11,8 @@ task are idempotent, so queuing one too many costs nothing.
 from django.core.management.base import BaseCommand
 
 from notices_app.delivery import notice_outbox_recover
-from notices_app.goals import goals_recover
-from notices_app.schedules import schedules_recover
+from notices_app.services.goals import goals_recover
+from notices_app.services.schedules import schedules_recover
 
 
 class Command(BaseCommand):

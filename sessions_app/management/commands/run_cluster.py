@@ -7,7 +7,9 @@ Starts, each as a child process in a process group of its own:
 all on PostgreSQL (DATABASE_URL) and Redis (REDIS_URL), sharing one PROMETHEUS_MULTIPROC_DIR.
 
 A worker that exits — drained after a SIGTERM, or crashed — is started again on its port:
-that is how a rolling restart works (scripts/rolling_restart.py). Ctrl-C (or SIGTERM to this
+that is how a rolling restart works (scripts/rolling_restart.py). So are the task worker and
+the consolidation loop, which exit when the database goes away (scripts/failover_drill.py);
+nginx exiting stops the cluster. Ctrl-C (or SIGTERM to this
 process) drains every worker, then stops nginx and the rest. The run directory holds the
 generated config, the logs and `cluster.json`, which names the proxy and each worker's pid.
 """
@@ -36,6 +38,8 @@ from jarvis_site.shared.metrics import process_gone
 
 TEMPLATE = "deploy/nginx.conf.template"
 POLL_SEC = 0.2
+# A background process that exits is started again, at most once per this long.
+RESTART_PAUSE_SEC = 2.0
 # How long a starting worker may take before /readyz answers 200.
 START_TIMEOUT_SEC = 60
 INSTALL_HINT = {
@@ -102,6 +106,9 @@ class Command(BaseCommand):
             signal.signal(signum, lambda *_: stopping.append(True))
         self.workers: dict[int, subprocess.Popen] = {}
         self.others: dict[str, subprocess.Popen] = {}
+        # How to start again the background processes that outlive their failures.
+        self.restartable: dict[str, tuple[list[str], str]] = {}
+        self.restarted_at: dict[str, float] = {}
         try:
             self._start_all(ports, nginx, config)
             for worker_port in ports:
@@ -123,14 +130,18 @@ class Command(BaseCommand):
         self.others["nginx"] = self._start(
             [nginx, "-p", str(self.run_dir), "-c", str(config)], "nginx"
         )
-        self.others["task worker"] = self._start(
-            [*self.manage, "db_worker", "--interval", "0.5"], "tasks"
-        )
         idle_check_every = max(5, int(settings.CONSOLIDATE_IDLE_SEC // 3))
-        self.others["consolidation loop"] = self._start(
-            [*self.manage, "consolidate_memory", "--idle", "--loop", str(idle_check_every)],
-            "consolidation",
-        )
+        # Both exit when the database goes away (a failover, a restart): they are started
+        # again, as a service manager would, and the workers go on (docs/design.md §32).
+        self.restartable = {
+            "task worker": ([*self.manage, "db_worker", "--interval", "0.5"], "tasks"),
+            "consolidation loop": (
+                [*self.manage, "consolidate_memory", "--idle", "--loop", str(idle_check_every)],
+                "consolidation",
+            ),
+        }
+        for name, (command, log_name) in self.restartable.items():
+            self.others[name] = self._start(command, log_name)
 
     # --- what must be there -----------------------------------------------------------
     def _requirements(self, *, create_database: bool = False) -> str:
@@ -256,10 +267,21 @@ class Command(BaseCommand):
 
     def _supervise(self, stopping: list) -> int:
         while not stopping:
-            for name, process in self.others.items():
-                if process.poll() is not None:
+            for name, process in list(self.others.items()):
+                if process.poll() is None:
+                    continue
+                if name not in self.restartable:
                     self.stderr.write(f"{name} exited with code {process.returncode}; stopping")
                     return process.returncode or 1
+                if time.monotonic() - self.restarted_at.get(name, -RESTART_PAUSE_SEC) < (
+                    RESTART_PAUSE_SEC
+                ):
+                    continue  # it failed again at once: a pause before the next try
+                self.stdout.write(
+                    f"{name} exited with code {process.returncode}; starting it again"
+                )
+                self.restarted_at[name] = time.monotonic()
+                self.others[name] = self._start(*self.restartable[name])
             for port, process in list(self.workers.items()):
                 if process.poll() is None:
                     continue

@@ -29,22 +29,68 @@ def open_turn_id(entries: Sequence[EntryRecord]) -> str | None:
     return None
 
 
+# --- the pairing of tool calls and results (docs/design.md §5) ------------------------------
+
+
+@dataclass(frozen=True)
+class CallsMade:
+    """An assistant message's tool calls (the entry at `at`) and what answered them: for each
+    call, in call order, the index of its result, or None. A call's results are the tool
+    messages after it up to `until`, the next user or assistant message or turn marker (the
+    end of the entries when none came); a result answers the first call still waiting with its
+    id, so a repeated id is answered in order and a second result for one call answers nothing.
+    """
+
+    at: int
+    calls: tuple[dict, ...]
+    results: tuple[int | None, ...]
+    until: int
+
+    def unanswered(self) -> list[dict]:
+        return [
+            call for call, result in zip(self.calls, self.results, strict=True) if result is None
+        ]
+
+
+def calls_made(entries: Sequence[EntryRecord | NewEntry]) -> list[CallsMade]:
+    """Every assistant message with calls, paired with its results: the one reading of the
+    pairing that the turn's repair, an import's repair and the projection all use. Only
+    messages and turn markers count: other kinds are facts that no model sees."""
+    made: list[CallsMade] = []
+    at: int | None = None
+    results: list[int | None] = []
+
+    def close(until: int) -> None:
+        if at is not None:
+            calls = tuple(entries[at].tool_calls)
+            made.append(CallsMade(at=at, calls=calls, results=tuple(results), until=until))
+
+    for index, entry in enumerate(entries):
+        is_message = entry.kind == "message"
+        if is_message and entry.role == "tool":
+            if at is not None:
+                for position, call in enumerate(entries[at].tool_calls):
+                    if results[position] is None and str(call["id"]) == entry.tool_call_id:
+                        results[position] = index
+                        break
+            continue
+        if not is_message and entry.kind not in {"turn_start", "turn_end"}:
+            continue
+        close(index)
+        at = None
+        if is_message and entry.role == "assistant" and entry.tool_calls:
+            at, results = index, [None] * len(entry.tool_calls)
+    close(len(entries))
+    return made
+
+
 def unanswered_calls(entries: Sequence[EntryRecord]) -> list[dict]:
-    """Tool calls of the last assistant message that have no result after it, in call order."""
-    for index in range(len(entries) - 1, -1, -1):
-        entry = entries[index]
-        if entry.kind == "message" and entry.role == "assistant" and entry.tool_calls:
-            answered = {
-                later.tool_call_id
-                for later in entries[index + 1 :]
-                if later.kind == "message" and later.role == "tool"
-            }
-            return [call for call in entry.tool_calls if call["id"] not in answered]
-        if entry.kind in {"turn_end", "turn_start"} or (
-            entry.kind == "message" and entry.role in {"user", "assistant"}
-        ):
-            return []
-    return []
+    """Tool calls of the last assistant message that have no result after it, in call order
+    (none when a message or a turn marker came after it)."""
+    made = calls_made(entries)
+    if not made or made[-1].until != len(entries):
+        return []
+    return made[-1].unanswered()
 
 
 def repair_entries(
@@ -225,10 +271,8 @@ def _conversation(
     if summary:
         turns.append(_Turn(role="user", text=SUMMARY_PREFIX + summary))
     used_ids: set[str] = set()
-    index = 0
-    while index < len(messages):
-        entry = messages[index]
-        index += 1
+    pairing = {made.at: made for made in calls_made(messages)}
+    for index, entry in enumerate(messages):
         if entry.role == "user":
             if entry.content.strip():
                 refs = attachments_of(entry)
@@ -236,24 +280,17 @@ def _conversation(
                 turns.append(_Turn(role="user", text=entry.content, parts=tuple(parts)))
             continue
         if entry.role != "assistant":
-            continue  # a tool result that follows no call: nothing can pair it
-        block = []
-        while index < len(messages) and messages[index].role == "tool":
-            block.append(messages[index])
-            index += 1
+            continue  # a tool result goes with its call; one that answers no call is left out
         calls = []
         results = []
-        for call in entry.tool_calls or ():
-            call_id = str(call["id"])
-            result = next((r for r in block if r.tool_call_id == call_id), None)
-            if result is not None:
-                block.remove(result)
-            unique_id = call_id
+        made = pairing.get(index)
+        for call, result_at in zip(made.calls, made.results, strict=True) if made else ():
+            unique_id = str(call["id"])
             while unique_id in used_ids:
                 unique_id = f"{unique_id}_{entry.seq}"
             used_ids.add(unique_id)
             calls.append({"id": unique_id, "name": call["name"], "arguments": call["arguments"]})
-            if result is None:
+            if result_at is None:
                 results.append(
                     _Turn(
                         role="tool",
@@ -264,6 +301,7 @@ def _conversation(
                     )
                 )
             else:
+                result = messages[result_at]
                 images = result_images_of(result)
                 results.append(
                     _Turn(

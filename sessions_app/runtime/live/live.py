@@ -10,13 +10,17 @@ of its events to the sockets of the session.
   and publishes it once on the live bus (sessions_app.runtime.live.live_bus) for the other workers.
 - A socket that joins is registered before it reads the state (its events wait in a
   buffer), then gets the snapshot, then the buffered events newer than the state.
+- A turn keeps the frames of its events, and for RECENT_TURN_SEC after its end: a worker
+  that missed some while Redis was away replays them from here (docs/design.md §32).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,6 +32,13 @@ from sessions_app.runtime.live import live_bus
 from sessions_app.runtime.turn.turns import turn_abort_local
 
 logger = logging.getLogger(__name__)
+
+# How long an ended turn's events stay here for a worker catching up after a Redis outage:
+# longer than an outage a worker waits through without its tabs reloading.
+RECENT_TURN_SEC = 120.0
+# A turn keeps at most this many frames for a catch-up (deltas are coalesced, so this is a
+# long answer many times over); a catch-up past them starts at the oldest kept.
+REPLAY_FRAMES = 20_000
 
 
 class LiveTurn:
@@ -42,6 +53,13 @@ class LiveTurn:
         self.tools: dict[str, dict[str, Any]] = {}
         self.entry_seq = 0  # the last stored entry whose event was numbered
         self.lock = threading.Lock()
+        # (event_seq, frame text) of its events, for a worker catching up (under `lock`).
+        self.frames: collections.deque[tuple[int, str]] = collections.deque(maxlen=REPLAY_FRAMES)
+        self.ended_at: float | None = None
+
+    def frames_after(self, after: int) -> list[tuple[str, int, str]]:
+        with self.lock:
+            return [(self.turn_id, seq, text) for seq, text in self.frames if seq > after]
 
     def _fold(self, event: dict[str, Any]) -> None:
         kind = event["type"]
@@ -143,6 +161,7 @@ class LiveSocket:
 _lock = threading.Lock()
 _sockets: dict[str, set[LiveSocket]] = {}
 _turns: dict[str, LiveTurn] = {}
+_ended: dict[str, LiveTurn] = {}  # turn id -> a turn of this worker that ended lately
 
 
 async def _deliver_here(session_id: str, turn_id: str, event_seq: int, text: str) -> None:
@@ -199,7 +218,8 @@ async def turn_event(turn: LiveTurn, event: dict[str, Any]) -> None:
         turn.event_seq += 1
         event = {**event, "turn_id": turn.turn_id, "event_seq": turn.event_seq}
         turn._fold(event)
-    text = frames.frame_text(event)
+        text = frames.frame_text(event)
+        turn.frames.append((turn.event_seq, text))
     bus = live_bus.bus()
     if bus is not None:
         bus.publish_event(turn.session_id, turn.turn_id, event["event_seq"], text)
@@ -209,9 +229,14 @@ async def turn_event(turn: LiveTurn, event: dict[str, Any]) -> None:
 
 async def turn_finish(turn: LiveTurn) -> None:
     """The turn sent its last event: nobody can join it any more."""
+    now = time.monotonic()
     with _lock:
         if _turns.get(turn.session_id) is turn:
             del _turns[turn.session_id]
+        turn.ended_at = now
+        _ended[turn.turn_id] = turn
+        for turn_id in [t for t, old in _ended.items() if now - old.ended_at > RECENT_TURN_SEC]:
+            del _ended[turn_id]
     bus = live_bus.bus()
     if bus is not None:
         await bus.turn_ended(turn.session_id)
@@ -274,8 +299,24 @@ async def abort_elsewhere(*, session_id: str) -> bool:
     return bus is not None and await bus.abort(session_id)
 
 
+def _replay(session_id: str, turn_id: str | None, after: int) -> list[tuple[str, int, str]]:
+    """For a worker catching up (live_bus): the events of turn `turn_id` after `after` that
+    this worker still has, then those of the session's turn running here if it is another."""
+    with _lock:
+        running = _turns.get(session_id)
+        asked = running if running is not None and running.turn_id == turn_id else None
+        if asked is None and turn_id is not None:
+            ended = _ended.get(turn_id)
+            asked = ended if ended is not None and ended.session_id == session_id else None
+    replayed = asked.frames_after(after) if asked is not None else []
+    if running is not None and running is not asked:
+        replayed += running.frames_after(0)
+    return replayed
+
+
 live_bus.handlers_set(
     on_event=_deliver_here,
     on_ask=_running_here,
     on_abort=lambda session_id: turn_abort_local(session_id=session_id),
+    on_replay=_replay,
 )

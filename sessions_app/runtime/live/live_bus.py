@@ -46,6 +46,15 @@ turn started, and its UNSUBSCRIBE reaches Redis some time after. A count taken w
 UNSUBSCRIBE is unconfirmed is judged when the confirmation arrives: by then every copy of
 its own events that Redis sent back has been read (a connection's messages come in order),
 so the count less the copies it got back is what the other workers got.
+
+Redis going away (docs/design.md §32) stops nothing here: a turn's events reach this worker's
+sockets without Redis, its publishes fail and are dropped meanwhile. Each line subscribes
+again when Redis is back (runtime.live.pubsub_line); once both are, the bus catches up every
+session it follows: it asks whoever runs the session's turn now (its control channel) for the
+events after the last one this worker delivered, and the worker that ran the last turn seen
+unfinished (its answers' channel) for that turn's rest, delivers what it gets in order, then
+what arrived meanwhile, never an event twice. A turn keeps its events for this (runtime.live.live)
+until RECENT_TURN_SEC after its end.
 """
 
 from __future__ import annotations
@@ -64,6 +73,7 @@ from typing import Any, NamedTuple
 import redis.asyncio as aioredis
 from django.conf import settings
 
+from jarvis_site.shared.outages import REDIS_AWAY_ERRORS
 from sessions_app.core import frames
 from sessions_app.runtime.live.pubsub_line import PubSubLine
 from sessions_app.runtime.loop.eager import start_task
@@ -91,11 +101,37 @@ def control_channel(session_id: str) -> str:
 OnEvent = Callable[[str, str, int, str], Awaitable[None]]
 OnAsk = Callable[[str], dict[str, Any] | None]
 OnAbort = Callable[[str], None]
+# (session id, turn id or None, after) -> the turn's events after `after` that this worker
+# still has, as (turn id, event_seq, frame text); then those of the session's running turn
+# here when it is another.
+OnReplay = Callable[[str, str | None, int], list[tuple[str, int, str]]]
 _handlers: dict[str, Any] = {}
+# Between tries at the runner of a session's turn while catching up: its line may come back
+# after this worker's.
+CATCH_UP_RETRY_SEC = 0.25
 
 
-def handlers_set(*, on_event: OnEvent, on_ask: OnAsk, on_abort: OnAbort) -> None:
-    _handlers.update(on_event=on_event, on_ask=on_ask, on_abort=on_abort)
+class RedisAway(ConnectionError):
+    """Redis cannot be reached now (docs/design.md §32)."""
+
+
+class Seen(NamedTuple):
+    """The last event of a session's turns this worker delivered from another worker."""
+
+    worker: str
+    turn_id: str
+    event_seq: int
+    ended: bool
+
+
+def handlers_set(
+    *, on_event: OnEvent, on_ask: OnAsk, on_abort: OnAbort, on_replay: OnReplay
+) -> None:
+    _handlers.update(on_event=on_event, on_ask=on_ask, on_abort=on_abort, on_replay=on_replay)
+
+
+def worker_channel(worker: str) -> str:
+    return f"{PREFIX}worker:{worker}"
 
 
 class LiveBus:
@@ -104,7 +140,7 @@ class LiveBus:
     def __init__(self, url: str):
         self.worker = f"{current_worker_id()}:{uuid.uuid4().hex[:6]}"
         self.origin = f"{self.worker}\n".encode()
-        self.reply_channel = f"{PREFIX}worker:{self.worker}"
+        self.reply_channel = worker_channel(self.worker)
         # No socket timeout on any of the connections: redis-py sends each command
         # under asyncio.wait_for when it has one (5 s unless told otherwise), and on Python
         # 3.11 that runs the send as a task of its own, three passes of the event loop. A
@@ -142,15 +178,22 @@ class LiveBus:
             url,
             on_message=lambda message: _on_control_line(own, message),
             on_failed=lambda channels, error: _hand_over(own, ("failed", (channels, error))),
-            on_lost=lambda: _hand_over(own, ("lost", None)),
+            on_lost=lambda: _hand_over(own, ("lost", "control")),
+            on_back=lambda: _hand_over(own, ("back", "control")),
         )
         self.events_line = PubSubLine(
             "live-bus-events",
             url,
             on_message=lambda message: _hand_over(own, ("event", message)),
             on_failed=lambda channels, error: _hand_over(own, ("failed", (channels, error))),
-            on_lost=lambda: _hand_over(own, ("lost", None)),
+            on_lost=lambda: _hand_over(own, ("lost", "events")),
+            on_back=lambda: _hand_over(own, ("back", "events")),
         )
+        self.lines_lost: set[str] = set()  # the lines whose Redis connection is away
+        self.seen: dict[str, Seen] = {}  # followed session -> its last event delivered here
+        # Sessions being caught up -> what arrived meanwhile: (worker, turn, event_seq, text).
+        self.catching_up: dict[str, list[tuple[str, str, int, str]]] = {}
+        self.publish_failing = False  # said once per outage in the log
         # The threads end with the bus (tests make many; a worker keeps one for good).
         weakref.finalize(self, self.control_line.close)
         weakref.finalize(self, self.events_line.close)
@@ -185,7 +228,10 @@ class LiveBus:
         self.replies_due = asyncio.Event()
         self.replier: asyncio.Task | None = None
         self.publisher = asyncio.ensure_future(self._publish_loop())
+        # Answers to this worker's questions arrive once this is subscribed (a question waits
+        # for it; while Redis is away it is subscribed again when Redis is back).
         self.reply_ready = asyncio.ensure_future(self._subscribe(self.reply_channel))
+        self.reply_ready.add_done_callback(_retrieved)
 
     # --- subscriptions --------------------------------------------------------------------
     def _line_of(self, channel: str) -> PubSubLine:
@@ -194,7 +240,12 @@ class LiveBus:
         return self.events_line
 
     async def _subscribe(self, channel: str) -> None:
-        await self._subscribing(channel)
+        """Subscribed now, or RedisAway at once while Redis is away (the line subscribes
+        again when it is back)."""
+        confirmed = self._subscribing(channel)
+        if not confirmed.done() and self.lines_lost:
+            raise RedisAway("Redis is away")
+        await confirmed
 
     def _subscribing(self, channel: str) -> asyncio.Future:
         """The confirmation of the channel's subscription, asked for unless it was (never
@@ -212,10 +263,14 @@ class LiveBus:
 
     def _subscribe_failed(self, channels: list[str], error: Exception) -> None:
         for channel in channels:
-            confirmed = self.subscribed.pop(channel, None)
+            confirmed = self.subscribed.get(channel)
             if confirmed is not None and not confirmed.done():
                 confirmed.set_exception(error)
+                confirmed.exception()  # whoever waits gets it; nobody need
                 self._release(_session_of(channel), confirmed)  # published anyway
+                # Still wanted: its line subscribes again once Redis is back, and that
+                # confirmation settles this one.
+                self.subscribed[channel] = self.loop.create_future()
 
     def _subscription_news(self, message: dict) -> bool:
         """A line's (un)subscription confirmed (True), in the callback that reads it: a
@@ -244,6 +299,7 @@ class LiveBus:
             self.followers[session_id] = left
             return
         self.followers.pop(session_id, None)
+        self.seen.pop(session_id, None)
         self._unsubscribe(events_channel(session_id))
 
     def turn_starting(self, session_id: str) -> None:
@@ -291,7 +347,9 @@ class LiveBus:
         self.own_turns.discard(session_id)
         self._forget_counts(session_id)
         if self.followers.get(session_id):
-            await self._subscribe(events_channel(session_id))
+            # Redis away: subscribed once it is back (the turn's end must not wait for it).
+            with contextlib.suppress(RedisAway, *REDIS_AWAY_ERRORS):
+                await self._subscribe(events_channel(session_id))
         self._unsubscribe(control_channel(session_id))
 
     # --- publishing -----------------------------------------------------------------------
@@ -359,23 +417,37 @@ class LiveBus:
         async with self.write_lock:
             generation = self.generation
             try:
-                connection = await self._batch_connection()
-                async with _bounded():
-                    await connection.send_packed_command(
-                        connection.pack_commands([("PUBLISH", p.channel, p.data) for p in batch]),
-                        check_health=False,
-                    )
+                try:
+                    await self._write_batch(batch)
+                except (aioredis.RedisError, OSError):
+                    # The connection may be one Redis closed in an outage now over: once
+                    # more on a new one before the batch counts as lost (§32).
+                    await self._connection_lost(generation)
+                    generation = self.generation
+                    await self._write_batch(batch)
             except (aioredis.RedisError, OSError) as error:
-                # The other workers' tabs miss these events; each resyncs from agent_end's
-                # last_seq, or on its next connect. A caller awaiting a count gets the error.
-                logger.exception("live events could not be published (%d lost)", len(batch))
+                # The other workers' tabs miss these events until Redis is back: then they
+                # catch up (see the module's docstring). A caller awaiting a count gets the
+                # error.
+                if not self.publish_failing:
+                    self.publish_failing = True
+                    logger.warning("live events cannot be published: %s", error)
                 _failed(batch, error)
                 await self._connection_lost(generation)
                 return
+            self.publish_failing = False
             self.in_flight.append((generation, batch))
             self.replies_due.set()
             if self.replier is None:
                 self.replier = asyncio.ensure_future(self._reply_loop())
+
+    async def _write_batch(self, batch: list[Publish]) -> None:
+        connection = await self._batch_connection()
+        async with _bounded():
+            await connection.send_packed_command(
+                connection.pack_commands([("PUBLISH", p.channel, p.data) for p in batch]),
+                check_health=False,
+            )
 
     async def _batch_connection(self):
         """The publishes' connection, opened if it is not (under `write_lock`)."""
@@ -400,7 +472,7 @@ class LiveBus:
                     async with _bounded():
                         receivers = [await self.batch_connection.read_response() for _ in batch]
                 except (aioredis.RedisError, OSError) as error:
-                    logger.exception("live event counts could not be read")
+                    logger.warning("live event counts could not be read: %s", error)
                     self.in_flight.popleft()
                     _failed(batch, error)
                     await self._connection_lost(generation)
@@ -461,26 +533,45 @@ class LiveBus:
 
     async def ask(self, session_id: str) -> dict[str, Any] | None:
         """The running state of the session's turn from the worker that runs it; None when
-        no worker runs one (or it died before answering)."""
-        await self.reply_ready
+        no worker runs one (or it died before answering). RedisAway while Redis is away."""
+        reply = await self._question(control_channel(session_id), {"kind": "ask"})
+        if reply is None:
+            if self.lines_lost:
+                raise RedisAway("Redis is away")
+            return None
+        return reply["running"]
+
+    async def _question(self, channel: str, message: dict) -> dict | None:
+        """PUBLISH a question to `channel` and return its answer; None when nobody listens
+        there, nobody answered within ASK_GUARD_SEC, or Redis is away."""
+        try:
+            await self._subscribe(self.reply_channel)
+        except (RedisAway, *REDIS_AWAY_ERRORS):
+            return None
         question = uuid.uuid4().hex
         answer = self.answers[question] = asyncio.get_running_loop().create_future()
+        message = {**message, "question": question, "reply_to": self.reply_channel}
         try:
-            message = {"kind": "ask", "question": question, "reply_to": self.reply_channel}
-            if not await self._publish(control_channel(session_id), json.dumps(message)):
+            if not await self._publish(channel, json.dumps(message)):
                 return None
             async with asyncio.timeout(ASK_GUARD_SEC):
                 return await answer
         except TimeoutError:
-            logger.warning("no answer about the running turn of session %s", session_id)
+            logger.warning("no answer on %s", channel)
+            return None
+        except REDIS_AWAY_ERRORS:
             return None
         finally:
             self.answers.pop(question, None)
 
     async def abort(self, session_id: str) -> bool:
-        """Tell the worker that runs the session's turn to stop it; False when none listens."""
+        """Tell the worker that runs the session's turn to stop it; False when none listens
+        (or Redis is away: the lease's mark reaches the turn then)."""
         message = json.dumps({"kind": "abort"})
-        return bool(await self._publish(control_channel(session_id), message))
+        try:
+            return bool(await self._publish(control_channel(session_id), message))
+        except REDIS_AWAY_ERRORS:
+            return False
 
     async def _publish(self, channel: str, message: str) -> int:
         """PUBLISH one message now (written in this step when no write is under way): how
@@ -513,10 +604,15 @@ class LiveBus:
                     self._received_on_line(item)
                 elif kind == "failed":
                     self._subscribe_failed(*item)
-                else:  # lost: an UNSUBSCRIBE in flight is never confirmed now; counts are
-                    # judged at once (one that includes this worker only keeps the events
-                    # published)
+                elif kind == "lost":
+                    # An UNSUBSCRIBE in flight is never confirmed now; counts are judged at
+                    # once (one that includes this worker only keeps the events published).
                     self.leaving.clear()
+                    self.lines_lost.add(item)
+                else:  # back
+                    self.lines_lost.discard(item)
+                    if not self.lines_lost:
+                        self._back()
             except Exception:  # noqa: BLE001 - one bad message must not stop the worker's bus
                 logger.exception("live bus message failed")
         if self.events_due and not self.delivering:
@@ -542,9 +638,12 @@ class LiveBus:
         data = message["data"]
         if channel == self.reply_channel:
             reply = json.loads(data)
+            if reply.get("kind") == "replay":  # about a turn this worker ran
+                self._answer(reply["session"], reply)
+                return
             answer = self.answers.get(reply["question"])
             if answer is not None and not answer.done():
-                answer.set_result(reply["running"])
+                answer.set_result(reply)
             return
         self._answer(_session_of(channel), json.loads(data))
 
@@ -555,21 +654,91 @@ class LiveBus:
         channel = message["channel"].decode()
         data = message["data"]
         session_id = channel.removeprefix(PREFIX)
-        if data.startswith(self.origin):
+        if data.startswith(self.origin) and session_id in self.zeros_count_after:
             # Published before this worker's unsubscribe took effect: its sockets had the
             # event from the turn itself. Noted, so that the publish's count is judged
             # without this worker (see the module's docstring).
-            if session_id in self.zeros_count_after:
-                _, turn_id, event_seq, _ = data.split(b"\n", 3)
-                echo = (turn_id.decode(), int(event_seq))
-                self.echoes.setdefault(session_id, set()).add(echo)
+            _, turn_id, event_seq, _ = data.split(b"\n", 3)
+            echo = (turn_id.decode(), int(event_seq))
+            self.echoes.setdefault(session_id, set()).add(echo)
             return
-        _, turn_id, event_seq, text = data.decode().split("\n", 3)
-        await _handlers["on_event"](session_id, turn_id, int(event_seq), text)
+        if data.startswith(self.origin):
+            return
+        worker, turn_id, event_seq, text = data.decode().split("\n", 3)
+        caught = self.catching_up.get(session_id)
+        if caught is not None:
+            caught.append((worker, turn_id, int(event_seq), text))
+            return
+        await self._deliver(session_id, worker, turn_id, int(event_seq), text)
+
+    async def _deliver(
+        self, session_id: str, worker: str, turn_id: str, event_seq: int, text: str
+    ) -> None:
+        """Hand a followed turn's event to this worker's sockets, unless it was (a catch-up
+        and the live events overlap)."""
+        last = self.seen.get(session_id)
+        if last is not None and last.turn_id == turn_id and event_seq <= last.event_seq:
+            return
+        self.seen[session_id] = Seen(worker, turn_id, event_seq, frames.is_turn_end(text))
+        await _handlers["on_event"](session_id, turn_id, event_seq, text)
+
+    # --- after an outage ------------------------------------------------------------------
+    def _back(self) -> None:
+        """Both lines are subscribed again: catch up every session followed here."""
+        logger.warning("live bus: Redis is back; catching up %d sessions", len(self.followers))
+        for session_id in list(self.followers):
+            if session_id not in self.own_turns and session_id not in self.catching_up:
+                self.catching_up[session_id] = []
+                start_task(self._catch_up(session_id))
+
+    async def _catch_up(self, session_id: str) -> None:
+        """The events of the session's turns this worker missed, delivered in order: the rest
+        of the last turn seen unfinished, from the worker that ran it; then those of the
+        turn running now, from whoever runs it."""
+        try:
+            last = self.seen.get(session_id)
+            if last is not None and not last.ended:
+                await self._replay(session_id, worker_channel(last.worker), persist=True)
+            await self._replay(session_id, control_channel(session_id), persist=False)
+        except Exception:  # noqa: BLE001 - what arrives live is still delivered
+            logger.exception("catching up session %s failed", session_id)
+        finally:
+            buffered = self.catching_up.pop(session_id, [])
+        for worker, turn_id, event_seq, text in buffered:
+            await self._deliver(session_id, worker, turn_id, event_seq, text)
+
+    async def _replay(self, session_id: str, channel: str, *, persist: bool) -> None:
+        """Ask on `channel` for the session's events after the last one delivered here, and
+        deliver them. `persist`: ask again until answered, for up to ASK_GUARD_SEC (the
+        worker asked may see Redis back a moment after this one)."""
+        deadline = self.loop.time() + ASK_GUARD_SEC
+        while True:
+            asked = {"kind": "replay", "session": session_id}
+            last = self.seen.get(session_id)
+            if last is not None:
+                asked |= {"turn_id": last.turn_id, "after": last.event_seq}
+            reply = await self._question(channel, asked)
+            if reply is not None or not persist or self.loop.time() >= deadline:
+                break
+            await asyncio.sleep(CATCH_UP_RETRY_SEC)
+        for turn_id, event_seq, text in reply["frames"] if reply is not None else ():
+            await self._deliver(session_id, reply["worker"], turn_id, event_seq, text)
 
     def _answer(self, session_id: str, question: dict) -> None:
-        """An `ask` about a turn of this worker's (an `abort` is acted on by the line's
-        thread: `_on_control_line`)."""
+        """An `ask` or a `replay` about a turn of this worker's (an `abort` is acted on by the
+        line's thread: `_on_control_line`)."""
+        if question["kind"] == "replay":
+            frames_missed = _handlers["on_replay"](
+                session_id, question.get("turn_id"), question.get("after", 0)
+            )
+            if session_id in self.zeros_count_after:
+                self.zeros_count_after[session_id] = self.published  # it follows again
+            self.unheard.discard(session_id)
+            reply = {"question": question["question"], "worker": self.worker}
+            self._publish_unawaited(
+                question["reply_to"], json.dumps(reply | {"frames": frames_missed})
+            )
+            return
         if question["kind"] != "ask":
             return
         # A worker that asks follows the session from now on: events after the state
@@ -592,6 +761,11 @@ class Publish(NamedTuple):
     number: int = 0
     event: tuple[str, int] | None = None
     counted: asyncio.Future | None = None
+
+
+def _retrieved(task: asyncio.Future) -> None:
+    if not task.cancelled():
+        task.exception()  # a failure here is met again by whoever asks next
 
 
 def _failed(batch: list[Publish], error: Exception) -> None:

@@ -13,6 +13,11 @@ The thread wakes as soon as the bytes arrive (it waits for the GIL, 5 ms at most
 what redis-py read to `on_message`, on the thread: the bus sets a stopped turn's abort flag
 there (runtime.turn.turns, from any thread) and hands everything else to its loop, ahead of the
 loop's waiting work (`loop_lane.call_first_threadsafe`), in the order it was read.
+
+Redis going away (docs/design.md §32): the line says so (`on_lost`), tries again every
+RECONNECT_PAUSE_SEC, and once Redis answers subscribes again to every channel still wanted —
+those asked for while it was away too, which redis-py, whose SUBSCRIBE failed, never
+recorded — and says so (`on_back`).
 """
 
 from __future__ import annotations
@@ -33,24 +38,34 @@ RECONNECT_PAUSE_SEC = 0.5
 OnMessage = Callable[[dict], None]
 OnFailed = Callable[[list[str], Exception], None]
 OnLost = Callable[[], None]
+OnBack = Callable[[], None]
 
 
 class PubSubLine:
     """One thread with an event loop and a Redis pub/sub connection of its own. `listen` and
     `forget` are called from the worker's loop and never wait; on the thread,
     `on_message(message)` gets every message and (un)subscription confirmation as redis-py
-    reads it, `on_failed(channels, error)` a SUBSCRIBE that failed, and `on_lost()` a lost
-    connection (redis-py subscribes again as it reconnects; an UNSUBSCRIBE in flight is
-    never confirmed)."""
+    reads it, `on_failed(channels, error)` a SUBSCRIBE that failed, `on_lost()` a lost
+    connection (an UNSUBSCRIBE in flight is never confirmed), and `on_back()` the connection
+    open again with every wanted channel subscribed."""
 
     def __init__(
-        self, name: str, url: str, on_message: OnMessage, on_failed: OnFailed, on_lost: OnLost
+        self,
+        name: str,
+        url: str,
+        on_message: OnMessage,
+        on_failed: OnFailed,
+        on_lost: OnLost,
+        on_back: OnBack,
     ):
         self._url = url
         self._on_message = on_message
         self._on_failed = on_failed
         self._on_lost = on_lost
+        self._on_back = on_back
         self._requests: list[tuple[str, str]] = []  # (SUBSCRIBE or UNSUBSCRIBE, channel)
+        self._wanted: set[str] = set()  # on the thread: what was last asked for each channel
+        self._broken: asyncio.Event | None = None  # the connection is lost or never opened
         self._lock = threading.Lock()
         self._started = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -84,7 +99,7 @@ class PubSubLine:
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._wake, self._closing = asyncio.Event(), asyncio.Event()
+        self._wake, self._closing, self._broken = asyncio.Event(), asyncio.Event(), asyncio.Event()
         try:
             self.pubsub = aioredis.Redis.from_url(
                 self._url,
@@ -115,16 +130,32 @@ class PubSubLine:
                 with self._lock:
                     batch, self._requests = self._requests, []
                 for verb, channels in verb_runs(batch):
+                    if verb == "SUBSCRIBE":
+                        self._wanted.update(channels)
+                    else:
+                        self._wanted.difference_update(channels)
+                    if self._broken.is_set():
+                        # Redis is away: the reconnection subscribes to what is wanted then.
+                        if verb == "SUBSCRIBE":
+                            self._on_failed(channels, ConnectionError("Redis is away"))
+                        continue
                     try:
                         if verb == "SUBSCRIBE":
                             await self.pubsub.subscribe(*channels)
                         else:
                             await self.pubsub.unsubscribe(*channels)
                     except Exception as error:  # noqa: BLE001 - handed to whoever waits
-                        logger.exception("live bus %s of %d channels failed", verb, len(channels))
+                        logger.warning(
+                            "live bus %s of %d channels failed: %s", verb, len(channels), error
+                        )
                         if verb == "SUBSCRIBE":
                             self._on_failed(channels, error)
-                if reader is None and self.pubsub.connection is not None:
+                        if reader is not None and not self._broken.is_set():
+                            self._broken.set()
+                            self._on_lost()
+                        elif reader is None:
+                            self._broken.set()  # never connected: the reader reconnects
+                if reader is None and (self.pubsub.connection is not None or self._broken.is_set()):
                     reader = asyncio.ensure_future(self._read_loop())
         finally:
             if reader is not None:
@@ -133,13 +164,15 @@ class PubSubLine:
 
     async def _read_loop(self) -> None:
         while True:
+            if self._broken.is_set():
+                await self._reconnect()
             try:
                 message = await self.pubsub.get_message(timeout=None)
-            except (aioredis.RedisError, OSError):
-                # redis-py reconnects on the next read and subscribes again to every channel.
-                logger.exception("live bus connection lost; reconnecting")
-                self._on_lost()
-                await asyncio.sleep(RECONNECT_PAUSE_SEC)
+            except (aioredis.RedisError, OSError) as error:
+                logger.warning("live bus connection lost (%s); reconnecting", error)
+                if not self._broken.is_set():
+                    self._broken.set()
+                    self._on_lost()
                 continue
             if message is None:
                 continue
@@ -147,6 +180,30 @@ class PubSubLine:
                 self._on_message(message)
             except Exception:  # noqa: BLE001 - one bad message must not end the thread
                 logger.exception("live bus message failed")
+
+    async def _reconnect(self) -> None:
+        """Until Redis answers: then every wanted channel is subscribed (again), those no
+        longer wanted are left, and `on_back` is told."""
+        while True:
+            await asyncio.sleep(RECONNECT_PAUSE_SEC)
+            try:
+                # Opens the connection; redis-py subscribes again to what it had recorded.
+                await self.pubsub.ping()
+                if self._wanted:
+                    await self.pubsub.subscribe(*self._wanted)
+                stale = {_text(name) for name in self.pubsub.channels} - self._wanted
+                if stale:
+                    await self.pubsub.unsubscribe(*stale)
+            except (aioredis.RedisError, OSError):
+                continue
+            self._broken.clear()
+            logger.warning("live bus connection back")
+            self._on_back()
+            return
+
+
+def _text(name: str | bytes) -> str:
+    return name.decode() if isinstance(name, bytes) else name
 
 
 def verb_runs(batch: list[tuple[str, str]]) -> list[tuple[str, list[str]]]:

@@ -33,6 +33,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import connections
 
+from jarvis_site.shared.outages import database_away
 from sessions_app.runtime.loop.eager import AT_ONCE
 from sessions_app.runtime.loop.loop_lane import wait_first
 
@@ -144,6 +145,12 @@ class ClosingExecutor(ThreadPoolExecutor):
     def _run(self, fn, *args, **kwargs):
         try:
             return fn(*args, **kwargs)
+        except Exception as error:
+            if database_away(error):
+                # Django opens a new connection only once the broken one is closed: the
+                # thread's next work, after the outage, must not meet the dead one.
+                connections.close_all()
+            raise
         finally:
             with self._pending_lock:
                 self._pending -= 1

@@ -1,4 +1,4 @@
-"""Tools from MCP servers (docs/design.md §29): the operator's servers, the connections this
+"""Tools from MCP servers (docs/design.md §31): the operator's servers, the connections this
 process keeps to them, and their tools as the turn runs them.
 
 - `config`: MCP_SERVERS_FILE read and checked once;

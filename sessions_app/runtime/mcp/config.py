@@ -1,4 +1,4 @@
-"""MCP_SERVERS_FILE: the operator's MCP servers, read once per process (docs/design.md §29).
+"""MCP_SERVERS_FILE: the operator's MCP servers, read once per process (docs/design.md §31).
 
 ```toml
 [servers.notes]              # tools appear as mcp__notes__<tool>

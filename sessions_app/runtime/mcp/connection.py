@@ -1,4 +1,4 @@
-"""One MCP server's connection, kept by this process on the MCP lane (docs/design.md §29).
+"""One MCP server's connection, kept by this process on the MCP lane (docs/design.md §31).
 
 Started on first use (a stdio server's process is started then), kept for the next calls,
 and made again when it died: before each call the connection is asked for a ping, so a

@@ -1,5 +1,5 @@
 """The MCP lane: one thread of this process with an event loop of its own, on which every MCP
-connection lives (docs/design.md §29).
+connection lives (docs/design.md §31).
 
 A connection of the SDK is a task group that must be entered and left by one task of one
 loop, and a kept connection outlives the turn that opened it. Turns run on many loops — a

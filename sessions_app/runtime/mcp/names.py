@@ -1,4 +1,4 @@
-"""The names MCP tools are offered under: `mcp__<server>__<tool>` (docs/design.md §29).
+"""The names MCP tools are offered under: `mcp__<server>__<tool>` (docs/design.md §31).
 
 OpenAI and Anthropic take tool names of 1-64 letters, digits, `_` and `-`. A server's own
 tool name may hold anything, so other characters become `_`; a name still too long, or one

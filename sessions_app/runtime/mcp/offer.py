@@ -1,4 +1,4 @@
-"""MCP servers' tools as the tools of a turn (docs/design.md §29).
+"""MCP servers' tools as the tools of a turn (docs/design.md §31).
 
 `mcp_ready()` is awaited before a turn's plan is made: every server whose tools this process
 has not listed yet (or whose listing went stale) is connected and listed, side by side, each
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from sessions_app.runtime.loop.executors import in_pool
 from sessions_app.runtime.mcp.config import mcp_servers
 from sessions_app.runtime.mcp.connection import McpUnavailable, RemoteTool, ServerConnection
-from sessions_app.runtime.mcp.lane import lane_run, on_lane
+from sessions_app.runtime.mcp.lane import lane_loop, lane_run, on_lane
 from sessions_app.runtime.mcp.names import offered_names
 from sessions_app.runtime.mcp.results import result_keep
 from sessions_app.runtime.mcp.server import ServerConfig
@@ -42,9 +42,13 @@ _pins: dict[tuple[str, str], str] = {}
 def _connection(config: ServerConfig) -> ServerConnection:
     with _lock:
         connection = _connections.get(config.name)
-        if connection is None or connection.config != config:
-            connection = _connections[config.name] = ServerConnection(config)
-        return connection
+        if connection is not None and connection.config == config:
+            return connection
+        _connections[config.name] = fresh = ServerConnection(config)
+    if connection is not None:
+        # The server's table changed (a test's file): its old connection (a process) ends.
+        asyncio.run_coroutine_threadsafe(connection.close(), lane_loop())
+    return fresh
 
 
 async def mcp_ready() -> None:
@@ -168,8 +172,11 @@ async def _call(
         await asyncio.wait({call, stopped}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stopped.cancel()
-    if not call.done():
-        call.cancel()
+        # A Stop — or the turn's own task cancelled — cancels the call on the lane too.
+        stopping = not call.done()
+        if stopping:
+            call.cancel()
+    if stopping:
         raise ToolAborted("aborted: the user stopped the turn; the MCP call was cancelled")
     try:
         result = call.result()

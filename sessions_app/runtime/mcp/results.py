@@ -1,10 +1,11 @@
-"""An MCP call's result as the turn keeps it (docs/design.md §29).
+"""An MCP call's result as the turn keeps it (docs/design.md §31).
 
 Text parts become the tool result the model reads; images are kept in the blob store
-(§23) and linked to the session, so the page shows them like the files a run makes (§28)
+(§23) and linked to the session, so the page shows them like uploaded images
 and the model reads "[image: name, W×H]" in their place; `isError` is the result's
 `is_error`. What a server sends is untrusted: at most RESULT_MAX_CHARS of text and
-IMAGES_MAX images of at most UPLOAD_MAX_BYTES each are kept, and an image's type and size
+IMAGES_MAX images of at most UPLOAD_MAX_BYTES each are kept, within the owner's storage quota
+like an upload, and an image's type and size
 are read from its bytes by the same check an upload goes through (Pillow's bomb check
 included), never taken from the server's word.
 """
@@ -25,7 +26,7 @@ from django.conf import settings
 
 from sessions_app.core.file_types import file_type_of
 from sessions_app.runtime.context.history import image_stand_in
-from sessions_app.store.blobs import blob_link
+from sessions_app.store.blobs import blob_link, owner_links, owner_usage
 
 logger = logging.getLogger(__name__)
 
@@ -63,10 +64,15 @@ def _image_keep(
         return f"[image omitted: {refused}]"
     if file_type.kind != "image":
         return "[image omitted: the bytes are not an image]"
+    sha256 = hashlib.sha256(data).hexdigest()
+    # Counted like an upload: a server's images fill the person's quota, not past it.
+    if not owner_links(owner_id=owner_id, sha256=sha256):
+        if owner_usage(owner_id) + len(data) > settings.USER_STORAGE_QUOTA_BYTES:
+            return "[image omitted: it would pass the storage quota (USER_STORAGE_QUOTA_BYTES)]"
     extension = file_type.mime.rsplit("/", 1)[-1]
     stored = blob_link(
         file=file,
-        sha256=hashlib.sha256(data).hexdigest(),
+        sha256=sha256,
         size=len(data),
         file_type=file_type,
         session_id=session_id,

@@ -66,7 +66,7 @@ def providers_preload(specs: Iterable[str] = ()) -> None:
     worker's event loop while every other socket of the process waits; so does building the
     first async client, and a storm of a model's first requests each asked the platform in
     a thread (SdkProvider.preload). Every model the deployment names is prepared the same
-    way, so a session's own model is as fast as the default (docs/design.md §30).
+    way, so a session's own model is as fast as the default (docs/design.md §26).
     """
     _preload(settings.JARVIS_MODEL)
     for spec in dict.fromkeys(specs):

@@ -188,10 +188,13 @@ class SdkProvider(ABC):
         the picker): in a thread of its own, every call that meets the model meanwhile
         waiting for that one preparation. Unprepared, a storm of its first calls built the
         client on the worker's loop and asked the platform in a thread per request (docs/
-        design.md §30). A preparation that fails leaves the calls to build what they need."""
+        design.md §26). A preparation that fails leaves the calls to build what they need."""
         with self._preparing_lock:
             if self._preparing is None:
                 self._preparing = concurrent.futures.Future()
+                # Running, so that it cannot be cancelled: a turn stopped while it waits
+                # cancels its own wait, not the preparation the others wait for.
+                self._preparing.set_running_or_notify_cancel()
                 threading.Thread(
                     target=self._prepare_into,
                     args=(self._preparing,),

@@ -154,7 +154,7 @@ def _intents(
             taken.append((match.start(), match.end()))
 
     # First: a line `call <tool> <json arguments>` calls that tool, any the turn offers
-    # (docs/design.md §29).
+    # (docs/design.md §31).
     for span, name, arguments in _explicit_calls(text):
         add(span, name, arguments)
     # A delegated task is the sub-agent's to read, not a request to act on here.

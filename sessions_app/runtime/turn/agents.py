@@ -276,7 +276,7 @@ def delegation_targets() -> list[AgentDefinition]:
 
 def agent_tools(agent: AgentDefinition) -> dict[str, Tool]:
     """The tools of a turn of this agent, by name; `delegate` lists the current targets. Then
-    the tools of the operator's MCP servers this process has listed (docs/design.md §29)."""
+    the tools of the operator's MCP servers this process has listed (docs/design.md §31)."""
     tools = {}
     for name in agent.tools:
         tool = TOOLS[name]

@@ -23,6 +23,7 @@ from django.db import DatabaseError, transaction
 from jarvis_site.shared import metrics
 from jarvis_site.shared.errors import Code, DomainError
 from jarvis_site.shared.log_context import log_context, log_context_set
+from jarvis_site.shared.outages import database_away
 from sessions_app.core.ids import unique_token, validate_session_id
 from sessions_app.core.signals import turn_finished
 from sessions_app.runtime.context.history import (
@@ -60,6 +61,8 @@ from sessions_app.runtime.turn.lease import (
     lease_request_abort,
 )
 from sessions_app.runtime.turn.memory_context import system_prompt_for
+from sessions_app.runtime.turn.outage import RETRY_SEC as OUTAGE_RETRY_SEC
+from sessions_app.runtime.turn.outage import DatabaseAway, LeaseLost, WriteHold
 from sessions_app.runtime.turn.queue import (
     queue_take,
     queue_turn_ended,
@@ -455,6 +458,7 @@ async def _run(
                     _stop_starting(session_id, abort)
                 lease.watch(on_abort=abort.set)
 
+            late: list = []  # the closing to write once the database is back (§32)
             try:
                 result, meta = await _loop(
                     session_id,
@@ -472,6 +476,8 @@ async def _run(
                         abort=abort,
                     ),
                     held=held,
+                    still_ours=lease.backend.renew,
+                    late=late,
                 )
             finally:
                 # Before the first await: the pump cannot deliver `agent_end` before this.
@@ -481,8 +487,8 @@ async def _run(
                         del _running[session_id]
                         del _running_owner[session_id]
                 await pump.close()
-                if lease.held and await in_pool("store", _release, lease):
-                    queue_turn_ended(session_id)
+                if lease.held:
+                    await _closed_and_released(lease, late)
         if (
             not meta.title
             and meta.spawned_by is None
@@ -513,6 +519,46 @@ def _stop_starting(session_id: str, abort: TurnAbort) -> None:
     """Under _running_lock: the turn is no longer starting (it runs, or it ended)."""
     if _starting.get(session_id, (None, None))[0] is abort:
         del _starting[session_id]
+
+
+_late_closings: set[asyncio.Task] = set()
+
+
+async def _closed_and_released(lease: TurnLease, late: list) -> None:
+    """Release the turn's lease and run what was queued behind it — at once, or, when the
+    database is away (the turn's closing waits for it, or the release meets the outage), in
+    a task that does it once the database is back (§32): the turn has ended for everyone."""
+    if not late:
+        try:
+            if await in_pool("store", _release, lease):
+                queue_turn_ended(lease.session_id)
+            return
+        except Exception as error:
+            if not database_away(error) or in_sync_caller():
+                raise
+    task = asyncio.ensure_future(_close_late(lease, late))
+    _late_closings.add(task)
+    task.add_done_callback(_late_closings.discard)
+
+
+async def _close_late(lease: TurnLease, late: list) -> None:
+    try:
+        for write in late:
+            await write()
+        while True:
+            try:
+                waiting = await in_pool("store", _release, lease)
+                break
+            except Exception as error:
+                if not database_away(error):
+                    raise
+                await asyncio.sleep(OUTAGE_RETRY_SEC)
+        if waiting:
+            queue_turn_ended(lease.session_id)
+    except Exception:
+        # The lease lapses; the session's next turn closes this one as a crash would.
+        logger.exception("turn of %s could not be closed after the outage", lease.session_id)
+        lease.unwatch()
 
 
 def _release(lease: TurnLease) -> bool:
@@ -560,7 +606,20 @@ class _Plan:
 
 
 async def _loop(
-    session_id, meta, owner_id, text, provider, abort, pump, queue_id, attachments, *, take, held
+    session_id,
+    meta,
+    owner_id,
+    text,
+    provider,
+    abort,
+    pump,
+    queue_id,
+    attachments,
+    *,
+    take,
+    held,
+    still_ours,
+    late: list,
 ) -> tuple[TurnResult, SessionMeta]:
     """The turn from its lease on: `take(then)` takes the lease and runs `then` (the system
     prompt and the first writes) in the same pool call; `held()` registers the running turn.
@@ -616,6 +675,10 @@ async def _loop(
 
     system_prompt, plan, (meta, owner_id, history, turn_entries) = await take(prompt_and_begin)
     held()
+    # The turn's writes wait through a database outage (runtime.turn.outage, §32); what a
+    # write could not store before the hold ran out is stored with the turn's closing.
+    hold = WriteHold(turn_id=turn_id, still_ours=still_ours)
+    unstored: list[NewEntry] = []
     provider, tools = plan.provider, plan.tools
     incarnation = meta.incarnation
     store = get_store()
@@ -631,13 +694,27 @@ async def _loop(
             pump.put({"type": "entry", "entry": record})
 
     async def append(entries: list[NewEntry]) -> None:
-        records = await in_pool(_pool_for(abort), store.append, session_id, entries, incarnation)
+        try:
+            records = await hold.write(
+                lambda: in_pool(
+                    _pool_for(abort), hold.guarded(store.append), session_id, entries, incarnation
+                )
+            )
+        except DatabaseAway:
+            unstored.extend(entries)
+            raise
         turn_entries.extend(records)
         stored(records)
 
     async def append_steers() -> None:
-        records = await in_pool(
-            "store", _steers_store, session_id=session_id, incarnation=incarnation, turn_id=turn_id
+        records = await hold.write(
+            lambda: in_pool(
+                "store",
+                hold.guarded(_steers_store),
+                session_id=session_id,
+                incarnation=incarnation,
+                turn_id=turn_id,
+            )
         )
         turn_entries.extend(records)
         stored(records)
@@ -676,6 +753,7 @@ async def _loop(
     )
 
     status = "max_turns"
+    lease_lost = False
     error = f"the turn reached its limit of {settings.MAX_STEPS} model calls"
     answer: list[NewEntry] = []
     code = ""
@@ -758,27 +836,53 @@ async def _loop(
                 break
     except SessionNotFound:
         raise  # deleted mid-turn: there is nothing left to close
+    except (DatabaseAway, LeaseLost) as failure:
+        status, error, code = "error", str(failure), failure.code
+        lease_lost = isinstance(failure, LeaseLost)  # the turn that took it closes this one
     except Exception as failure:  # noqa: BLE001 - any failure still closes the turn
         logger.exception("turn %s of session %s failed", turn_id, session_id)
         status, error = "error", f"internal error: {failure}"
-    unanswered = NOT_RUN_ABORTED if status == "aborted" else NOT_RUN_FAILED.format(error=error)
+
+    def closing_kwargs() -> dict:
+        unanswered = NOT_RUN_ABORTED if status == "aborted" else NOT_RUN_FAILED.format(error=error)
+        return {
+            "session_id": session_id,
+            "incarnation": incarnation,
+            "owner_id": owner_id,
+            "turn_id": turn_id,
+            "history": history,
+            "turn_entries": list(turn_entries),
+            "status": status,
+            "error": error,
+            "unanswered_text": unanswered,
+            "code": code,
+            "answer": [*unstored, *answer],
+        }
+
     # A turn started at once is closed at once too: a person's short answer, asked during a
     # burst, waited up to 0.9 s here behind the burst's starts (§26).
-    closing = await (in_pool_first if AT_ONCE.get() else in_pool)(
-        _pool_for(abort),
-        _close_turn,
-        session_id=session_id,
-        incarnation=incarnation,
-        owner_id=owner_id,
-        turn_id=turn_id,
-        history=history,
-        turn_entries=list(turn_entries),
-        status=status,
-        error=error,
-        unanswered_text=unanswered,
-        code=code,
-        answer=answer,
-    )
+    close_in_pool = in_pool_first if AT_ONCE.get() else in_pool
+    closing: list[EntryRecord] = []
+    if not lease_lost:
+        try:
+            closing = await hold.write(
+                lambda: close_in_pool(
+                    _pool_for(abort), hold.guarded(_close_turn), **closing_kwargs()
+                )
+            )
+        except DatabaseAway as away:
+            # Every tab learns now that the turn ended; what it holds is stored once the
+            # database is back (runtime.turn.outage).
+            status, error, code = "error", str(away), away.code
+            late_kwargs = closing_kwargs()
+            late.append(
+                lambda: hold.write(
+                    lambda: in_pool("store", hold.guarded(_close_turn), **late_kwargs),
+                    expire=False,
+                )
+            )
+        except LeaseLost as lost:
+            status, error, code = "error", str(lost), lost.code
     turn_entries.extend(closing)
     stored(closing)
     duration = time.monotonic() - started
@@ -793,6 +897,9 @@ async def _loop(
             "status": status,
             "last_seq": turn_entries[-1].seq,
         }
+        # What went wrong, on every tab: a turn that could not store its end has no
+        # `turn_end` entry to say it (§32).
+        | ({"error": error, "code": code or Code.TURN_FAILED} if status == "error" else {})
     )
     return TurnResult(
         turn_id=turn_id, status=status, entries=turn_entries, error=error, code=code

@@ -207,13 +207,34 @@ function scrollablePre(className, text, label) {
   return pre;
 }
 
+// A tool of an MCP server is offered as mcp__<server>__<tool> (docs/design.md §31): shown as
+// its tool's name, with the server's beside it.
+function mcpTool(name) {
+  const match = /^mcp__(.+?)__(.+)$/.exec(name || "");
+  return match ? { server: match[1], tool: match[2] } : null;
+}
+
+// "add (MCP server fake)" for an MCP tool, else the tool's name.
+function toolTitle(name) {
+  const mcp = mcpTool(name);
+  return mcp ? mcp.tool + " (MCP server " + mcp.server + ")" : name;
+}
+
+function toolNameElements(name) {
+  const mcp = mcpTool(name);
+  if (!mcp) return [el("span", "tool-name", name)];
+  const server = el("span", "tool-server", "MCP · " + mcp.server);
+  server.title = "a tool of the MCP server " + mcp.server;
+  return [el("span", "tool-name", mcp.tool), server];
+}
+
 function toolCallElement(call) {
   const details = el("details", "tool");
   details.dataset.callId = call.id;
   const summary = el("summary");
   summary.appendChild(icon("chevron"));
   summary.appendChild(icon("tool"));
-  summary.appendChild(el("span", "tool-name", call.name));
+  for (const part of toolNameElements(call.name)) summary.appendChild(part);
   const run = call.name === RUN_CODE ? runCodeArguments(call) : null;
   summary.appendChild(el("span", "tool-args", run ? runCodeSummary(run) : shortArguments(call.arguments)));
   summary.appendChild(el("span", "tool-state", "running…"));
@@ -226,7 +247,7 @@ function toolCallElement(call) {
     return details;
   }
   details.appendChild(el("div", "label", "Arguments"));
-  details.appendChild(scrollablePre("arguments", prettyArguments(call.arguments), call.name + " arguments"));
+  details.appendChild(scrollablePre("arguments", prettyArguments(call.arguments), toolTitle(call.name) + " arguments"));
   return details;
 }
 
@@ -283,17 +304,21 @@ function renderToolResult(entry) {
     const summary = el("summary");
     summary.appendChild(icon("chevron"));
     summary.appendChild(icon("tool"));
-    summary.appendChild(el("span", "tool-name", entry.name + " result"));
+    for (const part of toolNameElements(entry.name)) summary.appendChild(part);
+    summary.appendChild(el("span", "tool-args", "result"));
     orphan.appendChild(summary);
     const result = entry.name === RUN_CODE ? runResult(entry) : null;
-    orphan.appendChild(result ? outputElement(result) : scrollablePre("result", entry.content, entry.name + " result"));
+    orphan.appendChild(
+      result ? outputElement(result) : scrollablePre("result", entry.content, toolTitle(entry.name) + " result"),
+    );
     // Its call may still come: scrolling back loads the entry before this one.
     orphan.dataset.resultFor = entry.tool_call_id;
     orphan.toolResult = entry;
     append(orphan);
     const files = result && runFilesElement(state.sessionId, entry, result);
     if (files) orphan.after(files);
-    orphan.runFiles = files;
+    // The files shown under it (a run's, an MCP server's images) go with it when its call comes.
+    orphan.runFiles = files || (result ? null : showToolFiles(orphan, entry));
     return;
   }
   showToolResult(details, entry);
@@ -317,7 +342,21 @@ function showToolResult(details, entry) {
   }
   details.classList.toggle("error", Boolean(entry.is_error));
   details.appendChild(el("div", "label", entry.is_error ? "Error" : "Result"));
-  details.appendChild(scrollablePre("result", entry.content, (entry.name || "tool") + " result"));
+  details.appendChild(scrollablePre("result", entry.content, toolTitle(entry.name || "tool") + " result"));
+  showToolFiles(details, entry);
+}
+
+// Files a call kept (an MCP server's images): shown like a message's attachments, after the
+// result and outside the folded details, so they are seen without opening the call. Returns
+// the list (null when there is none).
+function showToolFiles(details, entry) {
+  const files = (entry.data || {}).files;
+  if (!Array.isArray(files) || !files.length) return null;
+  const list = attachmentsElement(state.sessionId, files);
+  list.classList.add("tool-files");
+  list.setAttribute("aria-label", "Files from " + toolTitle(entry.name || "the tool"));
+  details.after(list);
+  return list;
 }
 
 // --- approvals: a tool that asks first (docs/api.md) -------------------------------------
@@ -338,15 +377,21 @@ function showApproval(request) {
   details.querySelector(".tool-state").textContent = "waiting for your approval";
   const box = el("div", "approval");
   box.setAttribute("role", "group");
-  box.setAttribute("aria-label", "Approval for " + request.tool);
-  box.appendChild(el("span", "approval-question", "Allow " + request.tool + " to run?"));
+  const title = toolTitle(request.tool);
+  box.setAttribute("aria-label", "Approval for " + title);
+  box.appendChild(el("span", "approval-question", "Allow " + title + " to run?"));
+  // What it would run with: the person decides on the call, not only the tool.
+  const argumentsText = JSON.stringify(request.arguments || {});
+  box.appendChild(
+    el("code", "approval-arguments", argumentsText.length > 300 ? argumentsText.slice(0, 299) + "…" : argumentsText),
+  );
   for (const [label, allow] of [
     ["Allow", true],
     ["Deny", false],
   ]) {
     const button = el("button", "approval-" + label.toLowerCase(), label);
     button.type = "button";
-    button.setAttribute("aria-label", label + " " + request.tool);
+    button.setAttribute("aria-label", label + " " + title);
     button.addEventListener("click", () => {
       if (send({ type: "approval", call_id: request.call_id, allow })) {
         for (const each of box.querySelectorAll("button")) each.disabled = true;
@@ -357,7 +402,7 @@ function showApproval(request) {
   // Right under the call's name: the question is the first thing Tab reaches, before the
   // arguments (which take focus themselves, being scrollable).
   details.querySelector("summary").after(box);
-  announce("Jarvis asks to run " + request.tool + ": allow or deny.");
+  announce("Jarvis asks to run " + title + ": allow or deny.");
 }
 
 function endApproval(event) {
@@ -1249,6 +1294,8 @@ function handleEvent(event) {
       state.liveTurn = null;
       removeLive();
       setBusy(false);
+      // A turn that could not store its end (the database was away) says why here only.
+      if (event.code === "database_unavailable") showNotice(event.error, "error");
       if (event.last_seq) resyncUpTo(event.last_seq);
       refreshCost();
       refreshSessions();

@@ -2,6 +2,8 @@
 // conversation (`GET /api/sessions/{id}/workspace/`), each a download link to its current
 // content. The Files button opens and closes it and shows how many files there are; the
 // list is read again when the session changes and after each run that changed the files.
+// Where this server runs no code (no bubblewrap, a probe that failed), the panel says why
+// (`GET /api/tools/`'s `sandbox.reason`).
 
 import { api, sessionPath } from "./api.js";
 import { sizeText } from "./attachments.js";
@@ -19,7 +21,19 @@ export function setupWorkspacePanel({ sessionId, announce }) {
   const status = $("workspace-status");
   const count = $("workspace-count");
   const close = $("workspace-close");
+  const noSandbox = $("workspace-no-sandbox");
   let asked = 0; // answers to older requests (another session's) are dropped
+  let sandboxAsked = false;
+
+  async function showSandbox() {
+    sandboxAsked = true;
+    const result = await api("GET", "/api/tools/");
+    const sandbox = result.ok && result.data && result.data.sandbox;
+    if (sandbox && sandbox.run_code === false) {
+      noSandbox.textContent = "Code cannot run on this server: " + (sandbox.reason || "no sandbox").replace(/\.$/, "") + ".";
+      noSandbox.hidden = false;
+    }
+  }
 
   function show(open) {
     panel.hidden = !open;
@@ -64,6 +78,7 @@ export function setupWorkspacePanel({ sessionId, announce }) {
     show(open);
     if (open) {
       refresh();
+      if (!sandboxAsked) showSandbox();
       panel.focus();
     }
   });

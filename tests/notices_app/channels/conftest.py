@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.management import call_command
 from py_vapid import Vapid
 
-from notices_app.vapid import b64url, public_key_text
+from notices_app.core.vapid import b64url, public_key_text
 
 
 @dataclass

@@ -3,9 +3,9 @@ that unsubscribed, a redirect, a rate limit, a host no longer allowed (docs/desi
 
 import pytest
 
+from notices_app.channels.preferences import notice_settings_update, push_subscription_add
 from notices_app.delivery import notice_send
 from notices_app.models import NoticeOutbox, PushSubscription
-from notices_app.preferences import notice_settings_update, push_subscription_add
 from sessions_app.services import notices, sessions
 from tests.notices_app.schedules.conftest import (
     fan_out_notices,

@@ -5,8 +5,8 @@ up no other (docs/design.md §14, §16)."""
 
 import pytest
 
+from notices_app.channels.preferences import notice_settings_update, push_subscription_add
 from notices_app.models import NoticeOutbox, Schedule
-from notices_app.preferences import notice_settings_update, push_subscription_add
 from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.services import sessions
 from sessions_app.store import get_store

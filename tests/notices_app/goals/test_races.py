@@ -4,8 +4,8 @@ task, a second worker) run its turn once."""
 
 import pytest
 
-from notices_app.goals import TooManyGoals, goal_check_in, goal_create
 from notices_app.models import Goal
+from notices_app.services.goals import TooManyGoals, goal_check_in, goal_create
 from sessions_app.services import sessions
 from tests.conftest import requires_postgres
 from tests.helpers import run_in_threads

@@ -8,7 +8,7 @@ import threading
 import pytest
 from django.db import connections
 
-from notices_app.goals import goal_create
+from notices_app.services.goals import goal_create
 from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.services.sessions import session_usage
 from sessions_app.store import get_store

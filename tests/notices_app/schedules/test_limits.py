@@ -9,7 +9,7 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from notices_app.models import Schedule, ScheduleRun
-from notices_app.schedules import schedule_create
+from notices_app.services.schedules import schedule_create
 from sessions_app.core.throttles import TurnRateThrottle
 from sessions_app.runtime.turn import turns
 from sessions_app.runtime.turn.turns import turn_run

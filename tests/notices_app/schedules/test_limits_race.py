@@ -4,7 +4,7 @@ threads released together by a barrier; exactly one of them gets it."""
 import pytest
 
 from notices_app.models import Schedule
-from notices_app.schedules import TooManySchedules, schedule_create
+from notices_app.services.schedules import TooManySchedules, schedule_create
 from tests.conftest import requires_postgres
 from tests.helpers import run_in_threads
 

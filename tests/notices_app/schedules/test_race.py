@@ -5,7 +5,7 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from notices_app.models import ScheduleRun
-from notices_app.schedules import schedule_create, schedule_fire
+from notices_app.services.schedules import schedule_create, schedule_fire
 from sessions_app.services import sessions
 from sessions_app.store import get_store
 from tests.conftest import requires_postgres

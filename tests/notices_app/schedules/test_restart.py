@@ -50,7 +50,7 @@ def test_a_run_whose_worker_was_killed_mid_task_fires_after_recovery(backend, al
     from django.utils import timezone
     from django_tasks_db.models import DBTaskResult
 
-    from notices_app.schedules import schedule_create
+    from notices_app.services.schedules import schedule_create
     from sessions_app.services import sessions
 
     from .conftest import run_due_tasks

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from notices_app.models import Schedule, ScheduleRun
-from notices_app.schedules import (
+from notices_app.services.schedules import (
     ScheduleInvalid,
     schedule_cancel,
     schedule_create,

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from notices_app.delivery import notice_outbox_recover, notice_send
 from notices_app.models import NoticeOutbox
-from notices_app.schedules import schedule_create
+from notices_app.services.schedules import schedule_create
 from sessions_app.services import deletion, notices, sessions
 from sessions_app.store import get_store
 

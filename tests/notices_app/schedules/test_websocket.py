@@ -9,7 +9,7 @@ from django.db import connections
 from django.utils import timezone
 
 from notices_app.models import Schedule
-from notices_app.schedules import schedule_fire
+from notices_app.services.schedules import schedule_fire
 from sessions_app.store import get_store
 from tests.helpers import GUARD_SEC
 from tests.sessions_app.web.consumers.conftest import (

@@ -1,4 +1,4 @@
-"""Rate limits counted in one cache for every worker (docs/design.md §30): a burst that
+"""Rate limits counted in one cache for every worker (docs/design.md §12): a burst that
 reaches the cache at once gets exactly the limit, and a cache that cannot be reached does not
 stop anyone's work."""
 

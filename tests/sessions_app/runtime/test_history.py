@@ -10,12 +10,14 @@ from sessions_app.runtime.context.history import (
     CRASH_RESULT_TEXT,
     MISSING_RESULT_TEXT,
     HistoryInvalid,
+    calls_made,
     project_anthropic,
     project_openai,
     repair_entries,
     validate_anthropic,
     validate_openai,
 )
+from sessions_app.services.transfer import repair_history
 from sessions_app.store import NewEntry
 from tests.builders import assistant, call, records, result, turn_end, turn_start, user
 
@@ -275,6 +277,23 @@ def test_any_history_after_repair_validates_in_both_formats(history):
     assert repair_entries(repaired) == []  # idempotent
     # What the model sees is the repaired history plus the next turn's user message.
     both(repaired + records([user("next")], start=start + len(repairs)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories())
+def test_an_imports_repair_leaves_nothing_for_the_turn_or_the_projection_to_pair(history):
+    """One reading of the pairing: once an import's repair has answered every call, the turn's
+    repair finds nothing to add and the projection synthesizes no result."""
+    entries = [
+        NewEntry(**{name: getattr(r, name) for name in NewEntry.__dataclass_fields__})
+        for r in history
+    ]
+    repaired = records(repair_history(entries).entries)
+
+    assert [made.unanswered() for made in calls_made(repaired) if made.unanswered()] == []
+    assert repair_entries(repaired) == []
+    messages, _, anthropic = both(repaired + records([user("next")], start=len(repaired) + 1))
+    assert MISSING_RESULT_TEXT not in json.dumps([messages, anthropic])
 
 
 @settings(max_examples=300, deadline=None)

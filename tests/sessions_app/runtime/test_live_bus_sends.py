@@ -126,7 +126,8 @@ async def test_a_publish_redis_never_answers_ends_within_the_socket_timeout(sile
         stop = asyncio.ensure_future(bus.abort("a-turn-elsewhere"))
         done, _ = await asyncio.wait({stop}, timeout=GUARD_SEC)
         assert stop in done, "a PUBLISH without an answer held its caller for ever"
-        assert isinstance(stop.exception(), TimeoutError)
+        # Reached nobody, as far as it knows: the lease's mark stops the turn (§32).
+        assert stop.result() is False
     finally:
         await _closed(bus)
 

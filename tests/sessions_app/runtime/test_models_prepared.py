@@ -1,4 +1,4 @@
-"""Every model on the fast path (docs/design.md §30): a session's own model, picked as the
+"""Every model on the fast path (docs/design.md §26): a session's own model, picked as the
 picker does (`PATCH model`, the `session_configure` service), runs on clients prepared before
 its turns — at a server's start for every model the deployment names, else once at its first
 turn, in a thread — never on clients its turns build, nor with the SDK asking the platform
@@ -17,7 +17,7 @@ from sessions_app.runtime.providers.openai import OpenAIProvider
 from sessions_app.runtime.turn.agents import models_configured
 from sessions_app.runtime.turn.turns import turn_run_async
 from sessions_app.services.sessions import session_configure
-from sessions_app.store import get_store
+from sessions_app.store import NewEntry, get_store
 from tests.fakes.llm_server import Reply, serving_the_apps_model
 from tests.helpers import GUARD_SEC
 
@@ -127,3 +127,44 @@ def test_a_model_typed_into_the_picker_is_prepared_once_off_the_loop_at_its_firs
     assert set(observed["built"]) == {"jarvis-model-prepare"}
     assert len(observed["built"]) == 2
     assert observed["handed_off"] == []
+
+
+def test_a_call_stopped_while_its_model_is_prepared_leaves_the_others_waiting_for_it(
+    server, monkeypatch
+):
+    provider = OpenAIProvider(
+        "gpt-4.1-mini", api_key="test", base_url=server.openai_url, max_retries=0
+    )
+    started, release = threading.Event(), threading.Event()
+    prepare = OpenAIProvider.preload
+
+    def held(self):
+        started.set()
+        assert release.wait(GUARD_SEC), "the test never let the preparation go on"
+        prepare(self)
+
+    monkeypatch.setattr(OpenAIProvider, "preload", held)
+    session_id = get_store().create("prepared-once").id
+    entries = get_store().append(session_id, [NewEntry(role="user", content="hi")])
+    server.script(Reply(text="hello"))
+
+    def call():
+        return provider.acomplete(
+            entries=entries,
+            system_prompt="You are Jarvis.",
+            tools=[],
+            on_delta=lambda _: None,
+            abort=threading.Event(),
+        )
+
+    async def scenario():
+        stopped, waiting = asyncio.ensure_future(call()), asyncio.ensure_future(call())
+        assert await asyncio.to_thread(started.wait, GUARD_SEC)
+        stopped.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await stopped
+        release.set()
+        async with asyncio.timeout(GUARD_SEC):
+            return await waiting
+
+    assert asyncio.run(scenario()).text == "hello"

@@ -1,4 +1,4 @@
-"""What every MCP transport answers (docs/design.md §29; one module per transport)."""
+"""What every MCP transport answers (docs/design.md §31; one module per transport)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stdio servers: a process this worker starts on first use and keeps (docs/design.md §29).
+"""Stdio servers: a process this worker starts on first use and keeps (docs/design.md §31).
 
 The server gets the worker's PATH, HOME and locale plus the table's `env`, nothing else of the
 worker's environment (its database URL, its keys): the SDK's default set of inherited

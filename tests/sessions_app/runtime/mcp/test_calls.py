@@ -1,7 +1,8 @@
 """Tools of a real MCP server (tests/fakes/mcp_server.py, written with the `mcp` SDK) called
 in turns through the offline model's `call <tool> <json>`, over stdio and streamable HTTP, on
-each store backend (docs/design.md §29)."""
+each store backend (docs/design.md §31)."""
 
+import json
 import os
 import signal
 import stat
@@ -12,10 +13,13 @@ import time
 import pytest
 from django.db import connections
 
+from sessions_app.runtime.providers.anthropic import AnthropicProvider
+from sessions_app.runtime.providers.openai import OpenAIProvider
 from sessions_app.runtime.turn.approvals import DENIED_TEXT
 from sessions_app.runtime.turn.turns import turn_abort, turn_run
 from sessions_app.services import approvals
 from sessions_app.store import get_store
+from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.fakes.mcp_servers import SERVER_SCRIPT
 from tests.helpers import GUARD_SEC, eventually
 
@@ -261,3 +265,36 @@ def test_a_trusted_tool_whose_definition_changed_asks_first(serve_mcp, session, 
     assert (entry.content, entry.is_error) == (DENIED_TEXT, True)
     assert_history_valid(session)
     get_store().get_messages(session)
+
+
+@pytest.mark.parametrize("transport", ["stdio"])
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_real_providers_take_the_offered_tools_and_the_history(serve_mcp, session, alice, api):
+    """Through the official SDKs, against the strict fake of both APIs: every offered name
+    passes their rule (a server's `find.notes` too), and the calls' history is accepted."""
+    serve_mcp(trusted_tools=["add", "find.notes"])
+
+    def responder(body):
+        tools = [t.get("function", t)["name"] for t in body.get("tools", [])]
+        sent_results = json.dumps(body["messages"]).count("no notes about taxes")
+        if sent_results:
+            return Reply(text="Nothing about taxes, and 2+3 is 5.")
+        find = next(name for name in tools if name.startswith("mcp__fake__find_notes_"))
+        return Reply(calls=[("mcp__fake__add", {"a": 2, "b": 3}), (find, {"query": "taxes"})])
+
+    with FakeLLMServer(responder=responder) as llm:
+        provider = (
+            OpenAIProvider("gpt-4o", api_key="test", base_url=llm.openai_url, max_retries=0)
+            if api == "openai"
+            else AnthropicProvider(
+                "claude-haiku-4-5", api_key="test", base_url=llm.base_url, max_retries=0
+            )
+        )
+        result = turn_run(session_id=session, owner_id=alice.id, text="hi", provider=provider)
+        assert llm.refusals == []
+    assert result.status == "completed"
+    assert [(e.content, e.is_error) for e in tool_entries(result)] == [
+        ("5", False),
+        ("no notes about taxes", False),
+    ]
+    assert_history_valid(session)

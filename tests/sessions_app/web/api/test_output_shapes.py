@@ -14,7 +14,7 @@ from django.db import connections
 from rest_framework import serializers as drf
 from rest_framework.test import APIClient
 
-from notices_app import serializers as schedule_serializers
+from notices_app.web import serializers as schedule_serializers
 from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.store import NewEntry, get_store
 from sessions_app.web import serializers as out

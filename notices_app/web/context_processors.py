@@ -1,4 +1,4 @@
-from notices_app.vapid import vapid_public_key
+from notices_app.core.vapid import vapid_public_key
 
 
 def web_push(request) -> dict:

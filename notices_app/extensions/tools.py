@@ -7,8 +7,8 @@ of this app for the conversation that calls it.
 
 from __future__ import annotations
 
-from notices_app.goals import goal_finish, goal_note_add
-from notices_app.schedules import (
+from notices_app.services.goals import goal_finish, goal_note_add
+from notices_app.services.schedules import (
     ScheduleNotFound,
     schedule_cancel,
     schedule_create,

@@ -5,7 +5,8 @@ lists the person's goals, `/goals pause|resume|cancel <id>` changes one."""
 from __future__ import annotations
 
 from jarvis_site.shared.errors import Code
-from notices_app.goals import (
+from notices_app.models import Goal
+from notices_app.services.goals import (
     GoalNotFound,
     goal_create,
     goal_describe,
@@ -13,7 +14,6 @@ from notices_app.goals import (
     goal_set_status,
     goal_to_api,
 )
-from notices_app.models import Goal
 from sessions_app.core.command_registry import CommandRefused, CommandReply
 
 STATUS_OF = {"pause": Goal.PAUSED, "resume": Goal.ACTIVE, "cancel": Goal.CANCELLED}

@@ -20,11 +20,13 @@ from rest_framework.views import APIView
 from rest_framework.viewsets import ViewSet
 
 from jarvis_site.shared.errors import Code
-from notices_app import goals, me, preferences, schedules, serializers
+from notices_app.channels import preferences
+from notices_app.services import goals, me, schedules
+from notices_app.web import serializers
 from sessions_app.web.serializers import ErrorOutput
 
 AUTHENTICATION = [TokenAuthentication, SessionAuthentication]
-SERVICE_WORKER = Path(__file__).parent / "static" / "notices_app" / "sw.js"
+SERVICE_WORKER = Path(__file__).parent.parent / "static" / "notices_app" / "sw.js"
 
 ERRORS = {
     400: OpenApiResponse(ErrorOutput, description="bad input"),
@@ -166,7 +168,7 @@ def _me(user) -> dict:
 
 @extend_schema(tags=["me"])
 class MeView(APIView):
-    """`GET/PATCH /api/me/`: the caller's settings, section by section (notices_app.me)."""
+    """`GET/PATCH /api/me/`: the caller's settings, section by section (notices_app.services.me)."""
 
     authentication_classes = AUTHENTICATION
 

@@ -30,15 +30,15 @@ from django.utils import timezone
 
 from jarvis_site.shared.errors import Code, DomainError
 from jarvis_site.shared.markdown import markdown_cut, markdown_literal
-from notices_app.delivery import schedule_target_session
-from notices_app.models import Schedule, ScheduleRun
-from notices_app.task_queue import (
+from notices_app.core.task_queue import (
     FIRE_SCHEDULE,
     RUNNING_STALE_SEC,
     task_cancel_pending,
     task_enqueue,
     task_is_waiting,
 )
+from notices_app.delivery import schedule_target_session
+from notices_app.models import Schedule, ScheduleRun
 from sessions_app import selectors
 from sessions_app.core.ids import validate_session_id
 from sessions_app.core.throttles import turn_throttle_wait

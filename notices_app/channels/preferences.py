@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from jarvis_site.shared.errors import Code, DomainError
 from jarvis_site.shared.outbound_urls import outbound_url_check
+from notices_app.core.vapid import b64url_decode
 from notices_app.models import NoticeOutbox, NoticeSettings, PushSubscription
-from notices_app.vapid import b64url_decode
 
 # A browser's keys (RFC 8291): its P-256 public key as an uncompressed point, and a 16-byte
 # authentication secret, both base64url.

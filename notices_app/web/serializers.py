@@ -1,16 +1,16 @@
 """API shapes of notices_app. The rules (a run time in the future, a known unit) live in
-notices_app.schedules, shared with the agent's `schedule` tool."""
+notices_app.services.schedules, shared with the agent's `schedule` tool."""
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
-from notices_app.goals import MAX_CHECK_EVERY_SEC as GOAL_MAX_CHECK_EVERY_SEC
-from notices_app.goals import MAX_TEXT_CHARS as GOAL_MAX_TEXT_CHARS
-from notices_app.goals import MAX_TURNS_LIMIT as GOAL_MAX_TURNS
-from notices_app.goals import SETTABLE as GOAL_SETTABLE
 from notices_app.models import Goal, Schedule
-from notices_app.schedules import (
+from notices_app.services.goals import MAX_CHECK_EVERY_SEC as GOAL_MAX_CHECK_EVERY_SEC
+from notices_app.services.goals import MAX_TEXT_CHARS as GOAL_MAX_TEXT_CHARS
+from notices_app.services.goals import MAX_TURNS_LIMIT as GOAL_MAX_TURNS
+from notices_app.services.goals import SETTABLE as GOAL_SETTABLE
+from notices_app.services.schedules import (
     MAX_REPEAT_EVERY,
     MAX_TEXT_CHARS,
     SCHEDULE_OFFSET_MAX,
@@ -125,7 +125,7 @@ class PushSubscriptionOutput(serializers.Serializer):
     id = serializers.IntegerField()
 
 
-# --- goals (docs/design.md §25; the rules live in notices_app.goals) ---------------------------
+# --- goals (docs/design.md §25; the rules live in notices_app.services.goals) ---------------------------
 
 
 class StringField(serializers.CharField):

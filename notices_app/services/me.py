@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from rest_framework import serializers
 
-from notices_app.preferences import (
+from notices_app.channels.preferences import (
     notice_settings_of,
     notice_settings_update,
     push_subscriptions_of,

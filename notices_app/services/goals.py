@@ -36,15 +36,15 @@ from django.utils import timezone
 
 from jarvis_site.shared.errors import Code, DomainError
 from jarvis_site.shared.markdown import markdown_literal
-from notices_app.delivery import notices_conversation, notices_kept_inside
-from notices_app.models import Goal, GoalNote
-from notices_app.task_queue import (
+from notices_app.core.task_queue import (
     CHECK_IN_GOAL,
     RUNNING_STALE_SEC,
     task_cancel_pending,
     task_enqueue,
     task_is_waiting,
 )
+from notices_app.delivery import notices_conversation, notices_kept_inside
+from notices_app.models import Goal, GoalNote
 from sessions_app import selectors
 from sessions_app.core.ids import is_test_session, validate_session_id
 from sessions_app.core.throttles import turn_throttle_wait

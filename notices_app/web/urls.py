@@ -4,7 +4,7 @@ settings view with the account's DELETE added (accounts_app.api.MeView)."""
 
 from django.urls import path
 
-from notices_app.api import PushSubscriptionViewSet
+from notices_app.web.api import PushSubscriptionViewSet
 
 urlpatterns = [
     path(

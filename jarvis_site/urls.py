@@ -77,6 +77,7 @@ urlpatterns = [
     # Before notices_app's: its `me/` view, extended with DELETE (the account).
     path("api/", include("accounts_app.urls")),
     path("api/", include("notices_app.web.urls")),
+    path("api/", include("memory_app.urls")),
     path("sw.js", service_worker, name="service-worker"),
     path("", chat_page, name="chat"),
 ]

@@ -14,9 +14,10 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, Max, Q
+from django.db.models import Case, Count, Max, Q, When
 from django.utils import timezone
 
+from jarvis_site.shared.errors import Code, DomainError
 from memory_app.extraction import FactCandidate, classify_task, extract_facts, procedure_steps
 from memory_app.llm import model_extract_facts
 from memory_app.models import (
@@ -338,13 +339,81 @@ def compaction_summary_record(
 
 
 # --- procedures --------------------------------------------------------------------------
-def _procedure_decide(procedure_id: int, status: str) -> Procedure:
+# What a person may decide about a procedure (a draft is only ever made by consolidation).
+PROCEDURE_DECISIONS = (Procedure.Status.APPROVED, Procedure.Status.REJECTED)
+# What the person's list shows: what waits for them, and what they said yes to.
+PROCEDURES_LISTED = (Procedure.Status.DRAFT, Procedure.Status.APPROVED)
+
+
+class ProcedureNotFound(DomainError):
+    """No such procedure of this person (404, for another person's too)."""
+
+    code = Code.NOT_FOUND
+
+
+class ProcedureDecisionInvalid(DomainError):
+    """A status a person cannot set (400 invalid)."""
+
+    code = Code.INVALID
+
+
+def _procedure_decide(procedure_id: int, status: str, owner_id: int | None = None) -> Procedure:
     with transaction.atomic():
-        procedure = Procedure.objects.select_for_update().get(pk=procedure_id)
-        procedure.status = status
-        procedure.decided_at = timezone.now()
-        procedure.save(update_fields=["status", "decided_at"])
+        procedures = Procedure.objects.select_for_update().filter(pk=procedure_id)
+        if owner_id is not None:
+            procedures = procedures.filter(owner_id=owner_id)
+        procedure = procedures.first()
+        if procedure is None:
+            raise ProcedureNotFound("no such procedure of yours")
+        if procedure.status != status:
+            procedure.status = status
+            procedure.decided_at = timezone.now()
+            procedure.save(update_fields=["status", "decided_at"])
     return procedure
+
+
+def procedure_decide(*, procedure_id: int, owner_id: int, status: str) -> Procedure:
+    """The person approves their procedure (from their next turn on, it reaches the model's
+    system prompt, docs/design.md §22) or rejects it (it never does, and consolidation
+    drafts no other for that kind of task). Deciding what it already is changes nothing.
+    Raises ProcedureDecisionInvalid for another status, ProcedureNotFound for a missing
+    procedure or another person's."""
+    if status not in PROCEDURE_DECISIONS:
+        raise ProcedureDecisionInvalid(f'status is "approved" or "rejected", not {status!r}')
+    return _procedure_decide(procedure_id, status, owner_id=owner_id)
+
+
+def procedure_get(*, procedure_id: int, owner_id: int) -> Procedure:
+    """The person's procedure; ProcedureNotFound for a missing one or another person's."""
+    procedure = Procedure.objects.filter(pk=procedure_id, owner_id=owner_id).first()
+    if procedure is None:
+        raise ProcedureNotFound("no such procedure of yours")
+    return procedure
+
+
+def procedures_of_owner(*, owner_id: int) -> list[Procedure]:
+    """The person's procedures to judge and the ones they approved: drafts first, then the
+    approved, newest first in each. Rejected ones are left out."""
+    return list(
+        Procedure.objects.filter(owner_id=owner_id, status__in=PROCEDURES_LISTED).order_by(
+            Case(When(status=Procedure.Status.DRAFT, then=0), default=1),
+            "-created_at",
+            "-id",
+        )
+    )
+
+
+def procedure_to_api(procedure: Procedure) -> dict:
+    steps = procedure.steps if isinstance(procedure.steps, list) else []
+    return {
+        "id": procedure.pk,
+        "task_kind": procedure.task_kind,
+        "title": procedure.title,
+        "steps": [str(step.get("text", "")) for step in steps if isinstance(step, dict)],
+        "status": procedure.status,
+        "created_at": procedure.created_at.isoformat(),
+        "decided_at": procedure.decided_at.isoformat() if procedure.decided_at else None,
+    }
 
 
 def procedure_approve(*, procedure_id: int) -> Procedure:

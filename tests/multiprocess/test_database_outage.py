@@ -10,12 +10,16 @@ on either worker, gets each turn's end. Away for longer than DB_OUTAGE_HOLD_SEC,
 import asyncio
 import json
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.db import connection, connections
+from django.utils import timezone
 
 from jarvis_site.shared.errors import Code
+from sessions_app.models import Session
 from sessions_app.store import get_store
+from sessions_app.store.db_lease import LEASE_TTL_SEC
 from tests.conftest import requires_postgres
 from tests.fakes.llm_server import FakeLLMServer, Hold, Reply
 from tests.helpers import GUARD_SEC, database_url_of_test_db, eventually
@@ -33,6 +37,7 @@ pytestmark = [
 ]
 
 ANSWER = " ".join(f"w{n:03d}" for n in range(60))
+LEASE_TTL = timedelta(seconds=LEASE_TTL_SEC)
 # What a worker logs when a turn's write meets the outage (runtime.turn.outage).
 HOLDING = "holds what it has: the database is away"
 
@@ -196,3 +201,43 @@ def test_past_the_hold_each_turn_ends_error_everywhere_and_is_stored_when_it_ret
         assert ends[0]["status"] == "error"
         assert "database could not be reached" in ends[0]["error"]
     assert again["status"] == "completed"
+
+
+def test_a_turn_running_through_an_outage_keeps_its_lease(rig, alice_token):
+    """The lease keeper's connection died with the outage: once the database is back it must
+    renew the running turn's lease again, or the lease lapses under the turn and another turn
+    could start in its session."""
+    model, cut, worker_a, _ = rig
+    hold = Hold(words=20)
+    model.script(Reply(text=ANSWER, hold=hold))
+    session_id = f"do-{uuid.uuid4().hex[:8]}"
+
+    async def scenario():
+        async with ws_connect(worker_a, session_id, alice_token) as tab:
+            assert (await receive(tab))["type"] == "session"
+            await tab.send(json.dumps({"type": "prompt", "text": "count for me"}))
+            assert await asyncio.to_thread(hold.reached.wait, GUARD_SEC)
+            cut.cut()
+            # The keeper met the outage (it renews or checks every round).
+            await asyncio.to_thread(
+                eventually, lambda: "lease watch" in worker_a.output(), what="the keeper failed"
+            )
+            cut.restore()
+            restored_at = timezone.now()
+            renewed = await asyncio.to_thread(
+                closing_thread_connection,
+                eventually,
+                lambda: (lease_expires_at(session_id) or restored_at) >= restored_at + LEASE_TTL,
+                what="the lease renewed after the outage",
+            )
+            hold.release()
+            end = (await until_type(tab, "agent_end"))[-1]
+            return renewed, end
+
+    renewed, end = asyncio.run(scenario())
+    assert renewed
+    assert end["status"] == "completed"
+
+
+def lease_expires_at(session_id: str):
+    return Session.objects.values_list("lease_expires_at", flat=True).get(id=session_id)

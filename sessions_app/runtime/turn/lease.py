@@ -30,6 +30,7 @@ from django.db import connection
 
 from jarvis_site.shared import metrics
 from jarvis_site.shared.errors import Code, DomainError
+from jarvis_site.shared.outages import database_away
 from sessions_app.core.ids import validate_session_id
 from sessions_app.runtime.loop.executors import start_in_pool
 from sessions_app.store import get_store
@@ -194,12 +195,21 @@ class _LeaseKeeper:
         for kind, items in by_kind.items():
             try:
                 stopping = kind.keep([lease.backend for lease, _ in items])
-            except Exception:  # noqa: BLE001
+            except Exception as error:  # noqa: BLE001
                 # Whatever the failure, the keeper thread goes on: if it died, every lease of
                 # this process would lapse and another worker could start a second turn in
                 # the same session. The next round tries again.
+                if database_away(error):
+                    # Closed, or every round after the outage would meet the dead connection
+                    # and the leases would lapse under turns still running (§32). Said once.
+                    connection.close()
+                    if not _keeper_away.is_set():
+                        _keeper_away.set()
+                        logger.warning("lease watch: the database is away (%s)", error)
+                    continue
                 logger.exception("lease watch failed once")
                 continue
+            _keeper_away.clear()
             stopping_ids = {id(backend) for backend in stopping}
             for lease, on_abort in items:
                 if id(lease.backend) in stopping_ids:
@@ -207,6 +217,7 @@ class _LeaseKeeper:
 
 
 _keeper = _LeaseKeeper()
+_keeper_away = threading.Event()  # the keeper met a database outage and said so
 
 
 def lease_acquire(*, session_id: str, wait_sec: float) -> TurnLease:

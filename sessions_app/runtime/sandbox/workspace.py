@@ -129,44 +129,76 @@ class Materialized:
     work: Path
     attachments: Path
     manifest: dict[str, str]
-    # What each file was when handed to the run: an unchanged one is not read again.
-    seen: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # What each file was when handed to the run, (size, mtime_ns, ctime_ns, inode): a file
+    # still so is not read again. The run can restore a file's mtime but never its ctime.
+    seen: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
+    # The file system's time once every file was in place: a file whose ctime is not older
+    # than this may be rewritten within the same clock tick (its ctime unchanged), so it is
+    # hashed whatever its stat says.
+    ready_ns: int = 0
 
 
 def materialize(
     scratch: Path, manifest: dict[str, str], attachments: dict[str, str]
 ) -> Materialized:
     work = scratch_prepare(scratch)
+    root = str(work)
+    made = {""}  # directories under work/ made so far; the scratch directory starts empty
     seen = {}
     for path, sha256 in manifest.items():
         if not path_valid(path):
             continue
-        target = work / path
-        for parent in reversed(PurePosixPath(path).parents[:-1]):
-            directory = work / parent
-            if not directory.exists():
-                directory.mkdir(mode=0o755)
-                _sandbox_owned(directory)
-        _copy_blob(sha256, target)
-        _sandbox_owned(target)
-        info = target.stat()
-        seen[path] = (info.st_size, info.st_mtime_ns)
+        parent = os.path.dirname(path)
+        if parent not in made:
+            _make_parents(root, parent, made)
+        seen[path] = _copy_blob(sha256, os.path.join(root, path), owned=True)
     for name, sha256 in attachments.items():
         target = scratch / ATTACHMENTS / name
-        _copy_blob(sha256, target)
+        _copy_blob(sha256, str(target), owned=False)
         target.chmod(0o444)
+    os.utime(scratch)  # its ctime becomes the file system's now, on the files' own clock
     return Materialized(
-        work=work, attachments=scratch / ATTACHMENTS, manifest=dict(manifest), seen=seen
+        work=work,
+        attachments=scratch / ATTACHMENTS,
+        manifest=dict(manifest),
+        seen=seen,
+        ready_ns=os.stat(scratch).st_ctime_ns,
     )
 
 
-def _copy_blob(sha256: str, target: Path) -> None:
-    local = blob_local_path(sha256)
-    if local is not None:
-        shutil.copyfile(local, target)  # a copy: the sandbox may write it, never the blob
-        return
-    with blob_open(sha256) as source, open(target, "wb") as out:
-        shutil.copyfileobj(source, out, HASH_CHUNK)
+def _make_parents(root: str, parent: str, made: set[str]) -> None:
+    missing = []
+    while parent not in made:
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    for directory in reversed(missing):
+        os.mkdir(os.path.join(root, directory), mode=0o755)
+        _sandbox_owned(Path(root, directory))
+        made.add(directory)
+
+
+def _copy_blob(sha256: str, target: str, *, owned: bool) -> tuple[int, int, int, int]:
+    """A copy of the blob at `target` (the sandbox may write it, never the blob): (size,
+    mtime_ns, ctime_ns, inode) once it is in place."""
+    out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        local = blob_local_path(sha256)
+        if local is not None:
+            source = os.open(local, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                while os.sendfile(out, source, None, 8 * HASH_CHUNK):
+                    pass
+            finally:
+                os.close(source)
+        else:
+            with blob_open(sha256) as source, open(out, "wb", closefd=False) as file:
+                shutil.copyfileobj(source, file, HASH_CHUNK)
+        if owned and os.geteuid() == 0:
+            os.fchown(out, settings.SANDBOX_UID, settings.SANDBOX_UID)
+        info = os.fstat(out)
+    finally:
+        os.close(out)
+    return info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino
 
 
 @dataclass
@@ -180,20 +212,21 @@ def _walk(work: Path, notes: list[str]) -> dict[str, os.stat_result]:
     """The workspace's regular files, never following a link: a symbolic link (to a file in
     the workspace or outside it) is not kept, and neither is anything that is not a file."""
     found: dict[str, os.stat_result] = {}
-    stack = [work]
+    stack = [(str(work), "")]
     while stack:
-        directory = stack.pop()
+        directory, prefix = stack.pop()
         with os.scandir(directory) as items:
             for item in items:
-                relative = Path(item.path).relative_to(work).as_posix()
+                # Built from listed names, so already normalized (no `.`, `..` or NUL).
+                relative = prefix + item.name
                 if relative == ATTACHMENTS:
                     continue
                 info = item.stat(follow_symlinks=False)
                 if stat.S_ISLNK(info.st_mode):
                     notes.append(f"{relative}: a symbolic link, not kept")
                 elif stat.S_ISDIR(info.st_mode):
-                    stack.append(Path(item.path))
-                elif stat.S_ISREG(info.st_mode) and path_valid(relative):
+                    stack.append((item.path, relative + "/"))
+                elif stat.S_ISREG(info.st_mode) and len(relative) <= MAX_PATH_CHARS:
                     found[relative] = info
                 else:
                     notes.append(f"{relative}: not a regular file, not kept")
@@ -212,6 +245,12 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _unchanged(materialized: Materialized, path: str, info: os.stat_result) -> bool:
+    was = materialized.seen.get(path)
+    now = (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+    return was == now and was[2] < materialized.ready_ns
+
+
 def collect(materialized: Materialized, *, session_id: str, owner_id: int | None) -> Collected:
     """Store what the run changed (blobs linked to the session) and say what it was.
 
@@ -225,7 +264,7 @@ def collect(materialized: Materialized, *, session_id: str, owner_id: int | None
         return Collected({}, [], [f"more than {MAX_FILES} files: nothing of this run was kept"])
     changes: dict[str, str | None] = {}
     for path, info in found.items():
-        if materialized.seen.get(path) == (info.st_size, info.st_mtime_ns):
+        if _unchanged(materialized, path, info):
             continue
         sha256 = _digest(materialized.work / path)
         if materialized.manifest.get(path) != sha256:

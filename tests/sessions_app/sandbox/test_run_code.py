@@ -85,3 +85,25 @@ def test_the_workspace_and_its_files_are_the_owners_alone(backend, sandbox, api,
     assert api.get("/api/sessions/nothing/workspace/").status_code == 404
     # Through the file API too, by its id (the page downloads a result's files so).
     assert api.get(f"/api/sessions/mine/files/{file_id}/").status_code == 200
+
+
+def test_a_file_rewritten_to_the_same_size_with_its_mtime_restored_is_kept(backend, sandbox, api):
+    # A run is free to set a file's mtime back; its ctime it cannot, so the change shows.
+    api.post("/api/sessions/", {"id": "sly"}, format="json")
+    written = run(api, "sly", "open('same.txt', 'w').write('aaaa')")
+
+    rewritten = run(
+        api,
+        "sly",
+        "import os; s = os.stat('same.txt'); open('same.txt', 'w').write('bbbb'); "
+        "os.utime('same.txt', ns=(s.st_atime_ns, s.st_mtime_ns)); "
+        "assert os.stat('same.txt').st_mtime_ns == s.st_mtime_ns",
+    )
+    read = run(api, "sly", "print(open('same.txt').read())")
+
+    assert rewritten["exit_code"] == 0, rewritten["stderr"]
+    (before,) = written["files"]
+    (after,) = rewritten["files"]
+    assert after["path"] == "same.txt" and after["size"] == before["size"] == 4
+    assert after["id"] != before["id"]
+    assert read["stdout"] == "bbbb\n"

@@ -5,6 +5,7 @@ from dataclasses import replace
 import pytest
 
 from memory_app.tools import WORKING_MEMORY_TOOLS
+from sessions_app.runtime.sandbox.registry import sandbox_offered
 from sessions_app.runtime.tools.registry import TOOLS, tool_register
 from sessions_app.runtime.turn.turns import turn_run
 from sessions_app.selectors.turns import request_header_of
@@ -30,6 +31,8 @@ def test_the_main_agent_is_offered_the_memory_tools_in_their_places(backend):
         "delegate",
         "schedule",
         "unschedule",
+        # The sandbox's, wherever this host has one (docs/design.md §28).
+        *(["run_code"] if sandbox_offered() else []),
     ]
     memory_tools = {tool["name"]: tool for tool in offered}
     assert memory_tools["remember"] == {

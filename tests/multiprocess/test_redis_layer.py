@@ -65,8 +65,13 @@ def test_twenty_clients_on_two_workers_lose_no_turn_event(alice_token):
     """20 sessions, each with a tab on both workers; one tab prompts 4 times. Every tab gets
     every turn's `agent_end`, and with the `last_seq` it names, the whole history."""
     # One user runs all 20 conversations: let each worker run them all at once (the per-user
-    # turn limit is another matter, tested with the runtime).
-    env = {"REDIS_URL": TEST_REDIS_URL, "MAX_TURNS_PER_USER": CLIENTS}
+    # turn limit is another matter, tested with the runtime), and let the user's 80 prompts
+    # through the turn rate, which both workers now count together (docs/design.md §12).
+    env = {
+        "REDIS_URL": TEST_REDIS_URL,
+        "MAX_TURNS_PER_USER": CLIENTS,
+        "TURN_THROTTLE_RATE": f"{CLIENTS * PROMPTS}/min",
+    }
     with daphne(**env) as worker_a, daphne(**env) as worker_b:
 
         async def client(number):

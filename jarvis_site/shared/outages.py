@@ -24,13 +24,13 @@ def redis_away(error: BaseException) -> bool:
 
 def database_away(error: BaseException) -> bool:
     """Whether `error` says that the database cannot be reached now. Django wraps the driver's
-    error; the driver's (its `__cause__`) says which it was."""
-    if isinstance(error, InterfaceError):
+    error (the driver's is its `__cause__`); code that runs the driver's cursor itself, as the
+    lease keeper does, meets the driver's error unwrapped."""
+    if isinstance(error, InterfaceError | psycopg.InterfaceError):
         return True  # "connection already closed": the server went away under it
-    if not isinstance(error, OperationalError):
-        return False
-    cause = error.__cause__
-    if not isinstance(cause, psycopg.Error):
+    if isinstance(error, OperationalError):
+        error = error.__cause__
+    if not isinstance(error, psycopg.OperationalError):
         return False  # SQLite's "database is locked" and its kin are not outages
-    state = cause.sqlstate
+    state = error.sqlstate
     return state is None or state.startswith("08") or state in _SERVER_GONE_STATES

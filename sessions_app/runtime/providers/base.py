@@ -110,7 +110,15 @@ def _settle_platform(client) -> None:
     nothing is done for a client that has no such field."""
     if getattr(client, "_platform", False) is not None:
         return
-    sdk = sys.modules.get(f"{type(client).__module__.split('.')[0]}._base_client")
+    # The SDK's module, also for a client class of ours that derives from the SDK's.
+    sdk = next(
+        (
+            module
+            for cls in type(client).__mro__
+            if (module := sys.modules.get(f"{cls.__module__.split('.')[0]}._base_client"))
+        ),
+        None,
+    )
     get_platform = getattr(sdk, "get_platform", None)
     if get_platform is not None:
         client._platform = get_platform()

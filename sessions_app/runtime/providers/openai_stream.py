@@ -19,6 +19,8 @@ from collections.abc import AsyncIterator
 import httpx2
 import openai
 import orjson
+from httpx2._client import BoundAsyncStream
+from openai._vendor.httpx_aiohttp.transport import AiohttpResponseStream, map_aiohttp_exceptions
 
 _BLANK_LINE = b"\n\n"
 # How long the end of a finished answer is waited for (the SDK waits as long).
@@ -109,11 +111,17 @@ class ChunkStream(openai.AsyncStream[object]):
     def _body(self) -> AsyncIterator[bytes]:
         """The response's bytes. Unencoded (what the API sends), they are read straight from
         its transport, as the SDK's own drain reads them: httpx's decoding and re-chunking
-        layers cost a step per piece and do nothing to plain bytes."""
+        layers cost a step per piece and do nothing to plain bytes. Over the SDK's aiohttp
+        transport they are read from aiohttp's own buffer (`_aiohttp_body`)."""
         response = self.response
-        if response.headers.get("content-encoding", "identity").lower() == "identity":
-            return response.stream.__aiter__()
-        return response.aiter_bytes()
+        if response.headers.get("content-encoding", "identity").lower() != "identity":
+            return response.aiter_bytes()
+        stream = response.stream
+        if isinstance(stream, BoundAsyncStream) and isinstance(
+            stream._stream, AiohttpResponseStream
+        ):
+            return _aiohttp_body(stream._stream._aiohttp_response.content)
+        return stream.__aiter__()
 
     async def __stream__(self) -> AsyncIterator[object]:
         response = self.response
@@ -138,6 +146,22 @@ class ChunkStream(openai.AsyncStream[object]):
                 raise openai.APIConnectionError(request=response.request) from error
         finally:
             await response.aclose()
+
+
+async def _aiohttp_body(content) -> AsyncIterator[bytes]:
+    """What aiohttp has received of the body, as it arrives, with the transport's errors
+    (`map_aiohttp_exceptions`): what the transport's stream yields, one generator instead of
+    three (httpx's timing wrapper, the transport's stream, aiohttp's chunk iterator), each a
+    resumption per piece of every answer. The response is closed by its own `aclose`."""
+    while True:
+        try:
+            raw = await content.readany()
+        except Exception:
+            with map_aiohttp_exceptions():
+                raise
+        if not raw:
+            return
+        yield raw
 
 
 def _chunk(data: str, response) -> object:

@@ -198,3 +198,85 @@ def test_a_piece_the_fast_reader_refuses_is_read_as_the_standard_library_reads_i
         assert repr(_chunk_loads(piece)) == repr(json.loads(piece))
     with pytest.raises(json.JSONDecodeError):
         _chunk_loads('{"cut": "sho')
+
+
+class _Cut(BaseHTTPRequestHandler):
+    """Answers one streamed piece, then either closes the connection in the middle of the
+    chunked body (`cut`) or sends nothing more until the client leaves."""
+
+    protocol_version = "HTTP/1.1"
+    cut = True
+    left = None  # set when the client closed a stalled answer
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):  # noqa: N802 - http.server's naming
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        piece = b'data: {"choices": [{"index": 0, "delta": {"content": "Half"}}]}\n\n'
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+        self.wfile.flush()
+        if not self.cut:
+            self.rfile.read(1)  # returns once the client has closed its end
+            type(self).left.set()
+        self.close_connection = True
+
+
+def _answer_from(handler) -> ProviderError:
+    http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    try:
+        provider = OpenAIProvider(
+            "gpt-4o",
+            api_key="test",
+            base_url=f"http://127.0.0.1:{http.server_address[1]}/v1",
+            max_retries=0,
+            timeout=0.5,
+        )
+        with pytest.raises(ProviderError) as failed:
+            answer_of(provider)
+        return failed.value
+    finally:
+        http.shutdown()
+        http.server_close()
+
+
+def test_a_connection_cut_mid_answer_is_the_sdks_connection_error():
+    # The transport's bytes are read from aiohttp's buffer: its error for a body cut short
+    # still reaches the turn as the SDK's own.
+    assert str(_answer_from(_Cut)) == "openai: Connection error."
+
+
+def test_an_answer_that_stalls_past_the_read_timeout_is_the_sdks_timeout():
+    class Stalled(_Cut):
+        cut = False
+        left = threading.Event()
+
+    assert str(_answer_from(Stalled)) == "openai: Request timed out."
+    assert Stalled.left.wait(GUARD_SEC), "the stalled connection was closed"
+
+
+def test_the_request_body_is_the_json_the_sdk_would_send(server, provider):
+    # Encoded by orjson and sent as the body's bytes: the server reads the same request.
+    server.script(Reply(text="ok"))
+    text = 'héllo — 漢字 🙂 "quoted" \\ back'
+    answer_of_text = asyncio.run(
+        provider.acomplete(
+            **{**REQUEST, "entries": [], "system_prompt": text}, abort=threading.Event()
+        )
+    )
+    assert answer_of_text.text == "ok"
+    sent = server.requests[-1]
+    assert sent["messages"][0] == {"role": "system", "content": text}
+    assert sent["stream"] is True
+    from sessions_app.runtime.providers.openai import _request_json
+
+    body = {"a": [1, 2.5, None, True], "t": text}
+    assert (
+        _request_json(body) == json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    )
+    assert _request_json({"n": 2**70}) == b'{"n":1180591620717411303424}'

@@ -4,7 +4,6 @@ Every write is a service (docs/design.md §16: one module per action family)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +17,7 @@ from sessions_app.core.ids import (
 )
 from sessions_app.runtime.live import live
 from sessions_app.runtime.loop import loop_lag, server_loop
+from sessions_app.runtime.loop.running import running_loop
 from sessions_app.store import (
     EntryRecord,
 )
@@ -87,7 +87,7 @@ def turn_event_broadcaster(session_id: str, *, clock=time.monotonic):
             return
         waited = clock() - state["sent_at"] if state["sent_at"] is not None else 0.0
         delay = min(DELTA_INTERVAL_MAX_SEC, max(0.0, delta_interval() - waited))
-        state["timer"] = asyncio.get_running_loop().call_later(delay, due)
+        state["timer"] = running_loop().call_later(delay, due)
 
     def due() -> None:
         state["timer"] = None

@@ -29,6 +29,7 @@ from django.utils import timezone
 from jarvis_site.shared import metrics
 from sessions_app.core import frames
 from sessions_app.runtime.live import live_bus
+from sessions_app.runtime.loop.running import running_loop
 from sessions_app.runtime.turn.turns import turn_abort_local
 
 logger = logging.getLogger(__name__)
@@ -167,7 +168,7 @@ _ended: dict[str, LiveTurn] = {}  # turn id -> a turn of this worker that ended 
 async def _deliver_here(session_id: str, turn_id: str, event_seq: int, text: str) -> None:
     with _lock:
         sockets = list(_sockets.get(session_id, ()))
-    loop = asyncio.get_running_loop()
+    loop = running_loop()  # for every frame: without asyncio's system call
     for socket in sockets:
         if socket.loop is loop:
             await socket.deliver(turn_id, event_seq, text)

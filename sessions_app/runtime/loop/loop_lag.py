@@ -21,6 +21,7 @@ import threading
 from collections import deque
 
 from jarvis_site.shared import metrics
+from sessions_app.runtime.loop.running import running_loop
 
 TICK_SEC = 0.05
 WINDOW_SEC = 2.0
@@ -69,7 +70,7 @@ def watch() -> None:
 
 def current() -> float:
     """The running loop's lag in seconds; 0 when it is not watched."""
-    watched = _watched.get(asyncio.get_running_loop())
+    watched = _watched.get(running_loop())
     return watched.lag() if watched is not None else 0.0
 
 

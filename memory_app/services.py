@@ -98,9 +98,9 @@ def episode_record_for_turn(
     )
     if not _insert_unless_recorded(episode):
         return Episode.objects.get(session_id=session_id, turn_id=turn_id)
-    ThoughtLog.objects.bulk_create(
-        _thoughts(episode, entries, answer_seq=answer.seq if answer else None)
-    )
+    thoughts = _thoughts(episode, entries, answer_seq=answer.seq if answer else None)
+    if thoughts:  # a plain answer has none: no query to build for nothing
+        ThoughtLog.objects.bulk_create(thoughts)
     return episode
 
 

@@ -3,7 +3,7 @@
 On Python 3.11 `asyncio.get_running_loop()` compares the loop's process id with `getpid()`
 on every call (a fork's child must not use its parent's loop), and a system call costs
 about a microsecond on this project's machines: asked for every streamed piece and every
-frame of every turn, it was 5% of a storm's worker CPU (docs/performance.md).
+frame of every turn, it was 5% of a storm's worker CPU (docs/performance-log.md).
 """
 
 from __future__ import annotations

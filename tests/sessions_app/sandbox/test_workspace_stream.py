@@ -119,9 +119,7 @@ def test_tmp_holds_no_more_than_its_limit(sandbox, settings, api):
     assert [file["path"] for file in result["files"]] == ["result.txt"], "/tmp is not kept"
 
 
-def test_a_run_ended_by_the_wall_clock_returns_what_it_wrote(
-    sandbox, settings, api
-):
+def test_a_run_ended_by_the_wall_clock_returns_what_it_wrote(sandbox, settings, api):
     settings.SANDBOX_WALL_SEC = 1
     api.post("/api/sessions/", {"id": "slow"}, format="json")
 

@@ -4,7 +4,7 @@ In: `write_pack` writes the session's files, read from the blob store, as the pa
 sandbox's first program unpacks into `/workspace` (a pipe: nothing goes through the disk).
 Out: `read_pack` reads what that program sends back once the run's program has ended. That
 program shares the run's user, so what it sends is the run's own writing and is read as
-hostile: every path is checked as a manifest path (`workspace.path_valid`), a file handed in
+hostile: every path is checked as a manifest path (`paths.path_valid`), a file handed in
 can be named unchanged only by its own path, each path once, and the bytes are bounded by
 the size of the run's `/workspace`. Files come back hashed as they arrive, held in memory up
 to a bound and on the run's scratch directory beyond it, until the caller keeps or drops
@@ -25,7 +25,7 @@ from typing import BinaryIO
 
 from sessions_app.runtime.sandbox import inside
 from sessions_app.runtime.sandbox.base import HandedFile
-from sessions_app.runtime.sandbox.workspace import MAX_FILES, path_valid
+from sessions_app.runtime.sandbox.paths import MAX_FILES, path_valid
 from sessions_app.store.blobs import blob_local_path, blob_open
 
 COPY_CHUNK = 8 * 1024 * 1024

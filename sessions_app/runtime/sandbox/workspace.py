@@ -21,13 +21,13 @@ import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from sessions_app.core.file_types import workspace_file_type
-from sessions_app.runtime.sandbox import inside
 from sessions_app.runtime.sandbox.base import HandedFile
+from sessions_app.runtime.sandbox.pack import Returned
+from sessions_app.runtime.sandbox.paths import ATTACHMENTS, MAX_FILES, path_valid
 from sessions_app.store.base import EntryRecord
 from sessions_app.store.blobs import (
     BLOB_NAME_CHARS,
@@ -40,15 +40,7 @@ from sessions_app.store.blobs import (
     owner_usage,
 )
 
-if TYPE_CHECKING:
-    from sessions_app.runtime.sandbox.pack import Returned
-
-ATTACHMENTS = "attachments"
 HASH_CHUNK = 1024 * 1024
-# More files than this in one workspace are not kept (packing, unpacking and listing them is
-# each run's cost).
-MAX_FILES = inside.MAX_FILES
-MAX_PATH_CHARS = 1000
 
 
 def workspace_changes(entry: EntryRecord) -> dict[str, str | None]:
@@ -97,15 +89,6 @@ def attachments_of_session(entries: Iterable[EntryRecord]) -> dict[str, str]:
 def _safe_name(name: str) -> str:
     name = name.replace("/", "_").replace("\x00", "_").strip() or "file"
     return "_" + name if name in {".", ".."} else name
-
-
-def path_valid(path: str) -> bool:
-    """A manifest path: relative, normalized (no empty, `.` or `..` part), not under
-    `attachments/`, no NUL. (String operations only: a run checks every path it returns.)"""
-    if not 0 < len(path) <= MAX_PATH_CHARS or "\x00" in path or path[0] == "/":
-        return False
-    parts = path.split("/")
-    return parts[0] != ATTACHMENTS and not any(part in {"", ".", ".."} for part in parts)
 
 
 def scratch_prepare(scratch: Path) -> Path:

@@ -26,11 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib.util
 import json
+import marshal
 import os
 import shutil
 import signal
 import stat
+import sys
 import tempfile
 import threading
 import time
@@ -86,8 +89,31 @@ SANDBOX_ENVIRONMENT = {
     "MKL_NUM_THREADS": "1",
 }
 
-# The first program inside (inside.py), written beside the run's code as `boot.py`.
+# The first program inside (inside.py), written beside the run's code.
 BOOT = Path(inside.__file__).read_text(encoding="utf-8")
+
+
+@functools.cache
+def boot_file(python: str) -> tuple[str, bytes]:
+    """(name, contents) of the first program as written beside a run's code: compiled —
+    `boot.pyc`, which Python runs as a script — when the sandbox's Python is a virtualenv of
+    this Python's version (compiling it is a millisecond or more of every run), else its
+    source, `boot.py`."""
+    config = Path(python).parent.parent / "pyvenv.cfg"
+    version = ""
+    if config.is_file():
+        for line in config.read_text(encoding="utf-8").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() in {"version", "version_info"}:
+                version = value.strip()
+    if sys.implementation.name == "cpython" and version.split(".")[:2] == [
+        str(sys.version_info.major),
+        str(sys.version_info.minor),
+    ]:
+        code = compile(BOOT, "boot.py", "exec", dont_inherit=True)
+        # A .pyc's header: the magic number, then flags and two words a script run skips.
+        return "boot.pyc", importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(code)
+    return "boot.py", BOOT.encode("utf-8")
 
 
 def python_binds(python: str) -> tuple[str, list[tuple[str, str]]]:
@@ -191,18 +217,21 @@ class BwrapBackend(SandboxBackend):
             f"--as={limits.memory_mb * 1024 * 1024}",
             f"--nproc={limits.max_procs}",
             # One byte over the workspace's limit: a file that reaches it fails to grow
-            # (EFBIG) and is then too large to keep.
-            f"--fsize={limits.file_bytes + 1}",
+            # (EFBIG) and is then too large to keep. (A file handed in that is larger — the
+            # limit was lowered since — must still be unpacked.)
+            f"--fsize={max([limits.file_bytes, *(f.size for f in spec.files.values())]) + 1}",
             "--core=0",
             "--",
         ]
         wall = f"{limits.wall_sec:g}"
-        return [*args, python, "-I", "-B", f"{CODE_DIR}/boot.py", str(out_fd), wall, spec.language]
+        boot = f"{CODE_DIR}/{boot_file(self.python)[0]}"
+        return [*args, python, "-I", "-B", boot, str(out_fd), wall, spec.language]
 
     def _write_code(self, spec: RunSpec) -> None:
         code_dir = spec.scratch / "code"
         code_dir.mkdir(mode=0o755)
-        (code_dir / "boot.py").write_text(BOOT, encoding="utf-8")
+        name, boot = boot_file(self.python)
+        (code_dir / name).write_bytes(boot)
         name = "main.py" if spec.language == "python" else "main.sh"
         (code_dir / name).write_text(spec.code, encoding="utf-8")
         for file in code_dir.iterdir():

@@ -252,13 +252,12 @@ def _open_own(path: str) -> int:
 
 
 def _scan(directory: str) -> list:
-    try:
-        with os.scandir(directory) as items:
-            return list(items)
-    except PermissionError:
+    """The directory's entries. The program may have taken its own directory's permissions
+    away (to list it, or to reach what is in it); its owner (the same user) gives them back."""
+    if not os.access(directory, os.R_OK | os.X_OK):
         os.chmod(directory, 0o700)
-        with os.scandir(directory) as items:
-            return list(items)
+    with os.scandir(directory) as items:
+        return list(items)
 
 
 def collect(out, seen: dict, ready_ns: int) -> None:

@@ -60,6 +60,21 @@ def test_the_files_a_run_writes_changes_and_removes_are_stored(backend, sandbox,
     assert third["files"] == []
 
 
+def test_files_in_a_directory_the_program_closed_to_itself_are_still_kept(sandbox, api):
+    api.post("/api/sessions/", {"id": "closed"}, format="json")
+    run(api, "closed", "import os\nos.makedirs('a/b')\nopen('a/b/kept.txt', 'w').write('kept')")
+
+    closed = run(
+        api,
+        "closed",
+        "import os\nopen('a/b/new.txt', 'w').write('new')\n"
+        "os.chmod('a/b', 0o600)\nos.chmod('a', 0o100)",
+    )
+
+    assert [file["path"] for file in closed["files"]] == ["a/b/new.txt"]
+    assert listing(api, "closed") == {"a/b/kept.txt": 4, "a/b/new.txt": 3}
+
+
 def test_a_run_that_writes_more_than_the_workspace_limit_meets_it_and_changes_nothing(
     sandbox, settings, api
 ):

@@ -25,7 +25,7 @@ from typing import BinaryIO
 
 from sessions_app.runtime.sandbox import inside
 from sessions_app.runtime.sandbox.base import HandedFile
-from sessions_app.runtime.sandbox.paths import MAX_FILES, path_valid
+from sessions_app.runtime.sandbox.paths import path_valid
 from sessions_app.store.blobs import blob_local_path, blob_open
 
 COPY_CHUNK = 8 * 1024 * 1024
@@ -209,7 +209,8 @@ def _read_records(reader, returned: Returned, handed, budget: _Budget, spool_dir
             returned.setup_error = reader.path().decode("utf-8", "replace")
             return
         budget.records += 1
-        if budget.records > 2 * (MAX_FILES + 1) + MAX_NOTES:
+        # Each record names one entry of the listing, which stops past MAX_ENTRIES.
+        if budget.records > inside.MAX_ENTRIES + 1:
             raise _Refused("too many records")
         if kind == b"M":
             returned.too_many = True

@@ -25,6 +25,7 @@ from pathlib import Path
 from django.conf import settings
 
 from sessions_app.core.file_types import workspace_file_type
+from sessions_app.runtime.sandbox import inside
 from sessions_app.runtime.sandbox.base import HandedFile
 from sessions_app.runtime.sandbox.pack import Returned
 from sessions_app.runtime.sandbox.paths import ATTACHMENTS, MAX_FILES, path_valid
@@ -174,7 +175,9 @@ def collect(
     if returned.lost is not None:
         return Collected({}, [], [*notes, returned.lost])
     if returned.too_many:
-        return _nothing_kept(notes, f"more than {MAX_FILES} files")
+        return _nothing_kept(
+            notes, f"more than {MAX_FILES} files (or {inside.MAX_ENTRIES} names in all)"
+        )
     if returned.full_workspace:
         return _nothing_kept(
             notes,

@@ -171,3 +171,22 @@ def test_a_program_that_kills_the_process_returning_its_files_keeps_nothing(sand
         in result["stderr"]
     )
     assert listing(api, "rude") == {"kept.txt": len("as it was")}
+
+
+def test_a_run_that_leaves_more_than_10000_files_keeps_none_of_them(sandbox, api):
+    api.post("/api/sessions/", {"id": "many"}, format="json")
+    run(api, "many", "open('kept.txt', 'w').write('as it was')")
+
+    result = run(
+        api,
+        "many",
+        "import os\nos.mkdir('many')\nfor i in range(10_001):\n"
+        "    open(f'many/{i}', 'w').close()\nos.remove('kept.txt')",
+    )
+
+    assert result["exit_code"] == 0 and result["files"] == []
+    assert (
+        "[workspace] more than 10000 files (or 40000 names in all): nothing of this run was kept"
+        in result["stderr"]
+    )
+    assert listing(api, "many") == {"kept.txt": len("as it was")}

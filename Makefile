@@ -50,6 +50,8 @@ cluster: $(STAMP)
 # keeps to itself). Most of its time is spent waiting on servers and browsers, so more workers
 # than cores pays. PYTEST_ARGS narrows it (`PYTEST_ARGS="tests/browser -k chat"`); `-n0` in
 # PYTEST_ARGS runs it in one process. The time printed at the end includes the install.
+# Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: every worker and server a test
+# starts would otherwise compile its modules again (and pytest rewrite every test module).
 # `--dist load` hands out tests by index. Not loadscope/loadfile/loadgroup: they key tests by
 # node id, and the 30 schemathesis tests share one (tests/sessions_app/web/api/
 # test_openapi_conformance.py), so 29 of them would silently not run.
@@ -58,7 +60,7 @@ PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist load
 test:
 	@start=$$(date +%s); status=0; \
 	$(MAKE) --no-print-directory venv sandbox && \
-	$(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS) || status=$$?; \
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS) || status=$$?; \
 	echo "== make test took $$(( $$(date +%s) - start )) s (install included)"; \
 	exit $$status
 

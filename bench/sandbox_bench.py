@@ -1,10 +1,10 @@
 """What a `run_code` call costs beyond the program (docs/design.md §28), for `make bench`.
 
-A `print(1)` run through the tool itself — the workspace read from the entries and
-materialized into a scratch directory, the run under bubblewrap, what changed stored, the
-directory removed — on a workspace of 1 file and of 1,000 files, interleaved with a bare
-`bwrap … python3 -c 'print(1)'` (the same namespaces and mounts the backend uses, nothing
-around them) in the same run. The difference of the medians is the overhead; the targets
+A `print(1)` run through the tool itself — the workspace read from the entries, its files
+streamed into the run's /workspace, the run under bubblewrap, what changed streamed back and
+stored, the scratch directory removed — on a workspace of 1 file and of 1,000 files,
+interleaved with a bare `bwrap … python3 -c 'print(1)'` (the same namespaces, mounts and
+limits the backend uses, nothing around them) in the same run. The difference of the medians is the overhead; the targets
 (issue 53) are 40 ms for 1 file and 150 ms for 1,000.
 
 Called from store_bench's child after django.setup() and the scratch database's migrations.
@@ -59,16 +59,20 @@ def _keep(store, session_id: str, output) -> None:
 
 def _bare_command(backend, scratch: Path) -> list[str]:
     """The backend's own bwrap command for `print(1)`, its program swapped for `python3 -c`:
-    the same namespaces, mounts and limits, with no workspace copied in or out."""
+    the same namespaces, mounts and limits, with no files handed in or out."""
     from sessions_app.runtime.sandbox.base import RunLimits, RunSpec
     from sessions_app.runtime.sandbox.workspace import scratch_prepare
 
-    work = scratch_prepare(scratch)  # as a run's: the sandbox's user may reach into it
+    attachments = scratch_prepare(scratch)  # as a run's: the sandbox's user may reach into it
     (scratch / "code").mkdir(mode=0o755)
     spec = RunSpec(
-        language="python", code="print(1)\n", workspace=work, limits=RunLimits.from_settings()
+        language="python",
+        code="print(1)\n",
+        limits=RunLimits.from_settings(),
+        scratch=scratch,
+        attachments=attachments,
     )
-    command = backend.command(spec, 1)
+    command = backend.command(spec, 1, 2)
     info = command.index("--info-fd")
     command[info : info + 2] = []  # nothing reads the report here
     python = command.index("-I")  # right after the sandbox's Python

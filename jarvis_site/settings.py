@@ -396,10 +396,14 @@ SANDBOX_WALL_SEC = _positive("SANDBOX_WALL_SEC", 60.0)
 SANDBOX_MEMORY_MB = _positive("SANDBOX_MEMORY_MB", 512, cast=int)
 SANDBOX_MAX_PROCS = _positive("SANDBOX_MAX_PROCS", 64, cast=int)
 SANDBOX_OUTPUT_BYTES = _positive("SANDBOX_OUTPUT_BYTES", 65536, cast=int)
+# A run's /workspace is a tmpfs of this size (plus a page per file it is handed), so it caps
+# what a run may write in all, one file included; /tmp is a tmpfs of SANDBOX_TMP_MAX_BYTES.
 SANDBOX_WORKSPACE_MAX_BYTES = _positive("SANDBOX_WORKSPACE_MAX_BYTES", 200 * 1024 * 1024, cast=int)
+SANDBOX_TMP_MAX_BYTES = _positive("SANDBOX_TMP_MAX_BYTES", 100 * 1024 * 1024, cast=int)
 SANDBOX_CONCURRENCY = _positive("SANDBOX_CONCURRENCY", 4, cast=int)
-# Where runs get their scratch directories (removed after each run); empty: the system's
-# temporary directory.
+# Where runs get their scratch directories (the program's source, the attachments, returned
+# files past what is held in memory; removed after each run); empty: the system's temporary
+# directory.
 SANDBOX_SCRATCH_DIR = env.str("SANDBOX_SCRATCH_DIR", default="")
 # A server running as root starts its sandboxes as this unprivileged user (its process
 # limit counts that user's processes: as root it would count nothing).

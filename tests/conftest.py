@@ -33,21 +33,36 @@ os.environ.setdefault("POOL_IDLE_CLOSE_SEC", "0")
 settings.POOL_IDLE_CLOSE_SEC = float(os.environ["POOL_IDLE_CLOSE_SEC"])
 
 
-# Folders whose tests start servers, browsers or other processes, and take seconds each.
+# Folders and modules whose tests start servers, browsers or other processes, and take
+# seconds each (`make test PYTEST_ARGS=--durations=40` lists them).
 SLOW_FIRST = (
+    "tests/scripts/test_session_race.py",
     "tests/browser/",
     "tests/multiprocess/",
     "tests/scripts/",
     "tests/sessions_app/management/",
+    "tests/jarvis_site/test_settings.py",
+    "tests/jarvis_site/test_redis_layer.py",
+    "tests/sessions_app/files/test_s3_storage.py",
+    "tests/sessions_app/files/test_attachments.py",
+    "tests/sessions_app/runtime/test_multiprocess.py",
+    "tests/notices_app/schedules/test_restart.py",
+    "tests/memory_app/test_consolidation.py",
+    "tests/memory_app/test_working_memory.py",
 )
 
 
 def pytest_collection_modifyitems(config, items):
-    """The slow folders first, each test's order otherwise kept. `make test` hands tests out
-    in this order (xdist's `--dist load`): the long ones then run beside each other at the
-    start, and the run does not end with one of them going on alone on a worker while the
-    others wait."""
-    items.sort(key=lambda item: not item.nodeid.startswith(SLOW_FIRST))
+    """SLOW_FIRST first, in its order, each test's order otherwise kept. `make test` hands
+    tests out in this order (xdist's `--dist load`): the long ones then run beside each other
+    at the start, and the run does not end with one of them going on alone on a worker while
+    the others wait."""
+    items.sort(
+        key=lambda item: next(
+            (rank for rank, prefix in enumerate(SLOW_FIRST) if item.nodeid.startswith(prefix)),
+            len(SLOW_FIRST),
+        )
+    )
 
 
 @pytest.hookimpl(tryfirst=True)

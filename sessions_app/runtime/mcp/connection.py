@@ -14,18 +14,21 @@ be reached gives `McpUnavailable`, whose text says which, never a hung turn.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import mcp_types
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from sessions_app.runtime.mcp.server import ServerConfig
+from sessions_app.runtime.mcp.server import (
+    DefinitionChanged,
+    McpUnavailable,
+    RemoteTool,
+    ServerConfig,
+    fingerprint_of,
+)
 from sessions_app.runtime.mcp.transports import TRANSPORTS
 
 logger = logging.getLogger(__name__)
@@ -43,31 +46,6 @@ CLIENT_INFO = mcp_types.Implementation(name="jarvis-sessions", version="1")
 # liveness check (the request itself: the SDK's `send_ping` warns it is gone from the newest
 # protocol version, which these connections do not speak).
 PING = mcp_types.PingRequest(params=mcp_types.RequestParams())
-
-
-class McpUnavailable(Exception):
-    """The server cannot be used now; the text says why (the model and the person read it)."""
-
-
-class DefinitionChanged(McpUnavailable):
-    """The tool is not the one that was trusted or allowed: the call is not sent."""
-
-
-@dataclass(frozen=True)
-class RemoteTool:
-    """A tool as its server lists it."""
-
-    server: str
-    name: str
-    description: str
-    schema: dict
-    # What a trust or an approval was given to: a changed description or schema is a new tool.
-    fingerprint: str
-
-
-def fingerprint_of(description: str, schema: dict) -> str:
-    text = json.dumps([description, schema], sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _remote(server: str, tool: mcp_types.Tool) -> RemoteTool:

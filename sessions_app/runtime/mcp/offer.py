@@ -19,16 +19,18 @@ import asyncio
 import json
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sessions_app.runtime.loop.executors import in_pool
 from sessions_app.runtime.mcp.config import mcp_servers
-from sessions_app.runtime.mcp.connection import McpUnavailable, RemoteTool, ServerConnection
 from sessions_app.runtime.mcp.lane import lane_loop, lane_run, on_lane
 from sessions_app.runtime.mcp.names import offered_names
-from sessions_app.runtime.mcp.results import result_keep
-from sessions_app.runtime.mcp.server import ServerConfig
+from sessions_app.runtime.mcp.server import McpUnavailable, RemoteTool, ServerConfig
 from sessions_app.runtime.mcp.transports import TRANSPORTS
 from sessions_app.runtime.tools.base import Tool, ToolAborted, ToolContext, ToolOutput
+
+if TYPE_CHECKING:
+    from sessions_app.runtime.mcp.connection import ServerConnection
 
 DESCRIPTION_MAX_CHARS = 1024
 SCHEMA_MAX_CHARS = 16_384
@@ -40,6 +42,9 @@ _pins: dict[tuple[str, str], str] = {}
 
 
 def _connection(config: ServerConfig) -> ServerConnection:
+    # The SDK is imported with the first server used, not with the worker (server.py).
+    from sessions_app.runtime.mcp.connection import ServerConnection
+
     with _lock:
         connection = _connections.get(config.name)
         if connection is not None and connection.config == config:
@@ -182,6 +187,8 @@ async def _call(
         result = call.result()
     except McpUnavailable as unavailable:
         return ToolOutput(str(unavailable), is_error=True)
+    from sessions_app.runtime.mcp.results import result_keep  # with the SDK (server.py)
+
     text, is_error, files = await in_pool(
         "store",
         result_keep,

@@ -1,18 +1,19 @@
 """What every sandbox backend answers, and the shapes a run goes in and comes out as.
 
-A backend runs one program (Python or bash source) on a host directory that becomes its
-workspace, within `RunLimits`, and never runs it unisolated: a backend that cannot isolate
-says why in `unavailable()` and `run_code` is then not offered at all. `bwrap` runs it on
-this machine; a container backend (docs/sandbox.md) would run it on another one, copying the
-workspace there and back, behind the same two methods.
+A backend runs one program (Python or bash source) on the session's files — handed to it as
+`{path: (sha256, size)}` of blobs — within `RunLimits`, and returns what the program left in
+its workspace (`pack.Returned`); it never runs a program unisolated: a backend that cannot
+isolate says why in `unavailable()` and `run_code` is then not offered at all. `bwrap` runs
+it on this machine; a container backend (docs/sandbox.md) would run it on another one,
+sending the files there and back, behind the same two methods.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from django.conf import settings
 
@@ -32,7 +33,8 @@ class RunLimits:
     memory_mb: int
     max_procs: int
     output_bytes: int  # per stream, kept in the result; the rest is dropped
-    file_bytes: int  # the largest file a run may write
+    file_bytes: int  # the largest file a run may write, and all its workspace may hold
+    tmp_bytes: int  # what its /tmp may hold
     network: bool
 
     @classmethod
@@ -48,20 +50,31 @@ class RunLimits:
             max_procs=settings.SANDBOX_MAX_PROCS,
             output_bytes=settings.SANDBOX_OUTPUT_BYTES,
             file_bytes=settings.SANDBOX_WORKSPACE_MAX_BYTES,
+            tmp_bytes=settings.SANDBOX_TMP_MAX_BYTES,
             network=settings.SANDBOX_NETWORK,
         )
 
 
 @dataclass(frozen=True)
+class HandedFile:
+    """A file of the workspace as a run gets it: its blob and the blob's size."""
+
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
 class RunSpec:
-    """One run: `workspace` is the host directory the program sees as its working directory
-    (`/workspace`, the only writable place besides a private `/tmp`); `attachments`, when
-    given, appears read-only at `/workspace/attachments`."""
+    """One run: `files` become the program's working directory (`/workspace`, the only
+    writable place besides a private `/tmp`); `attachments`, a host directory when given,
+    appears read-only at `/workspace/attachments`. `scratch` is a host directory the backend
+    may use for the run (its code, the files coming back); the caller removes it."""
 
     language: str
     code: str
-    workspace: Path
     limits: RunLimits
+    scratch: Path
+    files: dict[str, HandedFile] = field(default_factory=dict)
     attachments: Path | None = None
 
 
@@ -74,6 +87,9 @@ class RunOutcome:
     duration_ms: int
     killed: str | None = None  # KILLED_* when the sandbox ended the run
     aborted: bool = False  # the person stopped the turn; the run's process tree is gone
+    # What the workspace came back as (pack.Returned: the caller keeps or drops its files,
+    # then closes it); None when the run was aborted.
+    workspace: Any = None
 
 
 class SandboxBackend(ABC):
@@ -88,4 +104,4 @@ class SandboxBackend(ABC):
     async def run(self, spec: RunSpec, *, abort) -> RunOutcome:
         """Run `spec` to its end, its limits or `abort` (runtime.tools.TurnAbort), whichever
         comes first, without blocking the event loop; on a Stop every process of the run
-        is gone when this returns."""
+        is gone when this returns. The outcome's `workspace` says what the run left."""

@@ -99,8 +99,9 @@ class _NeverStopped:
 
 async def _probe(backend: SandboxBackend) -> str | None:
     scratch = Path(tempfile.mkdtemp(prefix="jarvis-probe-", dir=scratch_root()))
+    outcome = None
     try:
-        work = scratch_prepare(scratch)
+        scratch_prepare(scratch)
         code = PROBE_CODE.format(
             project=str(settings.BASE_DIR),
             isolated_net=not settings.SANDBOX_NETWORK,
@@ -108,7 +109,7 @@ async def _probe(backend: SandboxBackend) -> str | None:
         )
         limits = RunLimits.from_settings(timeout_sec=PROBE_WALL_SEC)
         outcome = await backend.run(
-            RunSpec(language="python", code=code, workspace=work, limits=limits),
+            RunSpec(language="python", code=code, limits=limits, scratch=scratch),
             abort=_NeverStopped(),
         )
         if outcome.exit_code != 0:
@@ -117,8 +118,11 @@ async def _probe(backend: SandboxBackend) -> str | None:
         found = json.loads(outcome.stdout.strip().splitlines()[-1])
         if found:
             return "the sandbox does not isolate: " + "; ".join(found)
-        if not (work / "probe.txt").is_file():
+        returned = outcome.workspace
+        if returned is None or "probe.txt" not in returned.files:
             return "the sandbox's workspace is not writable"
         return None
     finally:
+        if outcome is not None and outcome.workspace is not None:
+            outcome.workspace.close()
         shutil.rmtree(scratch, ignore_errors=True)

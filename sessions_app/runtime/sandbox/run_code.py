@@ -18,17 +18,24 @@ from pathlib import Path
 from django.conf import settings
 
 from sessions_app.runtime.loop.executors import in_pool
-from sessions_app.runtime.sandbox.base import LANGUAGES, RUN_CODE, RunLimits, RunSpec
+from sessions_app.runtime.sandbox.base import (
+    LANGUAGES,
+    RUN_CODE,
+    HandedFile,
+    RunLimits,
+    RunOutcome,
+    RunSpec,
+)
 from sessions_app.runtime.sandbox.bwrap import scratch_root
 from sessions_app.runtime.sandbox.registry import sandbox_backend, sandbox_status
 from sessions_app.runtime.sandbox.slots import SLOTS
 from sessions_app.runtime.sandbox.workspace import (
     Collected,
-    Materialized,
+    attachments_copy,
     attachments_of_session,
     collect,
+    handed_files,
     manifest_as_of,
-    materialize,
     scratch_remove,
 )
 from sessions_app.runtime.tools.base import (
@@ -64,25 +71,36 @@ def _checked(arguments: dict) -> tuple[str, str, float | None]:
 @dataclass(frozen=True)
 class _Prepared:
     owner_id: int | None
-    materialized: Materialized
+    files: dict[str, HandedFile]
+    attachments: Path
 
 
 def _prepare(session_id: str, scratch: Path) -> _Prepared:
-    """The session's workspace as of now, and its attachments, copied into `scratch`."""
+    """The session's workspace as of now (its blobs, handed to the sandbox as they are), and
+    its attachments, copied into `scratch`."""
     store = get_store()
     meta = store.get_meta(session_id)
     entries = store.get_messages(session_id)
     manifest, _ = manifest_as_of(entries)
-    materialized = materialize(scratch, manifest, attachments_of_session(entries))
-    return _Prepared(owner_id=meta.owner_id if meta else None, materialized=materialized)
+    return _Prepared(
+        owner_id=meta.owner_id if meta else None,
+        files=handed_files(manifest),
+        attachments=attachments_copy(scratch, attachments_of_session(entries)),
+    )
 
 
-def _store(context: ToolContext, prepared: _Prepared) -> Collected:
+def _store(context: ToolContext, prepared: _Prepared, outcome: RunOutcome) -> Collected:
     # Fenced: the links are written only while the session is the one the turn started on.
-    with context.fenced():
-        return collect(
-            prepared.materialized, session_id=context.session_id, owner_id=prepared.owner_id
-        )
+    try:
+        with context.fenced():
+            return collect(
+                outcome.workspace,
+                prepared.files,
+                session_id=context.session_id,
+                owner_id=prepared.owner_id,
+            )
+    finally:
+        outcome.workspace.close()
 
 
 async def run_code(context: ToolContext, arguments: dict) -> ToolOutput:
@@ -99,14 +117,15 @@ async def run_code(context: ToolContext, arguments: dict) -> ToolOutput:
             spec = RunSpec(
                 language=language,
                 code=code,
-                workspace=prepared.materialized.work,
-                attachments=prepared.materialized.attachments,
                 limits=RunLimits.from_settings(timeout_sec=timeout),
+                scratch=scratch,
+                files=prepared.files,
+                attachments=prepared.attachments,
             )
             outcome = await sandbox_backend().run(spec, abort=context.abort)
             if outcome.aborted:
                 raise ToolAborted(ABORTED_RESULT_TEXT)
-            collected = await in_pool("tools", _store, context, prepared)
+            collected = await in_pool("tools", _store, context, prepared, outcome)
         finally:
             await in_pool("tools", scratch_remove, scratch)
     finally:

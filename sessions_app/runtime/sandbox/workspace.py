@@ -8,41 +8,40 @@ the workspace as it was there; a delete removes them; an export carries them; on
 backend alike. Each blob is also linked to the session (a `BlobLink` named by its path):
 that keeps it from `blobs_sweep`, counts it in the owner's quota and puts it in exports.
 
-A run materializes the manifest into a scratch directory (`work/`, the program's
-`/workspace`; the session's attachments read-only in `attachments/`), runs, and stores what
-changed; then the directory goes. No worker keeps a session's files between runs.
+A run hands the manifest's blobs to the sandbox (pack.py: one stream into the run's own
+`/workspace`, a tmpfs; the session's attachments read-only in `attachments/`, copied into
+the run's scratch directory), runs, gets back what changed and stores it (`collect`); then
+the scratch directory goes. No worker keeps a session's files between runs.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
-import stat
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from dataclasses import dataclass
+from pathlib import Path
 
 from django.conf import settings
 
 from sessions_app.core.file_types import workspace_file_type
+from sessions_app.runtime.sandbox import inside
+from sessions_app.runtime.sandbox.base import HandedFile
+from sessions_app.runtime.sandbox.pack import Returned
+from sessions_app.runtime.sandbox.paths import ATTACHMENTS, MAX_FILES, path_valid
 from sessions_app.store.base import EntryRecord
 from sessions_app.store.blobs import (
     BLOB_NAME_CHARS,
     blob_link,
     blob_local_path,
     blob_open,
+    blob_sizes,
     blobs_described,
     owner_links_many,
     owner_usage,
 )
 
-ATTACHMENTS = "attachments"
 HASH_CHUNK = 1024 * 1024
-# More files than this in one workspace are not kept (listing, copying and hashing them is
-# each run's cost).
-MAX_FILES = 10_000
-MAX_PATH_CHARS = 1000
 
 
 def workspace_changes(entry: EntryRecord) -> dict[str, str | None]:
@@ -93,93 +92,37 @@ def _safe_name(name: str) -> str:
     return "_" + name if name in {".", ".."} else name
 
 
-def path_valid(path: str) -> bool:
-    """A manifest path: relative, normalized, no `..`, not under `attachments/`."""
-    pure = PurePosixPath(path)
-    return (
-        0 < len(path) <= MAX_PATH_CHARS
-        and not pure.is_absolute()
-        and str(pure) == path
-        and ".." not in pure.parts
-        and pure.parts[0] != ATTACHMENTS
-        and "\x00" not in path
-    )
-
-
-def _sandbox_owned(path: Path) -> None:
-    """A server running as root hands the sandbox's user what it must write."""
-    if os.geteuid() == 0:
-        os.chown(path, settings.SANDBOX_UID, settings.SANDBOX_UID)
-
-
 def scratch_prepare(scratch: Path) -> Path:
-    """The run's directories under `scratch`: `work/` (the sandbox's user may write it) with
-    the mount point of `attachments/`; the backend adds `code/`. Returns `work/`."""
+    """The run's scratch directory made reachable by the sandbox's user, with `attachments/`
+    (bound read-only at /workspace/attachments); the backend adds `code/`. Returns
+    `attachments/`."""
     scratch.chmod(0o755)  # made private (mkdtemp): the sandbox's user must reach into it
-    work = scratch / "work"
-    work.mkdir(mode=0o755)
-    (work / ATTACHMENTS).mkdir(mode=0o755)
-    (scratch / ATTACHMENTS).mkdir(mode=0o755)
-    _sandbox_owned(work)
-    return work
+    attachments = scratch / ATTACHMENTS
+    attachments.mkdir(mode=0o755)
+    return attachments
 
 
-@dataclass
-class Materialized:
-    work: Path
-    attachments: Path
-    manifest: dict[str, str]
-    # What each file was when handed to the run, (size, mtime_ns, ctime_ns, inode): a file
-    # still so is not read again. The run can restore a file's mtime but never its ctime.
-    seen: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
-    # The file system's time once every file was in place: a file whose ctime is not older
-    # than this may be rewritten within the same clock tick (its ctime unchanged), so it is
-    # hashed whatever its stat says.
-    ready_ns: int = 0
-
-
-def materialize(
-    scratch: Path, manifest: dict[str, str], attachments: dict[str, str]
-) -> Materialized:
-    work = scratch_prepare(scratch)
-    root = str(work)
-    made = {""}  # directories under work/ made so far; the scratch directory starts empty
-    seen = {}
-    for path, sha256 in manifest.items():
-        if not path_valid(path):
-            continue
-        parent = os.path.dirname(path)
-        if parent not in made:
-            _make_parents(root, parent, made)
-        seen[path] = _copy_blob(sha256, os.path.join(root, path), owned=True)
+def attachments_copy(scratch: Path, attachments: dict[str, str]) -> Path:
+    """The session's attachments, read-only, in the run's `attachments/`."""
+    directory = scratch_prepare(scratch)
     for name, sha256 in attachments.items():
-        target = scratch / ATTACHMENTS / name
-        _copy_blob(sha256, str(target), owned=False)
+        target = directory / name
+        _copy_blob(sha256, str(target))
         target.chmod(0o444)
-    os.utime(scratch)  # its ctime becomes the file system's now, on the files' own clock
-    return Materialized(
-        work=work,
-        attachments=scratch / ATTACHMENTS,
-        manifest=dict(manifest),
-        seen=seen,
-        ready_ns=os.stat(scratch).st_ctime_ns,
-    )
+    return directory
 
 
-def _make_parents(root: str, parent: str, made: set[str]) -> None:
-    missing = []
-    while parent not in made:
-        missing.append(parent)
-        parent = os.path.dirname(parent)
-    for directory in reversed(missing):
-        os.mkdir(os.path.join(root, directory), mode=0o755)
-        _sandbox_owned(Path(root, directory))
-        made.add(directory)
+def handed_files(manifest: dict[str, str]) -> dict[str, HandedFile]:
+    """The manifest as a run gets it: each valid path with its blob and the blob's size."""
+    sizes = blob_sizes(set(manifest.values()))
+    return {
+        path: HandedFile(sha256, sizes[sha256])
+        for path, sha256 in manifest.items()
+        if path_valid(path) and sha256 in sizes
+    }
 
 
-def _copy_blob(sha256: str, target: str, *, owned: bool) -> tuple[int, int, int, int]:
-    """A copy of the blob at `target` (the sandbox may write it, never the blob): (size,
-    mtime_ns, ctime_ns, inode) once it is in place."""
+def _copy_blob(sha256: str, target: str) -> None:
     out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         local = blob_local_path(sha256)
@@ -193,12 +136,8 @@ def _copy_blob(sha256: str, target: str, *, owned: bool) -> tuple[int, int, int,
         else:
             with blob_open(sha256) as source, open(out, "wb", closefd=False) as file:
                 shutil.copyfileobj(source, file, HASH_CHUNK)
-        if owned and os.geteuid() == 0:
-            os.fchown(out, settings.SANDBOX_UID, settings.SANDBOX_UID)
-        info = os.fstat(out)
     finally:
         os.close(out)
-    return info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino
 
 
 @dataclass
@@ -208,114 +147,86 @@ class Collected:
     notes: list[str]  # what was not kept, and why (the result's stderr says it)
 
 
-def _walk(work: Path, notes: list[str]) -> dict[str, os.stat_result]:
-    """The workspace's regular files, never following a link: a symbolic link (to a file in
-    the workspace or outside it) is not kept, and neither is anything that is not a file."""
-    found: dict[str, os.stat_result] = {}
-    stack = [(str(work), "")]
-    while stack:
-        directory, prefix = stack.pop()
-        with os.scandir(directory) as items:
-            for item in items:
-                # Built from listed names, so already normalized (no `.`, `..` or NUL).
-                relative = prefix + item.name
-                if relative == ATTACHMENTS:
-                    continue
-                info = item.stat(follow_symlinks=False)
-                if stat.S_ISLNK(info.st_mode):
-                    notes.append(f"{relative}: a symbolic link, not kept")
-                elif stat.S_ISDIR(info.st_mode):
-                    stack.append((item.path, relative + "/"))
-                elif stat.S_ISREG(info.st_mode) and len(relative) <= MAX_PATH_CHARS:
-                    found[relative] = info
-                else:
-                    notes.append(f"{relative}: not a regular file, not kept")
-                if len(found) > MAX_FILES:
-                    return found
-    return found
+def _nothing_kept(notes: list[str], why: str) -> Collected:
+    return Collected({}, [], [*notes, f"{why}: nothing of this run was kept"])
 
 
-def _digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    # O_NOFOLLOW: what was a file when listed is read as that file, never through a link.
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as file:
-        while chunk := file.read(HASH_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _unchanged(materialized: Materialized, path: str, info: os.stat_result) -> bool:
-    was = materialized.seen.get(path)
-    now = (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
-    return was == now and was[2] < materialized.ready_ns
-
-
-def collect(materialized: Materialized, *, session_id: str, owner_id: int | None) -> Collected:
+def collect(
+    returned: Returned,
+    handed: dict[str, HandedFile],
+    *,
+    session_id: str,
+    owner_id: int | None,
+) -> Collected:
     """Store what the run changed (blobs linked to the session) and say what it was.
 
-    Steps: list the files (links and special files left out); hash the ones that are new or
-    not as they were handed over; check the workspace limit and the owner's quota — over
-    either, nothing of this run is kept and the notes say why; store each new content once
-    and link it to the session."""
-    notes: list[str] = []
-    found = _walk(materialized.work, notes)
-    if len(found) > MAX_FILES:
-        return Collected({}, [], [f"more than {MAX_FILES} files: nothing of this run was kept"])
-    changes: dict[str, str | None] = {}
-    for path, info in found.items():
-        if _unchanged(materialized, path, info):
-            continue
-        sha256 = _digest(materialized.work / path)
-        if materialized.manifest.get(path) != sha256:
-            changes[path] = sha256
-    for path in materialized.manifest:
-        if path not in found:
-            changes[path] = None
-    total = sum(info.st_size for info in found.values())
+    `returned` is what the sandbox sent back (pack.read_pack: paths checked, files hashed).
+    Steps: what changed against what was handed in; check the workspace limit and the
+    owner's quota — over either, or when the run filled its /workspace (a write of its
+    failed, so a file may be cut short), nothing of this run is kept and the notes say why;
+    store each new content once and link it to the session."""
+    notes = list(returned.notes)
     limit = settings.SANDBOX_WORKSPACE_MAX_BYTES
-    if total > limit:
-        return Collected(
-            {},
-            [],
-            notes
-            + [
-                f"the workspace would hold {total} bytes, more than SANDBOX_WORKSPACE_MAX_BYTES "
-                f"({limit}): nothing of this run was kept"
-            ],
+    if returned.full_tmp:
+        notes.append(
+            f"/tmp filled its SANDBOX_TMP_MAX_BYTES ({settings.SANDBOX_TMP_MAX_BYTES} bytes): "
+            "writes past it failed"
         )
-    added = {sha256: found[path].st_size for path, sha256 in changes.items() if sha256}
+    if returned.lost is not None:
+        return Collected({}, [], [*notes, returned.lost])
+    if returned.too_many:
+        return _nothing_kept(
+            notes, f"more than {MAX_FILES} files (or {inside.MAX_ENTRIES} names in all)"
+        )
+    if returned.full_workspace:
+        return _nothing_kept(
+            notes,
+            f"the run filled its workspace (SANDBOX_WORKSPACE_MAX_BYTES, {limit} bytes) and "
+            "writes past it failed",
+        )
+    changes: dict[str, str | None] = {}
+    for path, file in returned.files.items():
+        was = handed.get(path)
+        if was is None or was.sha256 != file.sha256:
+            changes[path] = file.sha256
+    for path in handed:
+        if path not in returned.files and path not in returned.unchanged:
+            changes[path] = None
+    total = sum(file.size for file in returned.files.values()) + sum(
+        handed[path].size for path in returned.unchanged
+    )
+    if total > limit:
+        return _nothing_kept(
+            notes,
+            f"the workspace would hold {total} bytes, more than SANDBOX_WORKSPACE_MAX_BYTES "
+            f"({limit})",
+        )
+    added = {sha256: returned.files[path].size for path, sha256 in changes.items() if sha256}
     if added and owner_id is not None:
         new = set(added) - owner_links_many(owner_id=owner_id, sha256s=list(added))
         extra = sum(added[sha256] for sha256 in new)
         used = owner_usage(owner_id)
         if extra and used + extra > settings.USER_STORAGE_QUOTA_BYTES:
-            return Collected(
-                {},
-                [],
-                notes
-                + [
-                    f"your files take {used} bytes; this run's {extra} more would pass "
-                    f"USER_STORAGE_QUOTA_BYTES ({settings.USER_STORAGE_QUOTA_BYTES}): "
-                    "nothing of this run was kept"
-                ],
+            return _nothing_kept(
+                notes,
+                f"your files take {used} bytes; this run's {extra} more would pass "
+                f"USER_STORAGE_QUOTA_BYTES ({settings.USER_STORAGE_QUOTA_BYTES})",
             )
     files = []
     for path, sha256 in sorted(changes.items()):
         if sha256 is None:
             continue
-        fd = os.open(materialized.work / path, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as file:
-            file_type = workspace_file_type(file, name=path)
-            stored = blob_link(
-                file=file,
-                sha256=sha256,
-                size=found[path].st_size,
-                file_type=file_type,
-                session_id=session_id,
-                owner_id=owner_id,
-                name=path[-BLOB_NAME_CHARS:],
-            )
+        file = returned.files[path]
+        file_type = workspace_file_type(file.file, name=path)
+        stored = blob_link(
+            file=file.file,
+            sha256=sha256,
+            size=file.size,
+            file_type=file_type,
+            session_id=session_id,
+            owner_id=owner_id,
+            name=path[-BLOB_NAME_CHARS:],
+        )
         files.append(
             workspace_file(path, stored.id, stored.mime, stored.size, stored.width, stored.height)
         )

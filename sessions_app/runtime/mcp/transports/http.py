@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 import anyio.to_thread
 import httpx2
 from django.core.exceptions import ImproperlyConfigured
-from mcp.client.streamable_http import streamable_http_client
 
 from jarvis_site.shared.outbound_urls import (
     OutboundTarget,
@@ -57,6 +56,9 @@ class _Pinned(httpx2.AsyncBaseTransport):
 @asynccontextmanager
 async def _connected(target: OutboundTarget, address: str, config: ServerConfig) -> AsyncIterator:
     """The SDK's streamable-HTTP streams over a client pinned to `address` (closed after)."""
+    # The SDK is imported with the first server used, not with the worker (server.py).
+    from mcp.client.streamable_http import streamable_http_client
+
     # The SDK's own timeouts for MCP over HTTP: a response stream may stay open for minutes;
     # a call's own limit is the server's timeout_sec, kept by the connection.
     timeout = httpx2.Timeout(30.0, read=300.0)

@@ -12,8 +12,6 @@ import os
 from typing import TYPE_CHECKING
 
 from django.core.exceptions import ImproperlyConfigured
-from mcp import StdioServerParameters
-from mcp.client.stdio import get_default_environment
 
 from sessions_app.runtime.mcp.transports.base import McpTransport
 
@@ -32,7 +30,11 @@ class StdioTransport(McpTransport):
                 f"MCP_SERVERS_FILE: servers.{config.name}: url and headers are for http servers"
             )
 
-    async def target(self, config: ServerConfig) -> StdioServerParameters:
+    async def target(self, config: ServerConfig):
+        # The SDK is imported with the first server used, not with the worker (server.py).
+        from mcp import StdioServerParameters
+        from mcp.client.stdio import get_default_environment
+
         command = config.command
         if os.sep in command and not os.access(command, os.X_OK):
             raise ConnectionRefusedError(f"{command} is not an executable file")

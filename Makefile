@@ -50,13 +50,16 @@ cluster: $(STAMP)
 # keeps to itself). Most of its time is spent waiting on servers and browsers, so more workers
 # than cores pays. PYTEST_ARGS narrows it (`PYTEST_ARGS="tests/browser -k chat"`); `-n0` in
 # PYTEST_ARGS runs it in one process. The time printed at the end includes the install.
+# `--maxschedchunk 2`: tests are handed out two at a time as workers free up. By default each
+# worker is first handed a quarter of its share at once, so one worker took every browser
+# test and ran for twice as long as the other three.
 # Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: every worker and server a test
 # starts would otherwise compile its modules again (and pytest rewrite every test module).
 # `--dist load` hands out tests by index. Not loadscope/loadfile/loadgroup: they key tests by
 # node id, and the 30 schemathesis tests share one (tests/sessions_app/web/api/
 # test_openapi_conformance.py), so 29 of them would silently not run.
 PYTEST_WORKERS ?= 4
-PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist load
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist load --maxschedchunk 2
 test:
 	@start=$$(date +%s); status=0; \
 	$(MAKE) --no-print-directory venv sandbox && \

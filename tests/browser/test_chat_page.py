@@ -24,6 +24,18 @@ from tests.multiprocess.servers import daphne, free_port
 pytestmark = browser_test
 
 
+# A rename sent from the page as its own script would (the session cookie and CSRF token).
+RENAME = """async ([id, title]) => {
+  const token = document.cookie.match(/(?:^|;\\s*)csrftoken=([^;]+)/)[1];
+  const response = await fetch("/api/sessions/" + id + "/", {
+    method: "PATCH",
+    headers: {"Content-Type": "application/json", "X-CSRFToken": token},
+    body: JSON.stringify({title}),
+  });
+  if (!response.ok) throw new Error("rename: " + response.status);
+}"""
+
+
 def wait_until_detached(session_id: str) -> None:
     """Until the server has unregistered the sockets of a closed tab (it learns of it async)."""
     eventually(
@@ -129,6 +141,11 @@ def _walk_through(server, browser, tmp_path, expect, restart):
     original_row = page.locator(f'.session-item[data-session-id="{original}"]')
     original_row.hover()
     original_row.locator("button.delete-session").click()
+    expect(original_row.locator(".row-error")).to_contain_text("session_connected")
+    # The list is drawn again (here: the branch renamed, which every tab's live list hears);
+    # the reason stays on its row.
+    page.evaluate(RENAME, [branch, "renamed branch"])
+    expect(branch_row).to_contain_text("renamed branch")
     expect(original_row.locator(".row-error")).to_contain_text("session_connected")
     other_tab.close()
     wait_until_detached(original)

@@ -1400,13 +1400,15 @@ function sessionItem(session, unseen) {
   remove.title = "Delete " + session.id;
   remove.setAttribute("aria-label", "Delete session " + (session.title || session.id));
   remove.appendChild(icon("trash"));
-  remove.addEventListener("click", () => deleteFromList(session.id, item));
+  remove.addEventListener("click", () => deleteFromList(session.id));
   if (!session.spawned_by) {
     item.appendChild(
       rowActions(item, session, { onChanged: refreshSessions, onError: (text) => showNotice(text, "error") }),
     );
   }
   item.appendChild(remove);
+  const refused = rowErrors.get(session.id);
+  if (refused) item.appendChild(el("p", "row-error", refused));
   return item;
 }
 
@@ -1473,18 +1475,27 @@ async function refreshSessions() {
   for (const item of sessionTree(result.data, unseen)) list.appendChild(item);
 }
 
-async function deleteFromList(sessionId, item) {
+// Why a listed session was not deleted, by session id: kept until the next try, so a redraw
+// of the list (a live frame, another tab's change) does not wipe the reason away.
+const rowErrors = new Map();
+
+async function deleteFromList(sessionId) {
   if (sessionId === state.sessionId) return deleteCurrent();
   if (!confirm("Delete session " + sessionId + " and the memory it produced?")) return;
+  rowErrors.delete(sessionId);
   const result = await api("DELETE", sessionPath(sessionId));
-  const old = item.querySelector(".row-error");
+  // The row as drawn now: the list may have been drawn again while the request ran.
+  const item = document.querySelector(`.session-item[data-session-id="${CSS.escape(sessionId)}"]`);
+  const old = item && item.querySelector(":scope > .row-error");
   if (old) old.remove();
   if (result.ok) {
-    item.remove();
+    if (item) item.remove();
     showKeptExports(sessionId, result.data.exports);
     return;
   }
-  item.appendChild(el("p", "row-error", "Not deleted: " + errorText(result)));
+  const refused = "Not deleted: " + errorText(result);
+  rowErrors.set(sessionId, refused);
+  if (item) item.appendChild(el("p", "row-error", refused));
 }
 
 function kiloTokens(count) {

@@ -73,8 +73,11 @@ RECONNECT_ATTEMPTS = 6
 # While turns run, some socket gets a frame every few milliseconds; this long a silence
 # means the turns still open will not end.
 QUIET_SEC = 20
-# The short turn and the abort leave this long after the first prompt of the storm.
+# The short turns and the abort leave this long after the first prompt of the storm.
 SHORT_AFTER_SEC = 0.5
+# Short turns sent together, each in a session (and for a person) of its own; the row shows
+# their median: one turn of tens of milliseconds is too few to compare two rows by.
+SHORT_TURNS = 5
 # The buckets of jarvis_event_loop_lag_seconds (jarvis_site/shared/metrics.py): the peer's loop lag
 # is put in the same ones, so that both p99s read alike (a bucket's upper bound).
 LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -575,18 +578,33 @@ async def sessions_model_set(conversations: list[Conversation], model: str) -> N
     await asyncio.gather(*(one(c) for c in conversations if not c.open_error))
 
 
+def short_turns(turns: list[tuple[float | None, float | None, str | None]]) -> dict:
+    """The short turns' median (ms) once every one completed, and how the first that did not
+    ended ("lost" when it never did)."""
+    for *_, status in turns:
+        if status != "completed":
+            return {"short_ms": None, "short_status": status or "lost"}
+    return {
+        "short_ms": statistics.median((ended - sent) * 1000 for sent, ended, _ in turns),
+        "short_status": "completed",
+    }
+
+
 async def run_load(
     workers: list[Worker], tokens: list[str], args, session_model: str | None = None
 ) -> dict:
-    """N load sessions spread over the workers, plus one short-turn session on the first;
-    with `session_model`, each of them first picks that model as its own."""
+    """N load sessions spread over the workers, plus SHORT_TURNS short-turn sessions on the
+    first; with `session_model`, each of them first picks that model as its own."""
     run = uuid.uuid4().hex[:6]  # fresh session ids (and channel groups) for every run
     count = args.sessions
     load = [
         Conversation(workers[index % len(workers)].base, f"load-{run}-{index:05d}", tokens[index])
         for index in range(count)
     ]
-    short = Conversation(workers[0].base, f"short-{run}", tokens[count])
+    shorts = [
+        Conversation(workers[0].base, f"short-{run}-{number}", tokens[count + number])
+        for number in range(SHORT_TURNS)
+    ]
     # With two workers, every other pair of sessions is read by a socket on the other worker
     # than its turn: the prompting socket sends and closes, so half the sockets that watch a
     # turn are on the worker that does not run it (docs/design.md §17).
@@ -606,11 +624,11 @@ async def run_load(
         else None
     )
     stoppers = [remote_stop] if remote_stop is not None else []
-    log(f"  opening {count + 1 + len(watchers) + len(stoppers)} sockets")
-    await open_all([*load, short, *watchers.values(), *stoppers])
+    log(f"  opening {count + SHORT_TURNS + len(watchers) + len(stoppers)} sockets")
+    await open_all([*load, *shorts, *watchers.values(), *stoppers])
     if session_model is not None:
         log(f"  every session picks {session_model}")
-        await sessions_model_set([*load, short], session_model)
+        await sessions_model_set([*load, *shorts], session_model)
     pids = [worker.pid for worker in workers]
     baseline = {pid: memory_kb(pid) for pid in pids}
     peaks: dict[int, int] = dict(baseline)
@@ -642,12 +660,13 @@ async def run_load(
     first_sent = load[0].sent
     if remote_stop is not None and not remote_stop.open_error:
         readers.append(asyncio.create_task(remote_stop.until_end(deadline, Progress())))
-    # Half a second into the storm every turn should be streaming: a short turn and an
+    # Half a second into the storm every turn should be streaming: short turns and an
     # abort now show whether the worker still answers at once.
     await asyncio.sleep(max(0.0, first_sent + SHORT_AFTER_SEC - time.monotonic()))
-    if not short.open_error:
-        await short.prompt(SHORT_PROMPT)
-        readers.append(asyncio.create_task(short.until_end(deadline, Progress())))
+    for short in shorts:
+        if not short.open_error:
+            await short.prompt(SHORT_PROMPT)
+            readers.append(asyncio.create_task(short.until_end(deadline, Progress())))
     abort_sent = None if load[0].open_error else await load[0].abort()
     remote_sent = None
     if remote_stop is not None and not remote_stop.open_error and not load[1].open_error:
@@ -659,7 +678,7 @@ async def run_load(
     stop_sampling.set()
     await sampler
     log("  closing the sockets")
-    await asyncio.gather(*(c.close() for c in [*load, short, *stoppers]))
+    await asyncio.gather(*(c.close() for c in [*load, *shorts, *stoppers]))
     across = [c for index, c in watchers.items() if load[index] is c and c.status == "completed"]
 
     timed = load[1 + len(stoppers) :]  # the stopped turns are not the load's
@@ -673,13 +692,12 @@ async def run_load(
         "completed": len(measured),
         "other_end": sum(1 for c in timed if c.ended and c.status != "completed"),
         "lost": sum(1 for c in load if not c.ended and not c.open_error),
-        "open_failures": sum(1 for c in [*load, short, *stoppers] if c.open_error),
-        "drops": sum(1 for c in [*load, short, *stoppers] if c.dropped),
+        "open_failures": sum(1 for c in [*load, *shorts, *stoppers] if c.open_error),
+        "drops": sum(1 for c in [*load, *shorts, *stoppers] if c.dropped),
         "wall_s": (max(ends) - first_sent) if ends else None,
         "p50_ms": percentile(overheads, 50),
         "p99_ms": percentile(overheads, 99),
-        "short_ms": (short.ended - short.sent) * 1000 if short.ended else None,
-        "short_status": short.status or "lost",
+        **short_turns([(c.sent, c.ended, c.status) for c in shorts]),
         "abort_ms": (load[0].ended - abort_sent) * 1000 if abort_sent and load[0].ended else None,
         "abort_status": load[0].status or "lost",
         "remote_abort_ms": (remote_stop.ended - remote_sent) * 1000
@@ -890,6 +908,7 @@ def run_peer(config: str, model_url: str, scratch: Path, args) -> dict | None:
                         f"--timeout={args.timeout}",
                         f"--short-prompt={SHORT_PROMPT}",
                         f"--short-after={SHORT_AFTER_SEC}",
+                        f"--short-turns={SHORT_TURNS}",
                         f"--long-prompt={LONG_PROMPT}",
                         *(["--short-and-abort"] if index == 0 else []),
                     ],
@@ -1001,8 +1020,8 @@ def run_config(config: str, scratch: Path, args) -> list[dict]:
                 )
                 if session_model is not None:
                     log(f"  again, every session on {session_model}")
-                log(f"  migrating and creating {args.sessions + 1} users")
-                tokens = prepare(env, args.sessions + 1)
+                log(f"  migrating and creating {args.sessions + SHORT_TURNS} users")
+                tokens = prepare(env, args.sessions + SHORT_TURNS)
                 with contextlib.ExitStack() as stack:
                     running = [
                         stack.enter_context(daphne(env, scratch / f"daphne-{index}.log"))
@@ -1101,7 +1120,7 @@ def print_table(rows: list[dict], args) -> None:
         "wall s",
         "overhead p50 ms",
         "overhead p99 ms",
-        "short turn at 0.5 s, ms",
+        f"short turn at 0.5 s, median of {SHORT_TURNS}, ms",
         "abort ms (status)",
         "Stop from the other worker, ms",
         "RSS/turn KB",

@@ -163,11 +163,13 @@ async def main(args) -> dict:
     shorts: list[dict] = [{} for _ in short_sessions]
     abort_sent = None
     if args.short_and_abort:
-        await asyncio.sleep(max(0.0, first_started + args.short_after - time.monotonic()))
-        for session, short in zip(short_sessions, shorts, strict=True):
+        for number, (session, short) in enumerate(zip(short_sessions, shorts, strict=True)):
+            at = first_started + args.short_after + number * args.short_spacing
+            await asyncio.sleep(max(0.0, at - time.monotonic()))
             tasks.append(asyncio.create_task(one(session, args.short_prompt, short)))
-        abort_sent = time.monotonic()
-        records[0]["result"].cancel()
+            if number == 0:
+                abort_sent = time.monotonic()
+                records[0]["result"].cancel()
     await asyncio.gather(*tasks)
     cpu_used = cpu_seconds() - cpu_before
     stop.set()
@@ -216,4 +218,5 @@ if __name__ == "__main__":
     parser.add_argument("--short-and-abort", action="store_true")
     parser.add_argument("--short-after", type=float, default=0.5)
     parser.add_argument("--short-turns", type=int, default=1)
+    parser.add_argument("--short-spacing", type=float, default=0.1)
     print(json.dumps(asyncio.run(main(parser.parse_args()))), flush=True)

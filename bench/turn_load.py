@@ -75,9 +75,13 @@ RECONNECT_ATTEMPTS = 6
 QUIET_SEC = 20
 # The short turns and the abort leave this long after the first prompt of the storm.
 SHORT_AFTER_SEC = 0.5
-# Short turns sent together, each in a session (and for a person) of its own; the row shows
-# their median: one turn of tens of milliseconds is too few to compare two rows by.
+# Short turns, each in a session (and for a person) of its own, the first at SHORT_AFTER_SEC
+# and each next one SHORT_SPACING_SEC later: each arrives alone, as a person's does (a worker
+# starts at most one turn per 50 ms as its frame is read, consumers.START_AT_ONCE_EVERY_SEC;
+# five sent together measured the four that queued behind it). The row shows their median:
+# one turn of tens of milliseconds is too few to compare two rows by.
 SHORT_TURNS = 5
+SHORT_SPACING_SEC = 0.1
 # The buckets of jarvis_event_loop_lag_seconds (jarvis_site/shared/metrics.py): the peer's loop lag
 # is put in the same ones, so that both p99s read alike (a bucket's upper bound).
 LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -662,15 +666,17 @@ async def run_load(
         readers.append(asyncio.create_task(remote_stop.until_end(deadline, Progress())))
     # Half a second into the storm every turn should be streaming: short turns and an
     # abort now show whether the worker still answers at once.
-    await asyncio.sleep(max(0.0, first_sent + SHORT_AFTER_SEC - time.monotonic()))
-    for short in shorts:
+    abort_sent = remote_sent = None
+    for number, short in enumerate(shorts):
+        at = first_sent + SHORT_AFTER_SEC + number * SHORT_SPACING_SEC
+        await asyncio.sleep(max(0.0, at - time.monotonic()))
         if not short.open_error:
             await short.prompt(SHORT_PROMPT)
             readers.append(asyncio.create_task(short.until_end(deadline, Progress())))
-    abort_sent = None if load[0].open_error else await load[0].abort()
-    remote_sent = None
-    if remote_stop is not None and not remote_stop.open_error and not load[1].open_error:
-        remote_sent = await remote_stop.abort()
+        if number == 0:
+            abort_sent = None if load[0].open_error else await load[0].abort()
+            if remote_stop is not None and not remote_stop.open_error and not load[1].open_error:
+                remote_sent = await remote_stop.abort()
     await until_done_or_quiet(readers, progress)
     await asyncio.gather(*closing)
     cpu_used = sum(cpu_seconds(pid) - cpu_before[pid] for pid in pids)
@@ -909,6 +915,7 @@ def run_peer(config: str, model_url: str, scratch: Path, args) -> dict | None:
                         f"--short-prompt={SHORT_PROMPT}",
                         f"--short-after={SHORT_AFTER_SEC}",
                         f"--short-turns={SHORT_TURNS}",
+                        f"--short-spacing={SHORT_SPACING_SEC}",
                         f"--long-prompt={LONG_PROMPT}",
                         *(["--short-and-abort"] if index == 0 else []),
                     ],
@@ -986,11 +993,14 @@ def run_config(config: str, scratch: Path, args) -> list[dict]:
         if not redis_reachable():
             return []
         extra["REDIS_URL"] = REDIS_URL
-    # The storms run once; `one` and `two` once per model setup, each on a fresh database and
-    # fresh workers, so that neither run finds what the other left.
+    # The storms run once; `one` and `two` twice per model setup, each run on a fresh database
+    # and fresh workers, so that no run finds what another left, in the order A B B A: the
+    # later of two runs came out slower (the same model in both setups gave a short turn up to
+    # 2x slower in the second), and this order puts each setup first once and last once.
     runs = [("jarvis", None)]
     if not config.startswith("storm"):
-        runs.append(("jarvis, session model", f"openai:{SESSION_MODEL}"))
+        picked = ("jarvis, session model", f"openai:{SESSION_MODEL}")
+        runs += [picked, picked, ("jarvis", None)]
     rows = []
     used_postgres = False
     try:
@@ -1176,16 +1186,7 @@ def print_table(rows: list[dict], args) -> None:
             None,
         )
         if ours and picked:
-            print(
-                f"{config}: session model / JARVIS_MODEL: CPU per turn "
-                f"{ratio(picked['cpu_ms_per_turn'], ours['cpu_ms_per_turn'])}, short turn "
-                + (
-                    ratio(picked["short_ms"], ours["short_ms"])
-                    if picked["short_ms"] and ours["short_ms"]
-                    else "-"
-                )
-                + " (target <= 1.2x each)"
-            )
+            print(session_model_ratios(config, rows))
         for row in (ours, picked, peer):
             if row and row.get("open_failures"):
                 print(f"{config} {row['system']}: {row['open_failures']} sockets did not open")
@@ -1220,6 +1221,25 @@ def print_storm(row: dict) -> None:
         f"{row['reconnected']} sockets reconnected mid-answer; texts that differ from the "
         f"stored answer {row['differs']}, lost events {row['gaps']}, lost turns {row['lost']}, "
         f"drops {row['drops']} ({row['retried']} reconnects retried); CPU {fmt(row['cpu_ms_per_turn'])} ms/turn (targets 0, 0, 0, 0)"
+    )
+
+
+def session_model_ratios(config: str, rows: list[dict]) -> str:
+    """The target's line: each setup's mean over its runs (A B B A), session model over
+    JARVIS_MODEL, on CPU per turn and the short turn."""
+
+    def mean_of(system: str, key: str) -> float | None:
+        values = [r[key] for r in rows if r["config"] == config and r["system"] == system]
+        return statistics.mean(values) if values and None not in values else None
+
+    cells = []
+    for key, name in (("cpu_ms_per_turn", "CPU per turn"), ("short_ms", "short turn")):
+        ours, picked = mean_of("jarvis", key), mean_of("jarvis, session model", key)
+        cells.append(f"{name} {ratio(picked, ours) if ours and picked else '-'}")
+    return (
+        f"{config}: session model / JARVIS_MODEL, means of the runs in the order A B B A: "
+        + ", ".join(cells)
+        + " (target <= 1.2x each)"
     )
 
 

@@ -582,6 +582,18 @@ async def sessions_model_set(conversations: list[Conversation], model: str) -> N
     await asyncio.gather(*(one(c) for c in conversations if not c.open_error))
 
 
+async def stop_once_started(conversation: Conversation, deadline: float) -> float | None:
+    """Stop the conversation's turn once its socket has seen it start, as a person presses
+    Stop on a turn the tab shows running (a Stop finds a turn by its lease, which a turn the
+    other worker has not started yet does not hold). When the Stop was sent; None if the
+    turn ended or never started first."""
+    while not conversation.started and not conversation.ended:
+        if time.monotonic() >= deadline:
+            return None
+        await asyncio.sleep(0.005)
+    return None if conversation.ended else await conversation.abort()
+
+
 def short_turns(turns: list[tuple[float | None, float | None, str | None]]) -> dict:
     """The short turns' median (ms) once every one completed, and how the first that did not
     ended ("lost" when it never did)."""
@@ -666,7 +678,7 @@ async def run_load(
         readers.append(asyncio.create_task(remote_stop.until_end(deadline, Progress())))
     # Half a second into the storm every turn should be streaming: short turns and an
     # abort now show whether the worker still answers at once.
-    abort_sent = remote_sent = None
+    abort_sent = remote_sent = remote_stopping = None
     for number, short in enumerate(shorts):
         at = first_sent + SHORT_AFTER_SEC + number * SHORT_SPACING_SEC
         await asyncio.sleep(max(0.0, at - time.monotonic()))
@@ -676,7 +688,9 @@ async def run_load(
         if number == 0:
             abort_sent = None if load[0].open_error else await load[0].abort()
             if remote_stop is not None and not remote_stop.open_error and not load[1].open_error:
-                remote_sent = await remote_stop.abort()
+                remote_stopping = asyncio.create_task(stop_once_started(remote_stop, deadline))
+    if remote_stopping is not None:
+        remote_sent = await remote_stopping
     await until_done_or_quiet(readers, progress)
     await asyncio.gather(*closing)
     cpu_used = sum(cpu_seconds(pid) - cpu_before[pid] for pid in pids)

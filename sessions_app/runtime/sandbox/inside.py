@@ -83,7 +83,8 @@ def _exact(stream, count: int) -> bytes:
     return data
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """All of `data` to `fd` (the worker's pack writer uses it too)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
@@ -113,7 +114,7 @@ def unpack(stream) -> dict:
             left = size
             while left:
                 data = _exact(stream, min(left, CHUNK))
-                _write_all(fd, data)
+                write_all(fd, data)
                 left -= len(data)
             info = os.fstat(fd)
         finally:
@@ -321,7 +322,7 @@ def main():
         ready_ns = os.stat(WORKSPACE).st_ctime_ns
     except (OSError, Unreadable, UnicodeError) as error:
         message = f"the workspace could not be unpacked: {error}".encode()[:2000]
-        _write_all(out_fd, MAGIC_OUT + b"X" + PATH.pack(len(message)) + message)
+        write_all(out_fd, MAGIC_OUT + b"X" + PATH.pack(len(message)) + message)
         os._exit(1)
     pid = os.fork()
     if pid == 0:

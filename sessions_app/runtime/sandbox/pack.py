@@ -64,7 +64,7 @@ def write_pack(fd: int, files: Mapping[str, HandedFile]) -> None:
             try:
                 size = os.fstat(source).st_size
                 header += inside.SIZE.pack(size)
-                _write_all(fd, header)
+                inside.write_all(fd, header)
                 header.clear()
                 left = size
                 while left:
@@ -76,11 +76,11 @@ def write_pack(fd: int, files: Mapping[str, HandedFile]) -> None:
                 os.close(source)
         else:
             header += inside.SIZE.pack(file.size)
-            _write_all(fd, header)
+            inside.write_all(fd, header)
             header.clear()
             with blob_open(file.sha256) as source:
                 _copy_exactly(source, fd, file.size, file.sha256)
-    _write_all(fd, bytes(header) + b"E")
+    inside.write_all(fd, bytes(header) + b"E")
 
 
 def _copy_exactly(source: BinaryIO, fd: int, size: int, sha256: str) -> None:
@@ -89,16 +89,10 @@ def _copy_exactly(source: BinaryIO, fd: int, size: int, sha256: str) -> None:
         data = source.read(min(left, COPY_CHUNK))
         if not data:
             raise OSError(f"the blob {sha256} ended early")
-        _write_all(fd, data)
+        inside.write_all(fd, data)
         left -= len(data)
     if source.read(1):
         raise OSError(f"the blob {sha256} is longer than its record")
-
-
-def _write_all(fd: int, data: bytes | bytearray) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 @dataclass

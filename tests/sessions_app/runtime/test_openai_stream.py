@@ -2,6 +2,7 @@
 decoder for any stream, however the network cuts it, and the SDK's errors."""
 
 import asyncio
+import contextlib
 import gzip
 import json
 import threading
@@ -173,20 +174,8 @@ def test_a_compressed_stream_is_decoded_before_it_is_cut():
             self.end_headers()
             self.wfile.write(body)
 
-    http = ThreadingHTTPServer(("127.0.0.1", 0), Gzipped)
-    threading.Thread(target=http.serve_forever, daemon=True).start()
-    try:
-        provider = OpenAIProvider(
-            "gpt-4o",
-            api_key="test",
-            base_url=f"http://127.0.0.1:{http.server_address[1]}/v1",
-            max_retries=0,
-        )
-        reply = answer_of(provider)
-    finally:
-        http.shutdown()
-        http.server_close()
-    assert reply.text == "zipped"
+    with _provider_of(Gzipped) as provider:
+        assert answer_of(provider).text == "zipped"
 
 
 def test_a_piece_the_fast_reader_refuses_is_read_as_the_standard_library_reads_it():
@@ -226,23 +215,28 @@ class _Cut(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
-def _answer_from(handler) -> ProviderError:
+@contextlib.contextmanager
+def _provider_of(handler, **options):
+    """A provider whose server answers with `handler` (an http.server handler class)."""
     http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=http.serve_forever, daemon=True).start()
     try:
-        provider = OpenAIProvider(
+        yield OpenAIProvider(
             "gpt-4o",
             api_key="test",
             base_url=f"http://127.0.0.1:{http.server_address[1]}/v1",
             max_retries=0,
-            timeout=0.5,
+            **options,
         )
-        with pytest.raises(ProviderError) as failed:
-            answer_of(provider)
-        return failed.value
     finally:
         http.shutdown()
         http.server_close()
+
+
+def _answer_from(handler) -> ProviderError:
+    with _provider_of(handler, timeout=0.5) as provider, pytest.raises(ProviderError) as failed:
+        answer_of(provider)
+    return failed.value
 
 
 def test_a_connection_cut_mid_answer_is_the_sdks_connection_error():

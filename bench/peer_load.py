@@ -143,7 +143,7 @@ async def main(args) -> dict:
         try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                 async for _ in result.stream_events():
-                    pass
+                    record.setdefault("streaming", time.monotonic())
             record["ended"] = time.monotonic()
             record["status"] = "completed" if result.final_output is not None else "cancelled"
         except TimeoutError:
@@ -163,13 +163,21 @@ async def main(args) -> dict:
     shorts: list[dict] = [{} for _ in short_sessions]
     abort_sent = None
     if args.short_and_abort:
+        # As the app's row has it: the abort at `short_after`, the short turns from the
+        # moment every answer streams (turn_load.SHORT_TURNS).
+        await asyncio.sleep(max(0.0, first_started + args.short_after - time.monotonic()))
+        abort_sent = time.monotonic()
+        records[0]["result"].cancel()
+        streaming_by = time.monotonic() + args.streaming_wait
+        while time.monotonic() < streaming_by and not all(
+            "streaming" in r or "status" in r for r in records
+        ):
+            await asyncio.sleep(0.005)
+        shorts_from = time.monotonic()
         for number, (session, short) in enumerate(zip(short_sessions, shorts, strict=True)):
-            at = first_started + args.short_after + number * args.short_spacing
+            at = shorts_from + number * args.short_spacing
             await asyncio.sleep(max(0.0, at - time.monotonic()))
             tasks.append(asyncio.create_task(one(session, args.short_prompt, short)))
-            if number == 0:
-                abort_sent = time.monotonic()
-                records[0]["result"].cancel()
     await asyncio.gather(*tasks)
     cpu_used = cpu_seconds() - cpu_before
     stop.set()
@@ -217,6 +225,7 @@ if __name__ == "__main__":
     parser.add_argument("--long-prompt", required=True)
     parser.add_argument("--short-and-abort", action="store_true")
     parser.add_argument("--short-after", type=float, default=0.5)
+    parser.add_argument("--streaming-wait", type=float, default=10.0)
     parser.add_argument("--short-turns", type=int, default=1)
     parser.add_argument("--short-spacing", type=float, default=0.1)
     print(json.dumps(asyncio.run(main(parser.parse_args()))), flush=True)

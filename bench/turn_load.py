@@ -562,28 +562,29 @@ async def sample_peak_rss(
             await asyncio.wait_for(stop_event.wait(), 0.05)
 
 
-def session_model_set(base: str, session_id: str, token: str, model: str) -> None:
-    """What the model picker sends (docs/web.md): the session's own model from now on."""
+def session_patch(base: str, session_id: str, token: str, change: dict) -> None:
+    """What the model picker sends (docs/web.md), `{"model": …}`: the session's own model
+    from now on."""
     request = urllib.request.Request(
         f"{base}/api/sessions/{session_id}/",
         method="PATCH",
-        data=json.dumps({"model": model}).encode(),
+        data=json.dumps(change).encode(),
         headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
     )
     urllib.request.urlopen(request, timeout=60).close()
 
 
-async def sessions_model_set(conversations: list[Conversation], model: str) -> None:
+async def sessions_patch(conversations: list[Conversation], change: dict) -> None:
     gate = asyncio.Semaphore(CONNECTS_AT_ONCE)
 
     async def one(conversation: Conversation) -> None:
         async with gate:
             await asyncio.to_thread(
-                session_model_set,
+                session_patch,
                 conversation.base,
                 conversation.session_id,
                 conversation.token,
-                model,
+                change,
             )
 
     await asyncio.gather(*(one(c) for c in conversations if not c.open_error))
@@ -659,9 +660,17 @@ async def run_load(
     stoppers = [remote_stop] if remote_stop is not None else []
     log(f"  opening {count + SHORT_TURNS + len(watchers) + len(stoppers)} sockets")
     await open_all([*load, *shorts, *watchers.values(), *stoppers])
+    # Both setups send the same requests before the storm, so that the rows differ in the
+    # model only: B picks its model, A sends the thinking level each session has (a PATCH
+    # that changes nothing). Without A's, the 205 requests B alone made left their garbage
+    # to the collector's first passes in B's storm: B's CPU per turn 1.07-1.13x A's with
+    # JARVIS_MODEL itself picked (docs/performance-log.md).
     if session_model is not None:
         log(f"  every session picks {session_model}")
-        await sessions_model_set([*load, *shorts], session_model)
+        await sessions_patch([*load, *shorts], {"model": session_model})
+    else:
+        log("  every session sends the thinking level it has")
+        await sessions_patch([*load, *shorts], {"thinking": "off"})
     pids = [worker.pid for worker in workers]
     baseline = {pid: memory_kb(pid) for pid in pids}
     peaks: dict[int, int] = dict(baseline)

@@ -563,8 +563,8 @@ async def sample_peak_rss(
 
 
 def session_patch(base: str, session_id: str, token: str, change: dict) -> None:
-    """What the model picker sends (docs/web.md), `{"model": …}`: the session's own model
-    from now on."""
+    """A session's settings changed as the page changes them (docs/web.md): `{"model": …}`
+    is what the model picker sends."""
     request = urllib.request.Request(
         f"{base}/api/sessions/{session_id}/",
         method="PATCH",
@@ -590,26 +590,24 @@ async def sessions_patch(conversations: list[Conversation], change: dict) -> Non
     await asyncio.gather(*(one(c) for c in conversations if not c.open_error))
 
 
+async def seen_starting(conversations: list[Conversation], deadline: float) -> bool:
+    """Wait until each conversation's socket has seen its turn start (or the turn has ended,
+    or the socket never opened); False if `deadline` came first."""
+    while not all(c.started or c.ended or c.open_error for c in conversations):
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.005)
+    return True
+
+
 async def stop_once_started(conversation: Conversation, deadline: float) -> float | None:
     """Stop the conversation's turn once its socket has seen it start, as a person presses
     Stop on a turn the tab shows running (a Stop finds a turn by its lease, which a turn the
     other worker has not started yet does not hold). When the Stop was sent; None if the
     turn ended or never started first."""
-    while not conversation.started and not conversation.ended:
-        if time.monotonic() >= deadline:
-            return None
-        await asyncio.sleep(0.005)
-    return None if conversation.ended else await conversation.abort()
-
-
-async def all_streaming(load: list[Conversation], deadline: float) -> float:
-    """When every turn of the storm has been seen starting (or has ended, or will not open),
-    or `deadline`, whichever comes first."""
-    while time.monotonic() < deadline and not all(
-        c.started or c.ended or c.open_error for c in load
-    ):
-        await asyncio.sleep(0.005)
-    return time.monotonic()
+    if not await seen_starting([conversation], deadline) or conversation.ended:
+        return None
+    return await conversation.abort()
 
 
 def short_turns(turns: list[tuple[float | None, float | None, str | None]]) -> dict:
@@ -663,8 +661,8 @@ async def run_load(
     # Both setups send the same requests before the storm, so that the rows differ in the
     # model only: B picks its model, A sends the thinking level each session has (a PATCH
     # that changes nothing). Without A's, the 205 requests B alone made left their garbage
-    # to the collector's first passes in B's storm: B's CPU per turn 1.07-1.13x A's with
-    # JARVIS_MODEL itself picked (docs/performance-log.md).
+    # to the collector's first passes in B's storm: B's CPU per turn came out 1.05-1.13x A's
+    # with two workers (docs/performance-log.md).
     if session_model is not None:
         log(f"  every session picks {session_model}")
         await sessions_patch([*load, *shorts], {"model": session_model})
@@ -710,7 +708,8 @@ async def run_load(
     if remote_stop is not None and not remote_stop.open_error and not load[1].open_error:
         remote_stopping = asyncio.create_task(stop_once_started(remote_stop, deadline))
     # Once every answer streams: short turns show whether a worker still answers at once.
-    shorts_from = await all_streaming(load, time.monotonic() + STREAMING_WAIT_SEC)
+    await seen_starting(load, time.monotonic() + STREAMING_WAIT_SEC)
+    shorts_from = time.monotonic()
     for number, short in enumerate(shorts):
         at = shorts_from + number * SHORT_SPACING_SEC
         await asyncio.sleep(max(0.0, at - time.monotonic()))
